@@ -1,0 +1,120 @@
+// Package cli is amilint's command line: flag parsing and wiring of the
+// engine's packages, nothing else. Run is the whole program, so every
+// command is testable in-process; only main calls os.Exit.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+)
+
+// Exit codes, as ../DESIGN.md fixes them.
+const (
+	ExitOK       = 0 // nothing at or above --fail-on
+	ExitFindings = 1 // findings at or above --fail-on
+	ExitError    = 2 // could not do the job: bad flag, unreadable or corrupt input, policy error
+)
+
+// Version is set at link time (-ldflags "-X ...cli.Version=v1.2.3").
+var Version = "dev"
+
+// env carries what every command gets.
+type env struct {
+	ctx    context.Context
+	stdout io.Writer
+	stderr io.Writer
+	log    *slog.Logger
+}
+
+// command is one subcommand: it parses its own flags and returns an exit code.
+type command struct {
+	summary string
+	run     func(e *env, args []string) int
+}
+
+// commands is the registry of subcommands, an explicit map literal.
+func commands() map[string]command {
+	return map[string]command{
+		"units":   {"list unit files of an image with their state and boot chain", runUnits},
+		"version": {"print the version", runVersion},
+	}
+}
+
+// Run runs amilint with args (without the program name) and returns the exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr,
+		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr, cmds)
+		if len(args) == 0 {
+			return ExitError
+		}
+		return ExitOK
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "amilint: unknown command %q (see amilint help)\n", args[0])
+		return ExitError
+	}
+	return c.run(e, args[1:])
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: amilint COMMAND [flags] [TARGET]\n\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+}
+
+func runVersion(e *env, args []string) int {
+	fmt.Fprintln(e.stdout, "amilint", Version)
+	return ExitOK
+}
+
+// newFlags returns a FlagSet that reports errors to stderr without exiting.
+func newFlags(e *env, name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("amilint "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// parse parses args, allowing flags after positional arguments
+// ("amilint units DIR -o tsv"), and returns the positionals.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// fail prints one line naming the problem and returns ExitError.
+func fail(e *env, cmd string, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	fmt.Fprintf(e.stderr, "amilint %s: %s\n", cmd, strings.TrimSpace(err.Error()))
+	return ExitError
+}

@@ -1,0 +1,67 @@
+// Package target turns a TARGET argument into an image view: it recognises
+// the target's kind (a directory today; tarballs, disk images and AMIs as
+// their readers land) and opens it read-only behind rootfs. It never mounts,
+// never needs root and never writes.
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/amilint/amilint/internal/rootfs"
+)
+
+// ErrUnsupported reports a target kind amilint cannot read (yet).
+var ErrUnsupported = errors.New("unsupported target")
+
+// Image is an opened target.
+type Image struct {
+	// Name is the target as the user spelled it; reports use it.
+	Name string
+	// Kind is "dir", "tar", "disk", "ami", "ebs" or "fixture".
+	Kind string
+	// FS is the chroot view of the image root.
+	FS *rootfs.FS
+	// Dir is the host directory of the root when the target is a directory
+	// (the only kind fix can write to); "" otherwise.
+	Dir string
+
+	closer io.Closer
+}
+
+// Close releases what Open acquired.
+func (im *Image) Close() error {
+	if im.closer == nil {
+		return nil
+	}
+	return im.closer.Close()
+}
+
+// Options tune how targets are opened.
+type Options struct {
+	// Partition selects a partition of a disk image by number (1-based); 0
+	// finds the root partition automatically.
+	Partition int
+}
+
+// Open opens spec.
+func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
+	if spec == "" {
+		return nil, fmt.Errorf("open target: %w", errors.New("empty target"))
+	}
+	fi, err := os.Stat(spec)
+	if err != nil {
+		return nil, fmt.Errorf("open target: %w", err)
+	}
+	if fi.IsDir() {
+		d, err := rootfs.OpenDir(spec)
+		if err != nil {
+			return nil, err
+		}
+		return &Image{Name: spec, Kind: "dir", FS: rootfs.New(d), Dir: spec, closer: d}, nil
+	}
+	return nil, fmt.Errorf("open target %s: %w", spec, ErrUnsupported)
+}
