@@ -24,24 +24,24 @@ func dir() *fstest.MapFile { return &fstest.MapFile{Mode: fs.ModeDir | 0o755} }
 // hostile is an image whose links all try to leave the root.
 func hostile() fstest.MapFS {
 	return fstest.MapFS{
-		"etc/shadow":                    file("image-shadow"),
-		"etc/passwd":                    file("image-passwd"),
-		"lib":                           link("usr/lib"),
-		"usr/lib/systemd/system/a.service": file("[Service]\n"),
-		"etc/systemd/system/abs.service":   link("/lib/systemd/system/a.service"),
-		"etc/systemd/system/rel.service":   link("../../../lib/systemd/system/a.service"),
-		"etc/systemd/system/masked.service": link("/dev/null"),
+		"etc/shadow":                         file("image-shadow"),
+		"etc/passwd":                         file("image-passwd"),
+		"lib":                                link("usr/lib"),
+		"usr/lib/systemd/system/a.service":   file("[Service]\n"),
+		"etc/systemd/system/abs.service":     link("/lib/systemd/system/a.service"),
+		"etc/systemd/system/rel.service":     link("../../../lib/systemd/system/a.service"),
+		"etc/systemd/system/masked.service":  link("/dev/null"),
 		"etc/systemd/system/relnull.service": link("../../../../../dev/null"),
-		"shadow-abs":                    link("/etc/shadow"),
-		"shadow-up":                     link("../../../../../../etc/shadow"),
-		"up":                            link("../../../.."),
-		"proc-root":                     link("/proc/self/root/etc/passwd"),
-		"loop-a":                        link("loop-b"),
-		"loop-b":                        link("loop-a"),
-		"self":                          link("self"),
-		"file-as-dir":                   link("etc/passwd/x"),
-		"dangling":                      link("/nonexistent/x"),
-		"empty":                         dir(),
+		"shadow-abs":                         link("/etc/shadow"),
+		"shadow-up":                          link("../../../../../../etc/shadow"),
+		"up":                                 link("../../../.."),
+		"proc-root":                          link("/proc/self/root/etc/passwd"),
+		"loop-a":                             link("loop-b"),
+		"loop-b":                             link("loop-a"),
+		"self":                               link("self"),
+		"file-as-dir":                        link("etc/passwd/x"),
+		"dangling":                           link("/nonexistent/x"),
+		"empty":                              dir(),
 	}
 }
 
@@ -120,12 +120,12 @@ func TestLstatAndReadLink(t *testing.T) {
 
 func TestClean(t *testing.T) {
 	for in, want := range map[string]string{
-		"/":                    ".",
-		"":                     ".",
-		"/etc/ecs/ecs.config":  "etc/ecs/ecs.config",
-		"etc//x/":              "etc/x",
-		"/../../etc/shadow":    "etc/shadow",
-		"a/./b/../c":           "a/c",
+		"/":                   ".",
+		"":                    ".",
+		"/etc/ecs/ecs.config": "etc/ecs/ecs.config",
+		"etc//x/":             "etc/x",
+		"/../../etc/shadow":   "etc/shadow",
+		"a/./b/../c":          "a/c",
 	} {
 		assert.Equal(t, want, rootfs.Clean(in), in)
 	}
