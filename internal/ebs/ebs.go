@@ -1,0 +1,245 @@
+// Package ebs reads an EBS snapshot as a disk, block by block, through the
+// EBS direct APIs (ListSnapshotBlocks, GetSnapshotBlock), and resolves an AMI
+// to its root snapshot. It creates no volume, attaches nothing and writes
+// nothing: a snapshot is read-only data here. Only the blocks a reader asks
+// for are fetched, in parallel, verified against their SHA-256 checksums and
+// kept in a bounded cache.
+package ebs
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ebs"
+	"golang.org/x/sync/errgroup"
+)
+
+// API is the part of the EBS direct APIs client the reader uses;
+// *ebs.Client implements it.
+type API interface {
+	ListSnapshotBlocks(ctx context.Context, in *ebs.ListSnapshotBlocksInput, opts ...func(*ebs.Options)) (*ebs.ListSnapshotBlocksOutput, error)
+	GetSnapshotBlock(ctx context.Context, in *ebs.GetSnapshotBlockInput, opts ...func(*ebs.Options)) (*ebs.GetSnapshotBlockOutput, error)
+}
+
+// ErrCorrupt reports a snapshot whose listing or blocks do not make sense:
+// a bad checksum, a block of the wrong size, an index past the volume.
+var ErrCorrupt = errors.New("corrupt snapshot data")
+
+// Options tune a Snapshot.
+type Options struct {
+	// Parallel bounds concurrent GetSnapshotBlock calls (default 8).
+	Parallel int
+	// CacheBlocks bounds the blocks kept in memory (default 256, 128 MiB
+	// with 512 KiB blocks).
+	CacheBlocks int
+	// Progress, when set, is called after each fetched block with the
+	// bytes fetched so far and the bytes the snapshot holds.
+	Progress func(fetched, allocated int64)
+}
+
+// Snapshot is an EBS snapshot read as a disk. It implements io.ReaderAt.
+type Snapshot struct {
+	ctx       context.Context
+	api       API
+	id        string
+	blockSize int64
+	size      int64
+	tokens    map[int64]string
+	opt       Options
+
+	fetched atomic.Int64
+
+	mu    sync.Mutex
+	cache map[int64]*list.Element
+	lru   *list.List
+}
+
+type cached struct {
+	index int64
+	data  []byte
+}
+
+// Open lists the blocks of snapshot id. ctx bounds every later read too.
+func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, error) {
+	if opt.Parallel <= 0 {
+		opt.Parallel = 8
+	}
+	if opt.CacheBlocks <= 0 {
+		opt.CacheBlocks = 256
+	}
+	s := &Snapshot{ctx: ctx, api: api, id: id, opt: opt, tokens: map[int64]string{},
+		cache: map[int64]*list.Element{}, lru: list.New()}
+	var next *string
+	for page := 0; ; page++ {
+		if page > 1<<20 {
+			return nil, fmt.Errorf("list snapshot %s blocks: %w: pagination does not end", id, ErrCorrupt)
+		}
+		out, err := api.ListSnapshotBlocks(ctx, &ebs.ListSnapshotBlocksInput{
+			SnapshotId: aws.String(id), NextToken: next, MaxResults: aws.Int32(10000)})
+		if err != nil {
+			return nil, fmt.Errorf("list snapshot %s blocks: %w", id, err)
+		}
+		if s.blockSize == 0 {
+			bs, vs := aws.ToInt32(out.BlockSize), aws.ToInt64(out.VolumeSize)
+			if bs <= 0 || bs%512 != 0 || vs <= 0 || vs > 64<<10 {
+				return nil, fmt.Errorf("list snapshot %s blocks: %w: block size %d, volume size %d GiB", id, ErrCorrupt, bs, vs)
+			}
+			s.blockSize, s.size = int64(bs), vs<<30
+		}
+		for _, b := range out.Blocks {
+			idx := int64(aws.ToInt32(b.BlockIndex))
+			if idx < 0 || idx*s.blockSize >= s.size || aws.ToString(b.BlockToken) == "" {
+				return nil, fmt.Errorf("list snapshot %s blocks: %w: block %d", id, ErrCorrupt, idx)
+			}
+			s.tokens[idx] = aws.ToString(b.BlockToken)
+		}
+		next = out.NextToken
+		if aws.ToString(next) == "" {
+			break
+		}
+	}
+	return s, nil
+}
+
+// Size is the volume size in bytes.
+func (s *Snapshot) Size() int64 { return s.size }
+
+// BlockSize is the snapshot's block size in bytes.
+func (s *Snapshot) BlockSize() int64 { return s.blockSize }
+
+// Allocated is the number of bytes the snapshot holds (blocks listed).
+func (s *Snapshot) Allocated() int64 { return int64(len(s.tokens)) * s.blockSize }
+
+// Fetched is the number of bytes fetched from the service so far.
+func (s *Snapshot) Fetched() int64 { return s.fetched.Load() }
+
+// ReadAt reads len(p) bytes at off. Blocks the snapshot does not hold read
+// as zeros, as they do on a volume restored from it.
+func (s *Snapshot) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("read snapshot %s: negative offset", s.id)
+	}
+	if off >= s.size {
+		return 0, io.EOF
+	}
+	n := len(p)
+	var eof error
+	if int64(n) > s.size-off {
+		n, eof = int(s.size-off), io.EOF
+	}
+	first, last := off/s.blockSize, (off+int64(n)-1)/s.blockSize
+	blocks, err := s.blocks(first, last)
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	for i := first; i <= last && done < n; i++ {
+		bo := int64(0)
+		if i == first {
+			bo = off - first*s.blockSize
+		}
+		b := blocks[i-first]
+		chunk := min(int64(n-done), s.blockSize-bo)
+		if b == nil {
+			clear(p[done : done+int(chunk)])
+		} else {
+			copy(p[done:done+int(chunk)], b[bo:bo+chunk])
+		}
+		done += int(chunk)
+	}
+	return n, eof
+}
+
+// blocks returns blocks first..last (nil for unallocated ones), fetching the
+// missing ones in parallel.
+func (s *Snapshot) blocks(first, last int64) ([][]byte, error) {
+	out := make([][]byte, last-first+1)
+	g, ctx := errgroup.WithContext(s.ctx)
+	g.SetLimit(s.opt.Parallel)
+	for i := first; i <= last; i++ {
+		tok, ok := s.tokens[i]
+		if !ok {
+			continue
+		}
+		if b := s.get(i); b != nil {
+			out[i-first] = b
+			continue
+		}
+		g.Go(func() error {
+			b, err := s.fetch(ctx, i, tok)
+			if err != nil {
+				return err
+			}
+			out[i-first] = b
+			s.put(i, b)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Snapshot) fetch(ctx context.Context, i int64, tok string) ([]byte, error) {
+	out, err := s.api.GetSnapshotBlock(ctx, &ebs.GetSnapshotBlockInput{
+		SnapshotId: aws.String(s.id), BlockIndex: aws.Int32(int32(i)), BlockToken: aws.String(tok)})
+	if err != nil {
+		return nil, fmt.Errorf("read snapshot %s block %d: %w", s.id, i, err)
+	}
+	defer out.BlockData.Close()
+	buf := make([]byte, s.blockSize)
+	n, err := io.ReadFull(out.BlockData, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, fmt.Errorf("read snapshot %s block %d: %w", s.id, i, err)
+	}
+	if int64(n) != s.blockSize || (out.DataLength != nil && int64(*out.DataLength) != s.blockSize) {
+		return nil, fmt.Errorf("read snapshot %s block %d: %w: %d bytes, want %d", s.id, i, ErrCorrupt, n, s.blockSize)
+	}
+	if extra, _ := io.ReadFull(out.BlockData, make([]byte, 1)); extra != 0 {
+		return nil, fmt.Errorf("read snapshot %s block %d: %w: longer than the block size", s.id, i, ErrCorrupt)
+	}
+	if want := aws.ToString(out.Checksum); want != "" {
+		sum := sha256.Sum256(buf)
+		if base64.StdEncoding.EncodeToString(sum[:]) != want {
+			return nil, fmt.Errorf("read snapshot %s block %d: %w: checksum mismatch", s.id, i, ErrCorrupt)
+		}
+	}
+	f := s.fetched.Add(s.blockSize)
+	if s.opt.Progress != nil {
+		s.opt.Progress(f, s.Allocated())
+	}
+	return buf, nil
+}
+
+func (s *Snapshot) get(i int64) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.cache[i]; ok {
+		s.lru.MoveToFront(e)
+		return e.Value.(*cached).data
+	}
+	return nil
+}
+
+func (s *Snapshot) put(i int64, b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.cache[i]; ok {
+		return
+	}
+	s.cache[i] = s.lru.PushFront(&cached{index: i, data: b})
+	for s.lru.Len() > s.opt.CacheBlocks {
+		e := s.lru.Back()
+		s.lru.Remove(e)
+		delete(s.cache, e.Value.(*cached).index)
+	}
+}
