@@ -1,0 +1,331 @@
+// Package sdbus owns what a running systemd says about its units over
+// D-Bus: every unit file and its state, every loaded unit's active and sub
+// state, and for services their result, restart count, main start time
+// and command lines. From two snapshots it tells which units crash-loop
+// and which services create a new container on every restart.
+//
+// It only reads: it calls List* methods and Properties.GetAll, never a
+// method that changes the manager's state. It uses the pure-Go D-Bus
+// client (github.com/coreos/go-systemd/v22/dbus over godbus), so the
+// binary stays static with CGO off.
+package sdbus
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
+)
+
+// DefaultRestartThreshold is the restart count at or above which a service
+// is crash-looping.
+const DefaultRestartThreshold = 3
+
+// Unit is one unit as the running manager reports it.
+type Unit struct {
+	Name string `json:"name"`
+	// FileState is the unit file's state ("enabled", "disabled", "static",
+	// "masked", …), empty for units without a unit file (transient, generated
+	// scopes and slices).
+	FileState   string `json:"file_state,omitempty"`
+	LoadState   string `json:"load_state,omitempty"`
+	ActiveState string `json:"active_state,omitempty"`
+	SubState    string `json:"sub_state,omitempty"`
+	// Loaded is false for unit files the manager has not loaded.
+	Loaded bool `json:"loaded"`
+
+	// The fields below are set for loaded services only.
+
+	// Result is the service's result ("success", "exit-code", "start-limit-hit", …).
+	Result string `json:"result,omitempty"`
+	// Restart is the Restart= policy ("no", "on-failure", "always", …).
+	Restart string `json:"restart,omitempty"`
+	// NRestarts counts automatic restarts since the unit was last started by hand.
+	NRestarts uint32 `json:"n_restarts"`
+	// ExecMainStart is when the main process last started; zero if never.
+	ExecMainStart time.Time `json:"exec_main_start,omitzero"`
+	// ExecStart are the argv of each ExecStart= command.
+	ExecStart [][]string `json:"exec_start,omitempty"`
+	// ContainerPerRestart says that each start of the service creates a new
+	// container (docker/podman/nerdctl/ctr run, or the ECS init that
+	// starts a fresh agent container on every try), hence a new memory
+	// cgroup per restart.
+	ContainerPerRestart bool `json:"container_per_restart"`
+
+	// CrashLoop is set by Detect.
+	CrashLoop *CrashLoop `json:"crash_loop,omitempty"`
+}
+
+// CrashLoop says why a unit is taken to be crash-looping.
+type CrashLoop struct {
+	// Reasons, each one sentence.
+	Reasons []string `json:"reasons"`
+	// Growth is NRestarts' growth since the previous snapshot, if one was given.
+	Growth uint32 `json:"growth,omitempty"`
+}
+
+// Snapshot is the manager's state at one time.
+type Snapshot struct {
+	Time time.Time `json:"time"`
+	// Units are sorted by name.
+	Units []Unit `json:"units"`
+}
+
+// Unit returns the named unit, if present.
+func (s *Snapshot) Unit(name string) (Unit, bool) {
+	i, ok := slices.BinarySearchFunc(s.Units, name, func(u Unit, n string) int { return strings.Compare(u.Name, n) })
+	if !ok {
+		return Unit{}, false
+	}
+	return s.Units[i], true
+}
+
+// Client is a read-only connection to a systemd manager.
+type Client struct {
+	conn *sd.Conn
+}
+
+// Address turns what a user gives into a D-Bus address: "" is the system
+// bus; "unix:path=…" (or any other "transport:" address) is taken as is;
+// anything else is a path to a bus socket, such as a container's
+// /proc/PID/root/run/dbus/system_bus_socket or systemd's private socket
+// /run/systemd/private.
+func Address(s string) string {
+	switch {
+	case s == "":
+		return ""
+	case strings.Contains(s, ":") && !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "."):
+		return s
+	default:
+		return "unix:path=" + s
+	}
+}
+
+// Dial connects to the manager at address (see Address). A socket that is
+// systemd's own private socket (no bus daemon) is used without Hello.
+func Dial(ctx context.Context, address string) (*Client, error) {
+	addr := Address(address)
+	if addr == "" {
+		c, err := sd.NewSystemConnectionContext(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("connect to the system bus: %w", err)
+		}
+		return &Client{conn: c}, nil
+	}
+	direct := strings.HasSuffix(addr, "/systemd/private")
+	c, err := sd.NewConnection(func() (*dbus.Conn, error) {
+		conn, err := dbus.Dial(addr, dbus.WithContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		if !direct {
+			if err := conn.Hello(); err != nil {
+				conn.Close()
+				return nil, fmt.Errorf("hello: %w", err)
+			}
+		}
+		return conn, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	return &Client{conn: c}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() { c.conn.Close() }
+
+// Snapshot lists every unit file and every loaded unit, with service
+// properties for loaded services.
+func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
+	files, err := c.conn.ListUnitFilesContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list unit files: %w", err)
+	}
+	loaded, err := c.conn.ListUnitsContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list units: %w", err)
+	}
+	byName := map[string]*Unit{}
+	get := func(name string) *Unit {
+		u := byName[name]
+		if u == nil {
+			u = &Unit{Name: name}
+			byName[name] = u
+		}
+		return u
+	}
+	for _, f := range files {
+		get(path.Base(f.Path)).FileState = f.Type
+	}
+	for _, l := range loaded {
+		u := get(l.Name)
+		u.Loaded, u.LoadState, u.ActiveState, u.SubState = true, l.LoadState, l.ActiveState, l.SubState
+		if !strings.HasSuffix(l.Name, ".service") || l.LoadState != "loaded" {
+			continue
+		}
+		props, err := c.conn.GetUnitTypePropertiesContext(ctx, l.Name, "Service")
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("properties of %s: %w", l.Name, err)
+			}
+			continue // the unit went away between the two calls
+		}
+		ApplyServiceProperties(u, props)
+	}
+	snap := &Snapshot{Time: time.Now(), Units: make([]Unit, 0, len(byName))}
+	for _, u := range byName {
+		snap.Units = append(snap.Units, *u)
+	}
+	slices.SortFunc(snap.Units, func(a, b Unit) int { return strings.Compare(a.Name, b.Name) })
+	return snap, nil
+}
+
+// ApplyServiceProperties fills u's service fields from the
+// org.freedesktop.systemd1.Service properties (as Properties.GetAll
+// returns them, values unwrapped from their variants). Properties of an
+// unexpected type are ignored.
+func ApplyServiceProperties(u *Unit, props map[string]any) {
+	if v, ok := props["Result"].(string); ok {
+		u.Result = v
+	}
+	if v, ok := props["Restart"].(string); ok {
+		u.Restart = v
+	}
+	if v, ok := props["NRestarts"].(uint32); ok {
+		u.NRestarts = v
+	}
+	if v, ok := props["ExecMainStartTimestamp"].(uint64); ok && v > 0 {
+		u.ExecMainStart = time.UnixMicro(int64(v)).UTC()
+	}
+	u.ExecStart = execArgv(props["ExecStart"])
+	u.ContainerPerRestart = ContainerPerRestart(u.ExecStart)
+}
+
+// execArgv extracts argv from an a(sasbttttuii) ExecStart value.
+func execArgv(v any) [][]string {
+	var items []any
+	switch x := v.(type) {
+	case [][]any:
+		for _, it := range x {
+			items = append(items, it)
+		}
+	case []any:
+		items = x
+	default:
+		return nil
+	}
+	var out [][]string
+	for _, it := range items {
+		st, ok := it.([]any)
+		if !ok || len(st) < 2 {
+			continue
+		}
+		argv, ok := st[1].([]string)
+		if !ok || len(argv) == 0 {
+			if p, ok := st[0].(string); ok {
+				argv = []string{p}
+			}
+		}
+		if len(argv) > 0 {
+			out = append(out, argv)
+		}
+	}
+	return out
+}
+
+// ContainerPerRestart tells whether the command lines start a new
+// container each time they run.
+func ContainerPerRestart(cmds [][]string) bool {
+	for _, argv := range cmds {
+		if len(argv) == 0 {
+			continue
+		}
+		prog := path.Base(argv[0])
+		args := argv[1:]
+		// "sh -c 'docker run …'" and "/usr/bin/env docker run …".
+		if prog == "env" && len(args) > 0 {
+			prog, args = path.Base(args[0]), args[1:]
+		}
+		if (prog == "sh" || prog == "bash") && len(args) >= 2 && args[0] == "-c" {
+			f := strings.Fields(args[1])
+			if len(f) > 0 && f[0] == "exec" {
+				f = f[1:]
+			}
+			if len(f) > 0 && ContainerPerRestart([][]string{f}) {
+				return true
+			}
+			continue
+		}
+		switch prog {
+		case "amazon-ecs-init", "ecs-init":
+			if slices.Contains(args, "start") {
+				return true
+			}
+		case "docker", "podman", "nerdctl":
+			if slices.Contains(args, "run") || (slices.Contains(args, "compose") && slices.Contains(args, "up")) {
+				return true
+			}
+		case "docker-compose":
+			if slices.Contains(args, "up") {
+				return true
+			}
+		case "ctr":
+			if slices.Contains(args, "run") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Detect marks crash-looping units in cur: a service waiting to restart
+// (sub state auto-restart), a service that hit its start limit, one with
+// NRestarts at or above threshold, or one whose NRestarts grew since prev
+// (nil prev: no growth check). threshold 0 means DefaultRestartThreshold.
+// It returns the names of the crash-looping units.
+func Detect(prev, cur *Snapshot, threshold uint32) []string {
+	if threshold == 0 {
+		threshold = DefaultRestartThreshold
+	}
+	var names []string
+	for i := range cur.Units {
+		u := &cur.Units[i]
+		u.CrashLoop = nil
+		if !u.Loaded || !strings.HasSuffix(u.Name, ".service") {
+			continue
+		}
+		var cl CrashLoop
+		if u.SubState == "auto-restart" {
+			cl.Reasons = append(cl.Reasons, "it is waiting to be restarted after a failure (auto-restart)")
+		}
+		if u.Result == "start-limit-hit" {
+			cl.Reasons = append(cl.Reasons, "it failed too often and hit its start limit")
+		}
+		if u.NRestarts >= threshold {
+			cl.Reasons = append(cl.Reasons, fmt.Sprintf("systemd restarted it %d times (threshold %d)", u.NRestarts, threshold))
+		}
+		if prev != nil {
+			if p, ok := prev.Unit(u.Name); ok && u.NRestarts > p.NRestarts {
+				cl.Growth = u.NRestarts - p.NRestarts
+				cl.Reasons = append(cl.Reasons, fmt.Sprintf("it restarted %d times in %s", cl.Growth, cur.Time.Sub(prev.Time).Round(time.Millisecond)))
+			}
+		}
+		if len(cl.Reasons) > 0 {
+			u.CrashLoop = &cl
+			names = append(names, u.Name)
+		}
+	}
+	return names
+}
