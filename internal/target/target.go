@@ -52,6 +52,9 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 	if spec == "" {
 		return nil, fmt.Errorf("open target: %w", errors.New("empty target"))
 	}
+	if im, ok, err := openFixture(spec); ok {
+		return im, err
+	}
 	fi, err := os.Stat(spec)
 	if err != nil {
 		return nil, fmt.Errorf("open target: %w", err)
