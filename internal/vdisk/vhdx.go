@@ -1,0 +1,243 @@
+package vdisk
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// VHDX structures, from Microsoft's [MS-VHDX] specification.
+const (
+	vhdxHeader1      = 64 << 10
+	vhdxHeader2      = 128 << 10
+	vhdxRegion1      = 192 << 10
+	vhdxRegion2      = 256 << 10
+	vhdxRegionSize   = 64 << 10
+	vhdxHeaderSize   = 4 << 10
+	vhdxMaxRegions   = 2047
+	vhdxMaxMetaItems = 2047
+
+	vhdxNotPresent = 0
+	vhdxUndefined  = 1
+	vhdxZero       = 2
+	vhdxUnmapped   = 3
+	vhdxFull       = 6
+	vhdxPartial    = 7
+)
+
+var (
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+	vhdxBATGUID       = guid("2DC27766-F623-4200-9D64-115E9BFD4A08")
+	vhdxMetadataGUID  = guid("8B7CA206-4790-4B9A-B8FE-575F050F886E")
+	vhdxFileParamGUID = guid("CAA16737-FA36-4D43-B3B6-33F0AA44E76B")
+	vhdxDiskSizeGUID  = guid("2FA54224-CD1B-4876-B211-5DBED83BF4B8")
+	vhdxLogicalGUID   = guid("8141BF1D-A96F-4709-BA47-F233A8FAAB5F")
+)
+
+// guid returns the on-disk (mixed-endian) bytes of a textual GUID.
+func guid(s string) [16]byte {
+	var b [16]byte
+	hex := func(c byte) byte {
+		switch {
+		case c >= '0' && c <= '9':
+			return c - '0'
+		case c >= 'a' && c <= 'f':
+			return c - 'a' + 10
+		default:
+			return c - 'A' + 10
+		}
+	}
+	var raw []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] == '-' {
+			continue
+		}
+		raw = append(raw, hex(s[i])<<4|hex(s[i+1]))
+		i++
+	}
+	copy(b[:], raw)
+	// Data1, Data2 and Data3 are little-endian on disk.
+	b[0], b[1], b[2], b[3] = raw[3], raw[2], raw[1], raw[0]
+	b[4], b[5] = raw[5], raw[4]
+	b[6], b[7] = raw[7], raw[6]
+	return b
+}
+
+// vhdxDisk is the guest disk of a VHDX file.
+type vhdxDisk struct {
+	r          io.ReaderAt
+	fileSize   int64
+	size       int64
+	blockSize  int64
+	chunkRatio int64
+	bat        []uint64
+}
+
+func vhdxCRC(b []byte) uint32 {
+	c := make([]byte, len(b))
+	copy(c, b)
+	c[4], c[5], c[6], c[7] = 0, 0, 0, 0
+	return crc32.Checksum(c, castagnoli)
+}
+
+// OpenVHDX opens a VHDX file. Differencing disks fail with ErrBacking and a
+// log that still needs replaying with ErrUnsupported.
+func OpenVHDX(r io.ReaderAt, fileSize int64) (Disk, error) {
+	le := binary.LittleEndian
+	var sig [8]byte
+	if err := readFull(r, fileSize, sig[:], 0, "vhdx file identifier"); err != nil {
+		return nil, err
+	}
+	if string(sig[:]) != "vhdxfile" {
+		return nil, corruptf("vhdx: bad file identifier")
+	}
+	// The current header is the valid one with the higher sequence number.
+	var hdr []byte
+	var seq uint64
+	for _, off := range []int64{vhdxHeader1, vhdxHeader2} {
+		b := make([]byte, vhdxHeaderSize)
+		if readFull(r, fileSize, b, off, "vhdx header") != nil {
+			continue
+		}
+		if string(b[:4]) != "head" || le.Uint32(b[4:]) != vhdxCRC(b) {
+			continue
+		}
+		if s := le.Uint64(b[8:]); hdr == nil || s > seq {
+			hdr, seq = b, s
+		}
+	}
+	if hdr == nil {
+		return nil, corruptf("vhdx: no valid header")
+	}
+	var zero [16]byte
+	if [16]byte(hdr[48:64]) != zero {
+		return nil, fmt.Errorf("vhdx log needs replaying (open and close the disk in Hyper-V or qemu-img first): %w", ErrUnsupported)
+	}
+	var reg []byte
+	for _, off := range []int64{vhdxRegion1, vhdxRegion2} {
+		b := make([]byte, vhdxRegionSize)
+		if readFull(r, fileSize, b, off, "vhdx region table") != nil {
+			continue
+		}
+		if string(b[:4]) == "regi" && le.Uint32(b[4:]) == vhdxCRC(b) {
+			reg = b
+			break
+		}
+	}
+	if reg == nil {
+		return nil, corruptf("vhdx: no valid region table")
+	}
+	n := le.Uint32(reg[8:])
+	if n > vhdxMaxRegions {
+		return nil, corruptf("vhdx: %d regions", n)
+	}
+	var batOff, batLen, metaOff, metaLen int64
+	for i := range int(n) {
+		e := reg[16+32*i : 48+32*i]
+		off, length := int64(le.Uint64(e[16:])), int64(le.Uint32(e[24:]))
+		switch [16]byte(e[:16]) {
+		case vhdxBATGUID:
+			batOff, batLen = off, length
+		case vhdxMetadataGUID:
+			metaOff, metaLen = off, length
+		default:
+			if le.Uint32(e[28:])&1 != 0 {
+				return nil, fmt.Errorf("vhdx required region %x: %w", e[:16], ErrUnsupported)
+			}
+		}
+	}
+	if batLen == 0 || metaLen < 64<<10 {
+		return nil, corruptf("vhdx: BAT or metadata region missing")
+	}
+	if metaLen > 1<<20 {
+		return nil, corruptf("vhdx: metadata region of %d bytes", metaLen)
+	}
+	meta := make([]byte, metaLen)
+	if err := readFull(r, fileSize, meta, metaOff, "vhdx metadata region"); err != nil {
+		return nil, err
+	}
+	if string(meta[:8]) != "metadata" {
+		return nil, corruptf("vhdx: bad metadata table signature")
+	}
+	items := map[[16]byte][]byte{}
+	cnt := int(le.Uint16(meta[10:]))
+	if cnt > vhdxMaxMetaItems {
+		return nil, corruptf("vhdx: %d metadata items", cnt)
+	}
+	for i := range cnt {
+		e := meta[32+32*i : 64+32*i]
+		off, length := int64(le.Uint32(e[16:])), int64(le.Uint32(e[20:]))
+		if off+length > metaLen || (length > 0 && off < 64<<10) {
+			return nil, corruptf("vhdx: metadata item %d out of bounds", i)
+		}
+		items[[16]byte(e[:16])] = meta[off : off+length]
+	}
+	fp, ds, ls := items[vhdxFileParamGUID], items[vhdxDiskSizeGUID], items[vhdxLogicalGUID]
+	if len(fp) < 8 || len(ds) < 8 || len(ls) < 4 {
+		return nil, corruptf("vhdx: required metadata missing")
+	}
+	d := &vhdxDisk{r: r, fileSize: fileSize}
+	d.blockSize = int64(le.Uint32(fp))
+	if le.Uint32(fp[4:])&2 != 0 {
+		return nil, fmt.Errorf("vhdx differencing disk: %w", ErrBacking)
+	}
+	if d.blockSize < 1<<20 || d.blockSize > 256<<20 || d.blockSize&(d.blockSize-1) != 0 {
+		return nil, corruptf("vhdx: block size %d", d.blockSize)
+	}
+	d.size = int64(le.Uint64(ds))
+	if d.size < 0 || d.size > 64<<40 {
+		return nil, corruptf("vhdx: disk size %d", d.size)
+	}
+	sector := int64(le.Uint32(ls))
+	if sector != 512 && sector != 4096 {
+		return nil, corruptf("vhdx: logical sector size %d", sector)
+	}
+	d.chunkRatio = (1 << 23) * sector / d.blockSize
+	blocks := (d.size + d.blockSize - 1) / d.blockSize
+	entries := blocks + (blocks-1)/d.chunkRatio
+	if blocks == 0 {
+		entries = 0
+	}
+	if entries*8 > batLen || entries*8 > qcowMaxTableLen {
+		return nil, corruptf("vhdx: BAT region of %d bytes for %d entries", batLen, entries)
+	}
+	if entries*8 > fileSize {
+		return nil, corruptf("vhdx: BAT of %d entries larger than the image", entries)
+	}
+	raw := make([]byte, entries*8)
+	if err := readFull(r, fileSize, raw, batOff, "vhdx BAT"); err != nil {
+		return nil, err
+	}
+	d.bat = make([]uint64, entries)
+	for i := range d.bat {
+		d.bat[i] = le.Uint64(raw[i*8:])
+	}
+	return d, nil
+}
+
+func (d *vhdxDisk) Size() int64 { return d.size }
+
+func (d *vhdxDisk) ReadAt(p []byte, off int64) (int, error) {
+	return readBlocks(d, d.blockSize, d.size, p, off)
+}
+
+func (d *vhdxDisk) readBlock(p []byte, blk, within int64) error {
+	e := d.bat[blk+blk/d.chunkRatio]
+	switch e & 7 {
+	case vhdxNotPresent, vhdxUndefined, vhdxZero, vhdxUnmapped:
+		clear(p)
+		return nil
+	case vhdxFull:
+		off := int64(e>>20) << 20
+		if off < 1<<20 {
+			return corruptf("vhdx: block %d at offset %d overlaps the headers", blk, off)
+		}
+		return readFull(d.r, d.fileSize, p, off+within, "vhdx block")
+	case vhdxPartial:
+		return fmt.Errorf("vhdx block %d is partially present: %w", blk, ErrBacking)
+	default:
+		return corruptf("vhdx: block %d has state %d", blk, e&7)
+	}
+}

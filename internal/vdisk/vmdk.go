@@ -1,0 +1,236 @@
+package vdisk
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"fmt"
+	"io"
+)
+
+// VMDK sparse extent flags and constants, from VMware's Virtual Disk Format
+// 5.0 technote.
+const (
+	vmdkFlagCompressed = 1 << 16
+	vmdkFlagMarkers    = 1 << 17
+	vmdkGDAtEnd        = 0xffffffffffffffff
+	vmdkDeflate        = 1
+)
+
+// vmdkDisk is the guest disk of a monolithicSparse or streamOptimized VMDK.
+type vmdkDisk struct {
+	r          io.ReaderAt
+	fileSize   int64
+	size       int64
+	grainSize  int64 // bytes
+	gtes       int64 // entries per grain table
+	gd         []uint32
+	gdStart    int64 // bytes
+	gdEnd      int64
+	compressed bool
+	markers    bool
+	gtCache    *lru[[]uint32]
+	grainCache *lru[[]byte]
+}
+
+type vmdkHeader struct {
+	version, flags      uint32
+	capacity, grainSize uint64
+	gtes                uint32
+	gdOffset            uint64
+	compress            uint16
+}
+
+func parseVMDKHeader(b []byte) vmdkHeader {
+	le := binary.LittleEndian
+	return vmdkHeader{
+		version:   le.Uint32(b[4:]),
+		flags:     le.Uint32(b[8:]),
+		capacity:  le.Uint64(b[12:]),
+		grainSize: le.Uint64(b[20:]),
+		gtes:      le.Uint32(b[44:]),
+		gdOffset:  le.Uint64(b[56:]),
+		compress:  le.Uint16(b[77:]),
+	}
+}
+
+// OpenVMDK opens a hosted sparse VMDK extent with its embedded descriptor:
+// monolithicSparse, or streamOptimized with compressed grains and markers.
+func OpenVMDK(r io.ReaderAt, fileSize int64) (Disk, error) {
+	var b [512]byte
+	if err := readFull(r, fileSize, b[:], 0, "vmdk header"); err != nil {
+		return nil, err
+	}
+	if string(b[:4]) != "KDMV" {
+		return nil, corruptf("vmdk: bad magic %q", b[:4])
+	}
+	h := parseVMDKHeader(b[:])
+	if h.version < 1 || h.version > 3 {
+		return nil, fmt.Errorf("vmdk version %d: %w", h.version, ErrUnsupported)
+	}
+	if h.gdOffset == vmdkGDAtEnd {
+		// streamOptimized writes the grain directory last; the footer,
+		// a copy of the header with the real offset, sits 1024 bytes
+		// before the end (then the end-of-stream marker).
+		if fileSize < 1536 {
+			return nil, corruptf("vmdk: no room for a footer")
+		}
+		if err := readFull(r, fileSize, b[:], fileSize-1024, "vmdk footer"); err != nil {
+			return nil, err
+		}
+		if string(b[:4]) != "KDMV" {
+			return nil, corruptf("vmdk: grain directory at end but no footer")
+		}
+		h = parseVMDKHeader(b[:])
+		if h.gdOffset == vmdkGDAtEnd {
+			return nil, corruptf("vmdk: footer has no grain directory offset")
+		}
+	}
+	if h.grainSize < 1 || h.grainSize > 2048 || h.grainSize&(h.grainSize-1) != 0 {
+		return nil, corruptf("vmdk: grain size %d sectors", h.grainSize)
+	}
+	if h.gtes < 1 || h.gtes > 1<<16 {
+		return nil, corruptf("vmdk: %d entries per grain table", h.gtes)
+	}
+	if h.capacity > 1<<40 {
+		return nil, corruptf("vmdk: capacity of %d sectors", h.capacity)
+	}
+	d := &vmdkDisk{
+		r: r, fileSize: fileSize,
+		size:       int64(h.capacity) * 512,
+		grainSize:  int64(h.grainSize) * 512,
+		gtes:       int64(h.gtes),
+		compressed: h.flags&vmdkFlagCompressed != 0,
+		markers:    h.flags&vmdkFlagMarkers != 0,
+	}
+	if d.compressed && h.compress != vmdkDeflate {
+		return nil, fmt.Errorf("vmdk compression algorithm %d: %w", h.compress, ErrUnsupported)
+	}
+	perGT := d.grainSize * d.gtes
+	n := (d.size + perGT - 1) / perGT
+	if n*4 > qcowMaxTableLen {
+		return nil, corruptf("vmdk: grain directory of %d entries too large", n)
+	}
+	if h.gdOffset > uint64(fileSize)/512 {
+		return nil, corruptf("vmdk: grain directory at sector %d past the end", h.gdOffset)
+	}
+	d.gdStart = int64(h.gdOffset) * 512
+	d.gdEnd = d.gdStart + n*4
+	if d.gdStart == 0 && n > 0 {
+		return nil, corruptf("vmdk: grain directory points at the header")
+	}
+	if n*4 > fileSize {
+		return nil, corruptf("vmdk: grain directory of %d entries larger than the image", n)
+	}
+	raw := make([]byte, n*4)
+	if err := readFull(r, fileSize, raw, d.gdStart, "vmdk grain directory"); err != nil {
+		return nil, err
+	}
+	d.gd = make([]uint32, n)
+	for i := range d.gd {
+		d.gd[i] = binary.LittleEndian.Uint32(raw[i*4:])
+	}
+	d.gtCache = newLRU[[]uint32](256)
+	d.grainCache = newLRU[[]byte](8)
+	return d, nil
+}
+
+func (d *vmdkDisk) Size() int64 { return d.size }
+
+func (d *vmdkDisk) ReadAt(p []byte, off int64) (int, error) {
+	return readBlocks(d, d.grainSize, d.size, p, off)
+}
+
+func (d *vmdkDisk) grainTable(sector uint32) ([]uint32, error) {
+	off := int64(sector) * 512
+	if t, ok := d.gtCache.get(off); ok {
+		return t, nil
+	}
+	end := off + d.gtes*4
+	if off == 0 {
+		return nil, corruptf("vmdk: grain table points at the header")
+	}
+	if off < d.gdEnd && end > d.gdStart {
+		return nil, corruptf("vmdk: grain table at %d overlaps the grain directory", off)
+	}
+	raw := make([]byte, d.gtes*4)
+	if err := readFull(d.r, d.fileSize, raw, off, "vmdk grain table"); err != nil {
+		return nil, err
+	}
+	t := make([]uint32, d.gtes)
+	for i := range t {
+		t[i] = binary.LittleEndian.Uint32(raw[i*4:])
+	}
+	d.gtCache.put(off, t)
+	return t, nil
+}
+
+func (d *vmdkDisk) readBlock(p []byte, blk, within int64) error {
+	gde := d.gd[blk/d.gtes]
+	if gde == 0 {
+		clear(p)
+		return nil
+	}
+	gt, err := d.grainTable(gde)
+	if err != nil {
+		return err
+	}
+	gte := gt[blk%d.gtes]
+	if gte <= 1 { // 0: unallocated, 1: zeroed grain
+		clear(p)
+		return nil
+	}
+	off := int64(gte) * 512
+	if off < d.gdEnd && off+d.grainSize > d.gdStart && !d.compressed {
+		return corruptf("vmdk: grain %d overlaps the grain directory", blk)
+	}
+	if !d.compressed {
+		return readFull(d.r, d.fileSize, p, off+within, "vmdk grain")
+	}
+	g, err := d.grain(off, blk)
+	if err != nil {
+		return err
+	}
+	copy(p, g[within:])
+	return nil
+}
+
+// grain decompresses the compressed grain at off, which must hold guest
+// block blk.
+func (d *vmdkDisk) grain(off, blk int64) ([]byte, error) {
+	if g, ok := d.grainCache.get(off); ok {
+		return g, nil
+	}
+	hdrLen := int64(4)
+	if d.markers {
+		hdrLen = 12
+	}
+	var hdr [12]byte
+	if err := readFull(d.r, d.fileSize, hdr[:hdrLen], off, "vmdk grain marker"); err != nil {
+		return nil, err
+	}
+	lba := binary.LittleEndian.Uint64(hdr[:8])
+	length := int64(binary.LittleEndian.Uint32(hdr[hdrLen-4:]))
+	if d.markers && lba != uint64(blk*d.grainSize/512) {
+		return nil, corruptf("vmdk: grain for sector %d found where sector %d's belongs", lba, blk*d.grainSize/512)
+	}
+	if length == 0 || length > 2*d.grainSize+1024 {
+		return nil, corruptf("vmdk: compressed grain of %d bytes", length)
+	}
+	src := make([]byte, length)
+	if err := readFull(d.r, d.fileSize, src, off+hdrLen, "vmdk compressed grain"); err != nil {
+		return nil, err
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(src))
+	if err != nil {
+		return nil, corruptf("vmdk: grain %d: %v", blk, err)
+	}
+	out := make([]byte, d.grainSize)
+	n, err := io.ReadFull(zr, out)
+	// The disk's last grain may be short; what it lacks reads as zeros.
+	if err != nil && !(err == io.ErrUnexpectedEOF && (blk+1)*d.grainSize >= d.size && int64(n) >= d.size-blk*d.grainSize) {
+		return nil, corruptf("vmdk: grain %d: %v", blk, err)
+	}
+	d.grainCache.put(off, out)
+	return out, nil
+}
