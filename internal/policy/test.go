@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/tester"
+)
+
+// ErrNoTests reports a test run that found no test rules.
+var ErrNoTests = errors.New("no tests found")
+
+// TestResult is the outcome of one Rego test rule.
+type TestResult struct {
+	// Name is "package.test_name".
+	Name string
+	// Location is "file:line".
+	Location string
+	Pass     bool
+	Fail     bool
+	Skip     bool
+	// Err is set when the test could not run (a runtime error).
+	Err error
+	// Output is what the test printed.
+	Output string
+}
+
+// RunTests compiles mods (Rego v1) together with the embedded default
+// policies and runs every test_ rule in-process with OPA's tester, over
+// the data Data(cfg) builds. Compile errors are errors; failing tests are
+// results.
+func RunTests(ctx context.Context, mods []Module, cfg Config) ([]TestResult, error) {
+	defaults, err := DefaultModules(false)
+	if err != nil {
+		return nil, err
+	}
+	parsed, err := ParseModules(append(defaults, mods...))
+	if err != nil {
+		return nil, err
+	}
+	data, err := Data(cfg)
+	if err != nil {
+		return nil, err
+	}
+	store := newStore(data)
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("run tests: %w", err)
+	}
+	defer store.Abort(ctx, txn)
+	comp := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true)
+	ch, err := tester.NewRunner().
+		SetCompiler(comp).
+		SetStore(store).
+		SetDefaultRegoVersion(ast.RegoV1).
+		CapturePrintOutput(true).
+		RaiseBuiltinErrors(true).
+		SetModules(parsed).
+		RunTests(ctx, txn)
+	if err != nil {
+		return nil, fmt.Errorf("compile tests: %w", err)
+	}
+	var out []TestResult
+	for r := range ch {
+		tr := TestResult{
+			Name:   r.Package + "." + r.Name,
+			Pass:   r.Pass(),
+			Fail:   r.Fail,
+			Skip:   r.Skip,
+			Err:    r.Error,
+			Output: string(r.Output),
+		}
+		if r.Location != nil {
+			tr.Location = fmt.Sprintf("%s:%d", r.Location.File, r.Location.Row)
+		}
+		if tr.Name == "." {
+			tr.Name = r.Name
+		}
+		out = append(out, tr)
+	}
+	if len(out) == 0 {
+		return nil, ErrNoTests
+	}
+	return out, nil
+}

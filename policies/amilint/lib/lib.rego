@@ -1,0 +1,163 @@
+# METADATA
+# title: amilint policy helpers
+# description: |
+#   Shared helpers for rule families: which units matter, whether a catalog
+#   rule applies to the selected profile, whether a rule's needed_when
+#   condition holds, and how a finding object is built from a rule.
+# scope: package
+package amilint.lib
+
+# METADATA
+# title: Units that matter
+# description: |
+#   A unit matters when it starts at boot or is activated by a socket,
+#   timer or path unit that starts at boot (facts: active_at_boot).
+active_units[name] := u if {
+	some name, u in input.units
+	u.active_at_boot
+}
+
+# METADATA
+# title: Profile
+# description: The selected profile name, "" when none.
+default profile := ""
+
+profile := data.params.profile
+
+# METADATA
+# title: Rule applies
+# description: |
+#   A rule applies when it lists no profiles, or lists the selected one.
+applies(rule) if count(object.get(rule, "profiles", [])) == 0
+
+applies(rule) if profile in object.get(rule, "profiles", [])
+
+# METADATA
+# title: Unit name matches
+# description: A rule's unit pattern matches a unit name; * ? and [] glob.
+unit_matches(pattern, name) if pattern == name
+
+unit_matches(pattern, name) if {
+	regex.match(`[*?\[]`, pattern)
+	glob.match(pattern, ["/"], name)
+}
+
+# METADATA
+# title: Config file
+# description: The facts of a config file, {} when absent from the facts.
+config(p) := object.get(input, ["config_files", p], {})
+
+# Condition forms of a rule's needed_when: an object with one key, either a
+# leaf condition or "any"/"all" of leaf conditions (one level: Rego has no
+# recursion).
+needed(cond) if leaf(cond)
+
+needed(cond) if {
+	some c in object.get(cond, "any", [])
+	leaf(c)
+}
+
+needed(cond) if {
+	all := object.get(cond, "all", [])
+	count(all) > 0
+	every c in all {
+		leaf(c)
+	}
+}
+
+# config_key: {file, key} holds when the env file sets key non-empty.
+leaf(cond) if {
+	c := object.get(cond, "config_key", null)
+	c != null
+	v := object.get(config(file_of(c)), ["keys", c.key], "")
+	trim_space(v) != ""
+}
+
+# file_exists: PATH holds when the file exists in the image.
+leaf(cond) if {
+	p := object.get(cond, "file_exists", null)
+	p != null
+	config(p).exists == true
+}
+
+# config_valid: PATH holds when it exists and parses in its format (a
+# JSON file that is valid JSON, a directory with entries).
+leaf(cond) if {
+	p := object.get(cond, "config_valid", null)
+	p != null
+	cf := config(p)
+	cf.exists == true
+	cf.parse_ok == true
+	not empty_dir(cf)
+}
+
+empty_dir(cf) if {
+	cf.format == "dir"
+	count(object.get(cf, "entries", [])) == 0
+}
+
+file_of(c) := object.get(c, "file", object.get(c, "path", ""))
+
+# METADATA
+# title: Describe a condition
+# description: A condition in words, for messages.
+describe(cond) := concat(" or ", [describe_leaf(c) | some c in cond.any]) if {
+	cond.any
+} else := concat(" and ", [describe_leaf(c) | some c in cond.all]) if {
+	cond.all
+} else := describe_leaf(cond)
+
+describe_leaf(cond) := sprintf("%s sets a non-empty %s", [file_of(cond.config_key), cond.config_key.key]) if {
+	cond.config_key
+} else := sprintf("%s exists", [cond.file_exists]) if {
+	cond.file_exists
+} else := sprintf("%s exists and is valid", [cond.config_valid]) if {
+	cond.config_valid
+} else := "its condition holds"
+
+# METADATA
+# title: Chain in words
+# description: The chain as "default.target → multi-user.target → ecs.service", empty without one.
+chain_text(chain) := concat(" → ", array.concat([chain[0].from], [e.to | some e in chain])) if count(chain) > 0
+
+chain_text(chain) := "" if count(chain) == 0
+
+# METADATA
+# title: Remediation
+# description: |
+#   The remediation of a rule for a unit: the rule's action and units
+#   (the unit itself when the rule names none) with the systemctl
+#   commands that apply it.
+remediation(rule, unit) := r if {
+	rem := object.get(rule, "remediation", {})
+	action := object.get(rem, "action", "disable")
+	units := remediation_units(rem, unit)
+	r := {
+		"action": action,
+		"units": units,
+		"text": object.get(rem, "text", ""),
+		"commands": commands(action, units),
+	}
+}
+
+remediation_units(rem, unit) := rem.units if count(object.get(rem, "units", [])) > 0
+
+remediation_units(rem, unit) := [unit] if count(object.get(rem, "units", [])) == 0
+
+commands(action, units) := [sprintf("systemctl %s %s", [action, concat(" ", units)])] if action in {"disable", "mask"}
+
+commands(action, _) := [] if not action in {"disable", "mask"}
+
+# METADATA
+# title: Finding
+# description: A finding object for a rule about a unit.
+finding(rule, unit, message, chain) := {
+	"rule_id": rule.id,
+	"title": object.get(rule, "title", ""),
+	"severity": object.get(rule, "severity", "medium"),
+	"unit": unit,
+	"message": message,
+	"chain": chain,
+	"remediation": remediation(rule, unit),
+	"references": object.get(rule, "references", []),
+}
