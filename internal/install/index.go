@@ -1,0 +1,241 @@
+package install
+
+import (
+	"io/fs"
+	"slices"
+	"strings"
+
+	"github.com/amilint/amilint/internal/rootfs"
+)
+
+// SearchPath is the system manager's unit search path of systemd 252 as
+// Debian builds it (split-usr: /lib/systemd/system before
+// /usr/lib/systemd/system), in precedence order, as systemctl --root uses
+// it. Duplicates after following links (a merged-/usr image where /lib ->
+// usr/lib) are kept, as systemd keeps them.
+var SearchPath = []string{
+	"/etc/systemd/system.control",
+	"/run/systemd/system.control",
+	"/run/systemd/transient",
+	"/run/systemd/generator.early",
+	"/etc/systemd/system",
+	"/etc/systemd/system.attached",
+	"/run/systemd/system",
+	"/run/systemd/system.attached",
+	"/run/systemd/generator",
+	"/usr/local/lib/systemd/system",
+	"/lib/systemd/system",
+	"/usr/lib/systemd/system",
+	"/run/systemd/generator.late",
+}
+
+const (
+	persistentConfig = "/etc/systemd/system"
+	transientDir     = "/run/systemd/transient"
+)
+
+var generatorDirs = []string{"/run/systemd/generator", "/run/systemd/generator.early", "/run/systemd/generator.late"}
+
+// linkEntry is one symlink find_symlinks looks at: in a search directory
+// itself (top) or in one of its *.wants/*.requires subdirectories.
+type linkEntry struct {
+	name     string // the link's own name
+	destBase string // basename of what it points to
+	top      bool
+}
+
+// searchDir is one directory of the search path, read once.
+type searchDir struct {
+	path     string // as in SearchPath
+	resolved string // after following links; "" when it cannot be opened
+	// entries are the directory's visible entries and their types.
+	entries map[string]fs.FileMode
+	names   []string // sorted visible entry names
+	byName  map[string][]linkEntry
+	byDest  map[string][]linkEntry
+	links   []linkEntry
+}
+
+// index is the single pass over an image's unit directories: every search
+// directory is listed once, every .wants/.requires directory once, every
+// link read once and every file read at most once, however many units ask.
+type index struct {
+	src    rootfs.Source
+	search []*searchDir
+	// dirs caches listings of other directories (drop-in dirs) by path.
+	dirs map[string]*dirListing
+	// files caches file contents by resolved path.
+	files map[string]fileData
+	spec  *specifiers
+}
+
+type dirListing struct {
+	resolved string
+	names    []string               // visible, sorted
+	types    map[string]fs.FileMode // of the visible entries, as lstat sees them
+	err      error
+}
+
+type fileData struct {
+	data []byte
+	err  error
+}
+
+func newIndex(fsys *rootfs.FS) *index {
+	x := &index{src: fsys.Source(), dirs: map[string]*dirListing{}, files: map[string]fileData{}}
+	for _, p := range SearchPath {
+		x.search = append(x.search, x.readSearchDir(p))
+	}
+	x.spec = &specifiers{}
+	if data, err := x.readFileFollow("/etc/machine-id"); err == nil {
+		x.spec.machineID = parseMachineID(data)
+	}
+	for _, p := range []string{"/etc/os-release", "/usr/lib/os-release"} {
+		if data, err := x.readFileFollow(p); err == nil {
+			x.spec.osRelease = parseOSRelease(data)
+			break
+		}
+	}
+	return x
+}
+
+// readSearchDir lists a search directory the way opendir() + FOREACH_DIRENT
+// see it, and collects the links find_symlinks inspects.
+func (x *index) readSearchDir(p string) *searchDir {
+	sd := &searchDir{path: p, entries: map[string]fs.FileMode{}, byName: map[string][]linkEntry{}, byDest: map[string][]linkEntry{}}
+	l := x.listDir(p)
+	if l.err != nil {
+		return sd
+	}
+	sd.resolved = l.resolved
+	sd.names = l.names
+	sd.entries = l.types
+	for _, n := range sd.names {
+		t := sd.entries[n]
+		switch {
+		case t&fs.ModeSymlink != 0:
+			x.addLink(sd, joinPath(l.resolved, n), n, true)
+		case t.IsDir():
+			i := strings.LastIndexByte(n, '.')
+			if i < 0 || (n[i:] != ".wants" && n[i:] != ".requires") {
+				continue
+			}
+			sub := joinPath(l.resolved, n)
+			ents, err := x.src.ReadDir(fsName(sub))
+			if err != nil {
+				continue
+			}
+			for _, e := range ents {
+				if hiddenOrBackup(e.Name()) || e.Type()&fs.ModeSymlink == 0 {
+					continue
+				}
+				x.addLink(sd, joinPath(sub, e.Name()), e.Name(), false)
+			}
+		}
+	}
+	return sd
+}
+
+func (x *index) addLink(sd *searchDir, p, name string, top bool) {
+	dest, err := x.readlinkRaw(p)
+	if err != nil {
+		return
+	}
+	le := linkEntry{name: name, destBase: baseName(dest), top: top}
+	sd.links = append(sd.links, le)
+	sd.byName[le.name] = append(sd.byName[le.name], le)
+	sd.byDest[le.destBase] = append(sd.byDest[le.destBase], le)
+}
+
+// listDir lists directory p (following links to it inside the image),
+// visible entries only, sorted; cached.
+func (x *index) listDir(p string) *dirListing {
+	if l, ok := x.dirs[p]; ok {
+		return l
+	}
+	l := &dirListing{}
+	x.dirs[p] = l
+	r, err := x.chase(p, false, false)
+	if err != nil {
+		l.err = err
+		return l
+	}
+	ents, err := x.src.ReadDir(fsName(r))
+	if err != nil {
+		l.err = classify(err)
+		return l
+	}
+	l.resolved = r
+	l.types = make(map[string]fs.FileMode, len(ents))
+	for _, e := range ents {
+		if !hiddenOrBackup(e.Name()) {
+			l.names = append(l.names, e.Name())
+			l.types[e.Name()] = e.Type()
+		}
+	}
+	slices.Sort(l.names)
+	return l
+}
+
+// readFile reads the regular file at the resolved path r; cached.
+func (x *index) readFile(r string) ([]byte, error) {
+	if f, ok := x.files[r]; ok {
+		return f.data, f.err
+	}
+	var f fileData
+	if rf, ok := x.src.(fs.ReadFileFS); ok {
+		f.data, f.err = rf.ReadFile(fsName(r))
+	} else {
+		f.data, f.err = fs.ReadFile(openOnly{x.src}, fsName(r))
+	}
+	x.files[r] = f
+	return f.data, f.err
+}
+
+// openOnly hides a Source's other methods from fs.ReadFile.
+type openOnly struct{ fs.FS }
+
+// readFileFollow reads p following every link inside the image.
+func (x *index) readFileFollow(p string) ([]byte, error) {
+	r, err := x.chase(p, false, false)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := x.lstatRaw(r)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotReg
+	}
+	return x.readFile(r)
+}
+
+// confFiles ports conf_files_list_strv(suffix, flags 0): the visible
+// entries ending in suffix of every directory, the first directory winning
+// for each file name, sorted by file name. It returns resolved paths (for
+// loading) and paths under the given directories (for display).
+func (x *index) confFiles(dirs []string, suffix string) (resolved, shown []string) {
+	seen := map[string]bool{}
+	type hit struct{ name, r, s string }
+	var hits []hit
+	for _, d := range dirs {
+		l := x.listDir(d)
+		if l.err != nil {
+			continue
+		}
+		for _, n := range l.names {
+			if !strings.HasSuffix(n, suffix) || seen[n] {
+				continue
+			}
+			seen[n] = true
+			hits = append(hits, hit{n, joinPath(l.resolved, n), joinPath(d, n)})
+		}
+	}
+	slices.SortFunc(hits, func(a, b hit) int { return strings.Compare(a.name, b.name) })
+	for _, h := range hits {
+		resolved = append(resolved, h.r)
+		shown = append(shown, h.s)
+	}
+	return resolved, shown
+}

@@ -1,0 +1,423 @@
+package install
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// This file ports the part of systemd 252's config_parse (conf-parser.c)
+// that install.c uses to read the [Install] section of unit files and
+// drop-ins. It is written out rather than delegated to go-systemd's parser
+// because the enablement state depends on exactly which inputs systemd
+// rejects (a line of 1 MiB, a section header without "]", invalid UTF-8
+// outside comments, a bad Also= name make the unit "bad") and which it
+// accepts (comments inside continuations, NUL and CR line ends, a BOM).
+
+// longLineMax is systemd's LONG_LINE_MAX.
+const longLineMax = 1024 * 1024
+
+// whitespace is systemd's WHITESPACE.
+const whitespace = " \t\n\r"
+
+// Parse errors. Any of them makes systemctl report the unit as "bad".
+var (
+	errLineTooLong   = errors.New("line too long")
+	errInvalidUTF8   = errors.New("string is not UTF-8 clean")
+	errSectionHeader = errors.New("invalid section header")
+	errBadSpecifier  = errors.New("invalid specifier")
+	errNameTooLong   = errors.New("name too long")
+	errBadInstance   = errors.New("invalid DefaultInstance= value")
+	errSyntax        = errors.New("invalid syntax")
+)
+
+// readLines splits data the way systemd's read_line does: "\n", "\r",
+// "\r\n", "\n\r" and NUL each end one line; a line of longLineMax bytes or
+// more is an error.
+func readLines(data []byte) ([]string, error) {
+	const (
+		eolNone = 0
+		eolTen  = 1
+		eolCR   = 2
+		eolZero = 4
+	)
+	categorize := func(c byte) int {
+		switch c {
+		case '\n':
+			return eolTen
+		case '\r':
+			return eolCR
+		case 0:
+			return eolZero
+		}
+		return eolNone
+	}
+	var lines []string
+	i := 0
+	for i < len(data) {
+		start := i
+		var buf []byte
+		prev := eolNone
+		for {
+			if len(buf) >= longLineMax {
+				return nil, errLineTooLong
+			}
+			if i >= len(data) {
+				break
+			}
+			c := data[i]
+			eol := categorize(c)
+			if prev&eolZero != 0 || (eol == eolNone && prev != eolNone) || (eol != eolNone && prev&eol != 0) {
+				break
+			}
+			i++
+			if eol != eolNone {
+				prev |= eol
+				continue
+			}
+			if buf == nil {
+				// Most lines have no EOL inside; slice instead of copying.
+				j := i
+				for j < len(data) && categorize(data[j]) == eolNone && j-start < longLineMax {
+					j++
+				}
+				buf = data[start:j:j]
+				i = j
+				continue
+			}
+			buf = append(buf, c)
+		}
+		lines = append(lines, string(buf))
+	}
+	return lines, nil
+}
+
+// installSections is the section list install.c passes to config_parse:
+// [Install] is parsed, the others are known and skipped silently.
+var ignoredSections = map[string]bool{
+	"Unit": true, "Automount": true, "Device": true, "Mount": true, "Path": true, "Scope": true,
+	"Service": true, "Slice": true, "Socket": true, "Swap": true, "Target": true, "Timer": true,
+}
+
+// knownSections are the literal entries of that list.
+var knownSections = map[string]bool{
+	"Install": true, "-Unit": true, "-Automount": true, "-Device": true, "-Mount": true, "-Path": true,
+	"-Scope": true, "-Service": true, "-Slice": true, "-Socket": true, "-Swap": true, "-Target": true,
+	"-Timer": true,
+}
+
+// parser holds what one config_parse call of install.c sees.
+type parser struct {
+	info *installInfo
+	// also is called for every Also= name, as config_parse_also calls
+	// install_info_add; an error aborts the parse.
+	also func(name string) error
+	spec *specifiers
+}
+
+// parse runs config_parse over data.
+func (p *parser) parse(data []byte) error {
+	lines, err := readLines(data)
+	if err != nil {
+		return err
+	}
+	var (
+		section      string
+		inSection    bool
+		bomSeen      bool
+		continuation *string
+	)
+	for _, buf := range lines {
+		l := strings.TrimLeft(buf, whitespace)
+		if l != "" && (l[0] == '#' || l[0] == ';') {
+			continue
+		}
+		l = buf
+		if !bomSeen && strings.HasPrefix(buf, "\xef\xbb\xbf") {
+			l = buf[3:]
+			bomSeen = true
+		}
+		var cur string
+		if continuation != nil {
+			if len(*continuation)+len(l) > longLineMax {
+				return errLineTooLong
+			}
+			c := *continuation + l
+			continuation = &c
+			cur = c
+		} else {
+			cur = l
+		}
+		escaped := false
+		for k := 0; k < len(cur); k++ {
+			if escaped {
+				escaped = false
+			} else if cur[k] == '\\' {
+				escaped = true
+			}
+		}
+		if escaped {
+			c := cur[:len(cur)-1] + " "
+			continuation = &c
+			continue
+		}
+		if err := p.line(cur, &section, &inSection); err != nil {
+			return err
+		}
+		continuation = nil
+	}
+	if continuation != nil {
+		if err := p.line(*continuation, &section, &inSection); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// line ports parse_line.
+func (p *parser) line(l string, section *string, inSection *bool) error {
+	l = strings.Trim(l, whitespace)
+	if l == "" {
+		return nil
+	}
+	if !utf8Valid(l) {
+		return errInvalidUTF8
+	}
+	if l[0] == '[' {
+		if l[len(l)-1] != ']' || len(l) < 2 {
+			return fmt.Errorf("%w %q", errSectionHeader, l)
+		}
+		n := l[1 : len(l)-1]
+		if !stringIsSafe(n) {
+			return fmt.Errorf("%w %q", errSectionHeader, l)
+		}
+		if knownSections[n] {
+			*section, *inSection = n, true
+		} else {
+			*section, *inSection = "", false
+		}
+		return nil
+	}
+	if !*inSection {
+		return nil
+	}
+	e := strings.IndexByte(l, '=')
+	if e <= 0 {
+		return nil
+	}
+	if *section != "Install" {
+		return nil
+	}
+	key := strings.Trim(l[:e], whitespace)
+	value := strings.Trim(l[e+1:], whitespace)
+	return p.assign(key, value)
+}
+
+// assign ports the [Install] items of unit_file_load.
+func (p *parser) assign(key, value string) error {
+	info := p.info
+	switch key {
+	case "Alias":
+		if !typeMayAlias(nameType(info.name)) {
+			return nil
+		}
+		parseStrv(&info.aliases, value)
+	case "WantedBy":
+		parseStrv(&info.wantedBy, value)
+	case "RequiredBy":
+		parseStrv(&info.requiredBy, value)
+	case "DefaultInstance":
+		if nameIsValid(info.name, nameInstance) || !nameIsValid(info.name, nameTemplate) {
+			return nil
+		}
+		printed, err := p.spec.printf(value, info)
+		if err != nil {
+			return fmt.Errorf("DefaultInstance=%q: %w", value, err)
+		}
+		if printed != "" && !instanceIsValid(printed) {
+			return fmt.Errorf("%w %q", errBadInstance, printed)
+		}
+		info.defaultInstance = printed
+	case "Also":
+		rest := value
+		for {
+			word, r, ok, err := extractWord(rest, false, false)
+			if err != nil {
+				return fmt.Errorf("Also=%q: %w", value, err)
+			}
+			if !ok {
+				break
+			}
+			rest = r
+			printed, err := p.spec.printf(word, info)
+			if err != nil {
+				return fmt.Errorf("Also=%q: %w", word, err)
+			}
+			if p.also != nil {
+				if err := p.also(printed); err != nil {
+					return err
+				}
+			} else if !nameIsValid(printed, nameAny) {
+				return fmt.Errorf("Also=%q: %w", printed, errInvalid)
+			}
+			info.also = append(info.also, printed)
+			if rest == "" {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// parseStrv ports config_parse_strv: an empty value resets the list, a
+// syntax error keeps the words before it and ignores the rest.
+func parseStrv(list *[]string, value string) {
+	if value == "" {
+		*list = nil
+		return
+	}
+	rest := value
+	for {
+		word, r, ok, err := extractWord(rest, true, true)
+		if err != nil || !ok {
+			return
+		}
+		*list = append(*list, word)
+		if r == "" {
+			return
+		}
+		rest = r
+	}
+}
+
+// extractWord ports extract_first_word with WHITESPACE separators for the
+// flag sets install.c uses: unquote is EXTRACT_UNQUOTE, retainEscape is
+// EXTRACT_RETAIN_ESCAPE. It returns the word, the rest ("" when systemd
+// would set the cursor to NULL), and whether a word was found.
+func extractWord(s string, unquote, retainEscape bool) (string, string, bool, error) {
+	isSep := func(c byte) bool { return strings.IndexByte(whitespace, c) >= 0 }
+	i := 0
+	for i < len(s) && isSep(s[i]) {
+		i++
+	}
+	if i >= len(s) {
+		return "", "", false, nil
+	}
+	var b []byte
+	var quote byte
+	backslash := false
+	for {
+		if i >= len(s) {
+			if backslash || quote != 0 {
+				return "", "", false, errSyntax
+			}
+			return string(b), "", true, nil
+		}
+		c := s[i]
+		switch {
+		case backslash:
+			b = append(b, c)
+			backslash = false
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else if c == '\\' && !retainEscape {
+				backslash = true
+			} else {
+				b = append(b, c)
+			}
+		case (c == '\'' || c == '"') && unquote:
+			quote = c
+		case c == '\\' && !retainEscape:
+			backslash = true
+		case isSep(c):
+			for i < len(s) && isSep(s[i]) {
+				i++
+			}
+			if i >= len(s) {
+				return string(b), "", true, nil
+			}
+			return string(b), s[i:], true, nil
+		default:
+			b = append(b, c)
+		}
+		i++
+	}
+}
+
+// stringIsSafe ports string_is_safe: no control characters, quotes or
+// backslashes.
+func stringIsSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c > 0 && c < ' ') || c == '"' || c == '\'' || c == '\\' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// utf8Valid ports systemd's utf8_is_valid, which is stricter than Go's
+// utf8.Valid: it also rejects the non-characters U+FDD0..U+FDEF and
+// U+xxFFFE/U+xxFFFF.
+func utf8Valid(s string) bool {
+	for i := 0; i < len(s); {
+		c := s[i]
+		var n int
+		var u rune
+		switch {
+		case c < 0x80:
+			i++
+			continue
+		case c&0xe0 == 0xc0:
+			n, u = 2, rune(c&0x1f)
+		case c&0xf0 == 0xe0:
+			n, u = 3, rune(c&0x0f)
+		case c&0xf8 == 0xf0:
+			n, u = 4, rune(c&0x07)
+		case c&0xfc == 0xf8:
+			n, u = 5, rune(c&0x03)
+		case c&0xfe == 0xfc:
+			n, u = 6, rune(c&0x01)
+		default:
+			return false
+		}
+		if i+n > len(s) {
+			return false
+		}
+		for k := 1; k < n; k++ {
+			if s[i+k]&0xc0 != 0x80 {
+				return false
+			}
+			u = u<<6 | rune(s[i+k]&0x3f)
+		}
+		if encodedLen(u) != n || !unicharValid(u) {
+			return false
+		}
+		i += n
+	}
+	return true
+}
+
+func encodedLen(u rune) int {
+	switch {
+	case u < 0x80:
+		return 1
+	case u < 0x800:
+		return 2
+	case u < 0x10000:
+		return 3
+	case u < 0x200000:
+		return 4
+	case u < 0x4000000:
+		return 5
+	}
+	return 6
+}
+
+func unicharValid(u rune) bool {
+	if u >= 0x110000 || u&^0x7ff == 0xd800 || (u >= 0xfdd0 && u <= 0xfdef) || u&0xfffe == 0xfffe {
+		return false
+	}
+	return true
+}
