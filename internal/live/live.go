@@ -1,0 +1,308 @@
+// Package live owns the audit of a running host: it runs the collectors
+// (cgroup health, per-core CPU, systemd over D-Bus) over one short sample
+// and gathers what they say into the live facts, then derives the live
+// findings from those facts.
+//
+// It only reads the host: /proc, /sys and the system bus, under a root
+// prefix that tests and containers set. It never reads memory.stat files.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/amilint/amilint/internal/cgroup"
+	"github.com/amilint/amilint/internal/cpu"
+	"github.com/amilint/amilint/internal/sdbus"
+)
+
+// Collector names, as --collect spells them.
+const (
+	CollectCgroup  = "cgroup"
+	CollectCPU     = "cpu"
+	CollectSystemd = "systemd"
+)
+
+// AllCollectors are every collector, the default.
+var AllCollectors = []string{CollectCgroup, CollectCPU, CollectSystemd}
+
+// DefaultZombieThreshold is the zombie memcg count at or above which the
+// host is reported. A healthy host has a few dozen dying memcgs at most;
+// the incident's had ~70,000.
+const DefaultZombieThreshold = 1000
+
+// Options configure one audit.
+type Options struct {
+	// Root is the host's root as seen by this process ("/" when empty);
+	// /proc and /sys are read under it.
+	Root string
+	// MountInfo is the mountinfo file under Root ("proc/self/mountinfo"
+	// when empty; a container with hostPID uses "proc/1/mountinfo").
+	MountInfo string
+	// Bus is the systemd bus: "" for the system bus, a socket path or a
+	// D-Bus address (see sdbus.Address).
+	Bus string
+	// Sample is how long the CPU sample and the growth checks run (1 s when zero).
+	Sample time.Duration
+	// Collect lists the collectors to run; AllCollectors when empty.
+	Collect []string
+	// ZombieThreshold: DefaultZombieThreshold when zero.
+	ZombieThreshold int
+	// RestartThreshold: sdbus.DefaultRestartThreshold when zero.
+	RestartThreshold uint32
+	// Saturation: cpu.DefaultSaturation when zero.
+	Saturation float64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Root == "" {
+		o.Root = "/"
+	}
+	if o.Sample <= 0 {
+		o.Sample = time.Second
+	}
+	if len(o.Collect) == 0 {
+		o.Collect = AllCollectors
+	}
+	if o.ZombieThreshold <= 0 {
+		o.ZombieThreshold = DefaultZombieThreshold
+	}
+	if o.RestartThreshold == 0 {
+		o.RestartThreshold = sdbus.DefaultRestartThreshold
+	}
+	if o.Saturation <= 0 {
+		o.Saturation = cpu.DefaultSaturation
+	}
+	return o
+}
+
+// Validate reports every problem with the options at once.
+func (o Options) Validate() error {
+	var errs []error
+	for _, c := range o.Collect {
+		if !slices.Contains(AllCollectors, c) {
+			errs = append(errs, fmt.Errorf("unknown collector %q (want %s)", c, strings.Join(AllCollectors, ", ")))
+		}
+	}
+	if o.Saturation < 0 || o.Saturation > 1 {
+		errs = append(errs, fmt.Errorf("saturation %v: want a ratio in (0, 1]", o.Saturation))
+	}
+	if o.Sample < 0 {
+		errs = append(errs, fmt.Errorf("sample %s: want a positive duration", o.Sample))
+	}
+	return errors.Join(errs...)
+}
+
+// Facts are the live section of the facts document.
+type Facts struct {
+	Time     time.Time     `json:"time"`
+	Hostname string        `json:"hostname,omitempty"`
+	Sample   time.Duration `json:"sample_ns"`
+	Cgroups  *Cgroups      `json:"cgroups,omitempty"`
+	CPU      *cpu.Report   `json:"cpu,omitempty"`
+	Systemd  *Systemd      `json:"systemd,omitempty"`
+	// Collectors are the collectors that were run.
+	Collectors []string `json:"collectors"`
+	// Errors are the collectors that could not run, by name.
+	Errors map[string]string `json:"errors,omitempty"`
+	// Thresholds are the ones the findings were derived with.
+	Thresholds Thresholds `json:"thresholds"`
+}
+
+// Thresholds are the limits findings are derived with.
+type Thresholds struct {
+	Zombies    int     `json:"zombies"`
+	Restarts   uint32  `json:"restarts"`
+	Saturation float64 `json:"saturation"`
+}
+
+// Cgroups is the cgroup health: the zombie figure is at
+// live.cgroups.memory.zombies.
+type Cgroups struct {
+	Memory  *cgroup.Memory  `json:"memory,omitempty"`
+	Unified *cgroup.Unified `json:"unified,omitempty"`
+	// Growth is how the memory controller's counts moved over the sample.
+	Growth *Growth `json:"growth,omitempty"`
+	// Suspect is the unit most likely leaking memory cgroups, and Why.
+	Suspect string `json:"suspect,omitempty"`
+	Why     string `json:"why,omitempty"`
+}
+
+// Growth is the change of the memcg counts between two readings.
+type Growth struct {
+	Tracked  int           `json:"tracked"`
+	Zombies  int           `json:"zombies"`
+	Interval time.Duration `json:"interval_ns"`
+}
+
+// Systemd is what the manager says.
+type Systemd struct {
+	Units []sdbus.Unit `json:"units"`
+	// CrashLooping names the crash-looping units.
+	CrashLooping []string `json:"crash_looping"`
+	// ContainerPerRestart names the services that create a container per
+	// start and are enabled or active.
+	ContainerPerRestart []string `json:"container_per_restart"`
+}
+
+// Collect runs the collectors over one sample and returns the facts. A
+// collector that fails is recorded in Facts.Errors and the others still
+// run; the error returned joins those failures (nil when all ran).
+func Collect(ctx context.Context, o Options) (*Facts, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	f := &Facts{Time: time.Now().UTC(), Sample: o.Sample, Errors: map[string]string{}, Collectors: o.Collect,
+		Thresholds: Thresholds{Zombies: o.ZombieThreshold, Restarts: o.RestartThreshold, Saturation: o.Saturation}}
+	if h, err := os.Hostname(); err == nil && o.Root == "/" {
+		f.Hostname = h
+	}
+	fsys := os.DirFS(o.Root)
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	fail := func(name string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		f.Errors[name] = err.Error()
+		errs = append(errs, fmt.Errorf("%s: %w", name, err))
+	}
+	// Every collector spans the same sample, in parallel.
+	if slices.Contains(o.Collect, CollectCgroup) {
+		wg.Go(func() {
+			c, err := collectCgroups(ctx, &cgroup.Reader{FS: fsys, MountInfo: o.MountInfo}, o.Sample)
+			if err != nil {
+				fail(CollectCgroup, err)
+				return
+			}
+			f.Cgroups = c
+		})
+	}
+	if slices.Contains(o.Collect, CollectCPU) {
+		wg.Go(func() {
+			r, err := (&cpu.Sampler{FS: fsys, Threshold: o.Saturation}).Sample(ctx, o.Sample)
+			if err != nil {
+				fail(CollectCPU, err)
+				return
+			}
+			f.CPU = r
+		})
+	}
+	if slices.Contains(o.Collect, CollectSystemd) {
+		wg.Go(func() {
+			s, err := collectSystemd(ctx, o.Bus, o.Sample, o.RestartThreshold)
+			if err != nil {
+				fail(CollectSystemd, err)
+				return
+			}
+			f.Systemd = s
+		})
+	}
+	wg.Wait()
+	if f.Cgroups != nil && f.Systemd != nil {
+		f.Cgroups.Suspect, f.Cgroups.Why = suspect(f.Cgroups, f.Systemd)
+	}
+	if len(f.Errors) == 0 {
+		f.Errors = nil
+	}
+	return f, errors.Join(errs...)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func collectCgroups(ctx context.Context, r *cgroup.Reader, d time.Duration) (*Cgroups, error) {
+	a, err := r.Read()
+	if err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, d); err != nil {
+		return nil, err
+	}
+	b, err := r.Read()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cgroups{Memory: b.Memory, Unified: b.Unified}
+	if a.Memory != nil && b.Memory != nil {
+		c.Growth = &Growth{Tracked: b.Memory.Tracked - a.Memory.Tracked, Zombies: b.Memory.Zombies - a.Memory.Zombies, Interval: d}
+	}
+	return c, nil
+}
+
+func collectSystemd(ctx context.Context, bus string, d time.Duration, threshold uint32) (*Systemd, error) {
+	c, err := sdbus.Dial(ctx, bus)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	a, err := c.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, d); err != nil {
+		return nil, err
+	}
+	b, err := c.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &Systemd{Units: b.Units, CrashLooping: sdbus.Detect(a, b, threshold), ContainerPerRestart: []string{}}
+	if s.CrashLooping == nil {
+		s.CrashLooping = []string{}
+	}
+	for _, u := range b.Units {
+		if u.ContainerPerRestart && (isEnabled(u.FileState) || u.ActiveState == "active" || u.ActiveState == "activating" || u.CrashLoop != nil) {
+			s.ContainerPerRestart = append(s.ContainerPerRestart, u.Name)
+		}
+	}
+	return s, nil
+}
+
+func isEnabled(state string) bool {
+	return state == "enabled" || state == "enabled-runtime"
+}
+
+// suspect names the unit most likely leaking memcgs: the v2 hierarchy's
+// leaking subtree when it is a unit; else a crash-looping service that
+// creates a container per restart; else any crash-looping service whose
+// restarts grew while the zombies did.
+func suspect(c *Cgroups, s *Systemd) (string, string) {
+	if c.Unified != nil && c.Unified.Leaking != "" {
+		base := path.Base(c.Unified.Leaking)
+		if strings.Contains(base, ".") {
+			return base, fmt.Sprintf("%s holds most dying cgroups (%s)", c.Unified.Leaking, "cgroup.stat nr_dying_descendants")
+		}
+	}
+	for _, n := range s.CrashLooping {
+		if slices.Contains(s.ContainerPerRestart, n) {
+			return n, "it crash-loops and creates a new container, hence a new memory cgroup, on every restart"
+		}
+	}
+	if c.Growth != nil && c.Growth.Zombies > 0 {
+		for _, u := range s.Units {
+			if u.CrashLoop != nil && u.CrashLoop.Growth > 0 {
+				return u.Name, "it restarted while the zombie count grew"
+			}
+		}
+	}
+	return "", ""
+}
