@@ -14,7 +14,8 @@ const maxDirEntries = 1000
 
 // readConfig reads the configuration file at the image-absolute path p.
 func readConfig(fsys *rootfs.FS, p, format string) *ConfigFile {
-	if format == "" {
+	guessed := format == ""
+	if guessed {
 		format = guessFormat(p)
 	}
 	c := &ConfigFile{Path: p, Format: format, Keys: map[string]string{}}
@@ -29,6 +30,9 @@ func readConfig(fsys *rootfs.FS, p, format string) *ConfigFile {
 		return c
 	}
 	c.Exists = true
+	if guessed && fi.IsDir() {
+		format, c.Format = "dir", "dir"
+	}
 	if format == "dir" {
 		if !fi.IsDir() {
 			c.Error = "not a directory"

@@ -254,18 +254,22 @@ func TestBuildConfigFiles(t *testing.T) {
 	}
 	d, err := Build(rootfs.New(m), nil, Options{ConfigFiles: []ConfigRequest{
 		{Path: "/etc/a.json"}, {Path: "/etc/bad.json"}, {Path: "/etc/b.config"},
-		{Path: "/etc/c.d", Format: "dir"}, {Path: "/etc/raw.toml"}, {Path: "/etc/loop"},
+		{Path: "/etc/c.d"}, {Path: "/etc/raw.toml"}, {Path: "/etc/loop"},
 		{Path: "/etc/big.config"}, {Path: "etc/../../etc/a.json"}, {Path: "/etc/none", Format: "dir"},
+		{Path: "/etc/c.d/"},
 	}})
 	require.NoError(t, err)
 	cf := d.ConfigFiles
 	assert.Len(t, cf, 8)
+	// A guessed format becomes dir when the path is a directory.
+	assert.Equal(t, "dir", cf["/etc/c.d"].Format)
 	assert.True(t, cf["/etc/a.json"].ParseOK)
 	assert.True(t, cf["/etc/bad.json"].Exists)
 	assert.False(t, cf["/etc/bad.json"].ParseOK)
 	assert.False(t, cf["/etc/b.config"].ParseOK)
 	assert.Equal(t, "1", cf["/etc/b.config"].Keys["A"])
 	assert.Equal(t, []string{"one", "two"}, cf["/etc/c.d"].Entries)
+	assert.True(t, cf["/etc/c.d"].ParseOK)
 	assert.Equal(t, "file", cf["/etc/raw.toml"].Format)
 	assert.True(t, cf["/etc/raw.toml"].ParseOK)
 	assert.True(t, cf["/etc/loop"].Exists)
