@@ -1,0 +1,34 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/amilint/amilint/internal/finding"
+)
+
+// jsonWriter writes the amilint/v1 document, indented, with a trailing
+// newline. Field order is the struct order of package finding, so the
+// output is stable for the same report.
+type jsonWriter struct{ o options }
+
+// liveDocument is the amilint/v1 report with the optional "live" field.
+type liveDocument struct {
+	*finding.Report
+	Live *Live `json:"live,omitempty"`
+}
+
+func (j *jsonWriter) Write(w io.Writer, r *finding.Report) error {
+	var v any = r
+	if j.o.live != nil {
+		v = liveDocument{Report: r, Live: j.o.live}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write json report: %w", err)
+	}
+	return nil
+}
