@@ -41,6 +41,8 @@ type command struct {
 // commands is the registry of subcommands, an explicit map literal.
 func commands() map[string]command {
 	return map[string]command{
+		"policy":  {"run Rego policy tests: policy test DIR", runPolicy},
+		"live":    {"audit the running host: zombie memcgs, crash-looping units, saturated IRQ cores", runLive},
 		"units":   {"list unit files of an image with their state and boot chain", runUnits},
 		"version": {"print the version", runVersion},
 	}

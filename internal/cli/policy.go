@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/amilint/amilint/internal/policy"
+)
+
+// policyFileList is a repeatable string flag.
+type policyFileList []string
+
+func (s *policyFileList) String() string     { return fmt.Sprint(*s) }
+func (s *policyFileList) Set(v string) error { *s = append(*s, v); return nil }
+
+// runPolicy runs "amilint policy test DIR...": the user's Rego tests,
+// compiled with the embedded default policies, in-process.
+func runPolicy(e *env, args []string) int {
+	if len(args) == 0 || args[0] != "test" {
+		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE]... [-v] DIR..."))
+	}
+	fs := newFlags(e, "policy test")
+	var data policyFileList
+	fs.Var(&data, "data", "JSON or YAML `FILE` merged under data.user (repeatable)")
+	profile := fs.String("profile", "", "profile `NAME` the tests see as data.params.profile")
+	verbose := fs.Bool("v", false, "print every test, not only failures")
+	dirs, err := parse(fs, args[1:])
+	if err != nil {
+		return fail(e, "policy test", err)
+	}
+	if len(dirs) == 0 {
+		return fail(e, "policy test", errors.New("name a policy directory"))
+	}
+	var mods []policy.Module
+	for _, d := range dirs {
+		m, err := policy.DirModules(d, true)
+		if err != nil {
+			return fail(e, "policy test", err)
+		}
+		mods = append(mods, m...)
+	}
+	res, err := policy.RunTests(e.ctx, mods, policy.Config{DataFiles: data, Profile: *profile})
+	if err != nil {
+		return fail(e, "policy test", err)
+	}
+	passed, failed, errored := 0, 0, 0
+	for _, r := range res {
+		switch {
+		case r.Err != nil:
+			errored++
+			fmt.Fprintf(e.stdout, "ERROR: %s (%s): %v\n", r.Name, r.Location, r.Err)
+		case r.Skip:
+			if *verbose {
+				fmt.Fprintf(e.stdout, "SKIP: %s (%s)\n", r.Name, r.Location)
+			}
+		case !r.Pass:
+			failed++
+			fmt.Fprintf(e.stdout, "FAIL: %s (%s)\n", r.Name, r.Location)
+		default:
+			passed++
+			if *verbose {
+				fmt.Fprintf(e.stdout, "PASS: %s\n", r.Name)
+			}
+		}
+		if r.Output != "" && (*verbose || !r.Pass) {
+			fmt.Fprint(e.stdout, r.Output)
+		}
+	}
+	fmt.Fprintf(e.stdout, "policy tests: %d passed, %d failed, %d errors\n", passed, failed, errored)
+	switch {
+	case errored > 0:
+		return ExitError
+	case failed > 0:
+		return ExitFindings
+	}
+	return ExitOK
+}
