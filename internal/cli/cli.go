@@ -42,6 +42,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"policy":  {"run Rego policy tests: policy test DIR", runPolicy},
+		"live":    {"audit the running host: zombie memcgs, crash-looping units, saturated IRQ cores", runLive},
 		"units":   {"list unit files of an image with their state and boot chain", runUnits},
 		"version": {"print the version", runVersion},
 	}
