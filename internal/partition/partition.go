@@ -1,0 +1,317 @@
+// Package partition owns disk partition tables: it reads MBR (with
+// extended and logical partitions) and GPT (with header and entry CRC
+// checks, falling back to the backup header) from an io.ReaderAt and
+// reports where each partition lies. It never writes, and it rejects
+// tables whose entries point outside the disk or loop.
+package partition
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strings"
+	"unicode/utf16"
+)
+
+// ErrCorrupt reports a partition table that is inconsistent, truncated or
+// points outside the disk.
+var ErrCorrupt = errors.New("corrupt partition table")
+
+// Scheme names a partitioning scheme.
+type Scheme string
+
+// The schemes Read recognises.
+const (
+	None Scheme = "none" // no partition table: the whole disk is one volume
+	MBR  Scheme = "mbr"
+	GPT  Scheme = "gpt"
+)
+
+// maxLogical bounds the extended partition chain, as the Linux kernel
+// bounds it (well above any real table); the chain is also checked for
+// loops.
+const maxLogical = 256
+
+// Partition is one partition.
+type Partition struct {
+	// Number is the partition's number as Linux names it: MBR primaries
+	// 1-4 and logicals from 5; GPT entries by their index from 1.
+	Number int
+	// Start and Size are in bytes from the start of the disk.
+	Start, Size int64
+	// Type is the MBR type byte ("0x83") or the GPT type GUID in upper case.
+	Type string
+	// Name is the GPT partition name ("" for MBR).
+	Name string
+}
+
+// Table is a disk's partition table.
+type Table struct {
+	Scheme     Scheme
+	Partitions []Partition
+}
+
+// Section returns the partition's bytes within disk.
+func (p Partition) Section(disk io.ReaderAt) *io.SectionReader {
+	return io.NewSectionReader(disk, p.Start, p.Size)
+}
+
+// Find returns the partition numbered n.
+func (t *Table) Find(n int) (Partition, bool) {
+	for _, p := range t.Partitions {
+		if p.Number == n {
+			return p, true
+		}
+	}
+	return Partition{}, false
+}
+
+// Well-known partition types.
+const (
+	TypeMBRExtendedCHS = "0x05"
+	TypeMBRExtendedLBA = "0x0F"
+	TypeMBRLinuxExt    = "0x85"
+	TypeMBRLVM         = "0x8E"
+	TypeGPTLVM         = "E6D6D379-F507-44C2-A23C-238F2A3DF928"
+)
+
+func corruptf(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, a...))
+}
+
+func readFull(r io.ReaderAt, size int64, p []byte, off int64, what string) error {
+	if off < 0 || off > size-int64(len(p)) {
+		return corruptf("%s at offset %d lies past the end of the disk (%d bytes)", what, off, size)
+	}
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return corruptf("%s at offset %d: truncated disk", what, off)
+	}
+	return fmt.Errorf("read %s at offset %d: %w", what, off, err)
+}
+
+// Read reads the partition table of a disk of size bytes. A disk without
+// one (a bare filesystem) yields Scheme None and no partitions.
+func Read(r io.ReaderAt, size int64) (*Table, error) {
+	if size < 512 {
+		return &Table{Scheme: None}, nil
+	}
+	var mbr [512]byte
+	if err := readFull(r, size, mbr[:], 0, "MBR"); err != nil {
+		return nil, err
+	}
+	entries, ok := mbrEntries(mbr[:])
+	if !ok {
+		// Without an MBR a GPT is still recognised (some tools skip the
+		// protective MBR); else there is no table.
+		if t, err := readGPT(r, size); err == nil {
+			return t, nil
+		}
+		return &Table{Scheme: None}, nil
+	}
+	for _, e := range entries {
+		if e.typ == 0xEE {
+			return readGPT(r, size)
+		}
+	}
+	return readMBR(r, size, entries)
+}
+
+type mbrEntry struct {
+	status, typ   byte
+	start, length uint32
+}
+
+// mbrEntries parses the four primary entries and reports whether the
+// sector looks like an MBR at all: the boot signature, and status bytes
+// that are 0x00 or 0x80 (a filesystem boot sector fails this).
+func mbrEntries(b []byte) ([4]mbrEntry, bool) {
+	var es [4]mbrEntry
+	if b[510] != 0x55 || b[511] != 0xAA {
+		return es, false
+	}
+	used := false
+	for i := range es {
+		e := b[446+16*i:]
+		es[i] = mbrEntry{status: e[0], typ: e[4], start: binary.LittleEndian.Uint32(e[8:]), length: binary.LittleEndian.Uint32(e[12:])}
+		if es[i].status != 0 && es[i].status != 0x80 {
+			return es, false
+		}
+		if es[i].typ != 0 {
+			used = true
+		}
+	}
+	return es, used
+}
+
+func isExtended(typ byte) bool { return typ == 0x05 || typ == 0x0F || typ == 0x85 }
+
+func readMBR(r io.ReaderAt, size int64, entries [4]mbrEntry) (*Table, error) {
+	t := &Table{Scheme: MBR}
+	add := func(n int, start, length int64, typ byte) error {
+		if length == 0 {
+			return nil
+		}
+		if start <= 0 || start+length > size {
+			return corruptf("MBR partition %d (bytes %d..%d) lies outside the disk (%d bytes)", n, start, start+length, size)
+		}
+		t.Partitions = append(t.Partitions, Partition{Number: n, Start: start, Size: length, Type: fmt.Sprintf("0x%02X", typ)})
+		return nil
+	}
+	var ext *mbrEntry
+	for i, e := range entries {
+		if e.typ == 0 {
+			continue
+		}
+		if isExtended(e.typ) {
+			if ext != nil {
+				return nil, corruptf("MBR has two extended partitions")
+			}
+			ext = &entries[i]
+			continue
+		}
+		if err := add(i+1, int64(e.start)*512, int64(e.length)*512, e.typ); err != nil {
+			return nil, err
+		}
+	}
+	if ext == nil {
+		return t, nil
+	}
+	extStart, extEnd := int64(ext.start)*512, int64(ext.start)*512+int64(ext.length)*512
+	if extStart <= 0 || extEnd > size {
+		return nil, corruptf("MBR extended partition (bytes %d..%d) lies outside the disk", extStart, extEnd)
+	}
+	seen := map[int64]bool{}
+	ebr := extStart
+	for n := 5; ; n++ {
+		if n-5 >= maxLogical {
+			return nil, corruptf("MBR extended partition chain longer than %d", maxLogical)
+		}
+		if seen[ebr] {
+			return nil, corruptf("MBR extended partition chain loops at byte %d", ebr)
+		}
+		seen[ebr] = true
+		if ebr < extStart || ebr >= extEnd {
+			return nil, corruptf("MBR extended boot record at byte %d outside the extended partition", ebr)
+		}
+		var b [512]byte
+		if err := readFull(r, size, b[:], ebr, "extended boot record"); err != nil {
+			return nil, err
+		}
+		if b[510] != 0x55 || b[511] != 0xAA {
+			return nil, corruptf("extended boot record at byte %d has no signature", ebr)
+		}
+		le := binary.LittleEndian
+		typ := b[446+4]
+		start := ebr + int64(le.Uint32(b[446+8:]))*512
+		length := int64(le.Uint32(b[446+12:])) * 512
+		if typ != 0 && length > 0 {
+			if start+length > extEnd {
+				return nil, corruptf("logical partition %d (bytes %d..%d) lies outside the extended partition", n, start, start+length)
+			}
+			if err := add(n, start, length, typ); err != nil {
+				return nil, err
+			}
+		}
+		next := b[446+16:]
+		if next[4] == 0 || le.Uint32(next[8:]) == 0 {
+			break
+		}
+		if !isExtended(next[4]) {
+			return nil, corruptf("extended boot record at byte %d links to type 0x%02X", ebr, next[4])
+		}
+		ebr = extStart + int64(le.Uint32(next[8:]))*512
+	}
+	return t, nil
+}
+
+// readGPT reads the primary GPT header, or the backup when the primary is
+// damaged, trying 512- and 4096-byte logical sectors.
+func readGPT(r io.ReaderAt, size int64) (*Table, error) {
+	var errs []error
+	for _, sector := range []int64{512, 4096} {
+		if size < 3*sector {
+			continue
+		}
+		for _, lba := range []int64{1, size/sector - 1} {
+			t, err := readGPTAt(r, size, sector, lba)
+			if err == nil {
+				return t, nil
+			}
+			errs = append(errs, err)
+		}
+	}
+	return nil, corruptf("no valid GPT header: %v", errors.Join(errs...))
+}
+
+func readGPTAt(r io.ReaderAt, size, sector, lba int64) (*Table, error) {
+	le := binary.LittleEndian
+	h := make([]byte, sector)
+	if err := readFull(r, size, h, lba*sector, "GPT header"); err != nil {
+		return nil, err
+	}
+	if string(h[:8]) != "EFI PART" {
+		return nil, fmt.Errorf("GPT header at LBA %d (%d-byte sectors): no signature", lba, sector)
+	}
+	hsize := int64(le.Uint32(h[12:]))
+	if hsize < 92 || hsize > sector {
+		return nil, fmt.Errorf("GPT header at LBA %d: size %d", lba, hsize)
+	}
+	want := le.Uint32(h[16:])
+	c := append([]byte{}, h[:hsize]...)
+	c[16], c[17], c[18], c[19] = 0, 0, 0, 0
+	if got := crc32.ChecksumIEEE(c); got != want {
+		return nil, fmt.Errorf("GPT header at LBA %d: CRC %#x, want %#x", lba, got, want)
+	}
+	if my := int64(le.Uint64(h[24:])); my != lba {
+		return nil, fmt.Errorf("GPT header at LBA %d says it is at LBA %d", lba, my)
+	}
+	entLBA := int64(le.Uint64(h[72:]))
+	count := int64(le.Uint32(h[80:]))
+	esize := int64(le.Uint32(h[84:]))
+	if esize < 128 || esize%128 != 0 || esize > 4096 || count > 4096 {
+		return nil, fmt.Errorf("GPT header at LBA %d: %d entries of %d bytes", lba, count, esize)
+	}
+	ents := make([]byte, count*esize)
+	if err := readFull(r, size, ents, entLBA*sector, "GPT partition entries"); err != nil {
+		return nil, err
+	}
+	if got, want := crc32.ChecksumIEEE(ents), le.Uint32(h[88:]); got != want {
+		return nil, fmt.Errorf("GPT entries of header at LBA %d: CRC %#x, want %#x", lba, got, want)
+	}
+	t := &Table{Scheme: GPT}
+	for i := range count {
+		e := ents[i*esize : (i+1)*esize]
+		var zero [16]byte
+		if [16]byte(e[:16]) == zero {
+			continue
+		}
+		first, last := int64(le.Uint64(e[32:])), int64(le.Uint64(e[40:]))
+		if first < 1 || last < first || last >= size/sector {
+			// Checksums matched, so this is what the table says: an
+			// entry past the disk's end is corruption, not noise.
+			return nil, corruptf("GPT partition %d (LBA %d..%d) lies outside the disk (%d sectors)", i+1, first, last, size/sector)
+		}
+		u := make([]uint16, 36)
+		for j := range u {
+			u[j] = le.Uint16(e[56+2*j:])
+		}
+		name := strings.TrimRight(string(utf16.Decode(u)), "\x00")
+		t.Partitions = append(t.Partitions, Partition{
+			Number: int(i + 1), Start: first * sector, Size: (last - first + 1) * sector,
+			Type: guidString(e[:16]), Name: name,
+		})
+	}
+	return t, nil
+}
+
+// guidString formats on-disk (mixed-endian) GUID bytes.
+func guidString(b []byte) string {
+	le := binary.LittleEndian
+	return fmt.Sprintf("%08X-%04X-%04X-%X-%X", le.Uint32(b), le.Uint16(b[4:]), le.Uint16(b[6:]), b[8:10], b[10:16])
+}
