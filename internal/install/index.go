@@ -36,12 +36,11 @@ const (
 
 var generatorDirs = []string{"/run/systemd/generator", "/run/systemd/generator.early", "/run/systemd/generator.late"}
 
-// linkEntry is one symlink find_symlinks looks at: in a search directory
-// itself (top) or in one of its *.wants/*.requires subdirectories.
+// linkEntry is one symlink in a search directory itself, which
+// find_symlinks judges by its name and its target's name.
 type linkEntry struct {
 	name     string // the link's own name
 	destBase string // basename of what it points to
-	top      bool
 }
 
 // searchDir is one directory of the search path, read once.
@@ -53,7 +52,11 @@ type searchDir struct {
 	names   []string // sorted visible entry names
 	byName  map[string][]linkEntry
 	byDest  map[string][]linkEntry
-	links   []linkEntry
+	// wantsNames counts links in *.wants/*.requires subdirectories by name
+	// and wantsByTemplate lists them by the template of their name: there
+	// find_symlinks ignores where a link points (ignore_destination).
+	wantsNames      map[string]int
+	wantsByTemplate map[string][]string
 }
 
 // index is the single pass over an image's unit directories: every search
@@ -102,7 +105,8 @@ func newIndex(fsys *rootfs.FS) *index {
 // readSearchDir lists a search directory the way opendir() + FOREACH_DIRENT
 // see it, and collects the links find_symlinks inspects.
 func (x *index) readSearchDir(p string) *searchDir {
-	sd := &searchDir{path: p, entries: map[string]fs.FileMode{}, byName: map[string][]linkEntry{}, byDest: map[string][]linkEntry{}}
+	sd := &searchDir{path: p, entries: map[string]fs.FileMode{}, byName: map[string][]linkEntry{}, byDest: map[string][]linkEntry{},
+		wantsNames: map[string]int{}, wantsByTemplate: map[string][]string{}}
 	l := x.listDir(p)
 	if l.err != nil {
 		return sd
@@ -114,7 +118,7 @@ func (x *index) readSearchDir(p string) *searchDir {
 		t := sd.entries[n]
 		switch {
 		case t&fs.ModeSymlink != 0:
-			x.addLink(sd, joinPath(l.resolved, n), n, true)
+			x.addLink(sd, joinPath(l.resolved, n), n)
 		case t.IsDir():
 			i := strings.LastIndexByte(n, '.')
 			if i < 0 || (n[i:] != ".wants" && n[i:] != ".requires") {
@@ -129,20 +133,23 @@ func (x *index) readSearchDir(p string) *searchDir {
 				if hiddenOrBackup(e.Name()) || e.Type()&fs.ModeSymlink == 0 {
 					continue
 				}
-				x.addLink(sd, joinPath(sub, e.Name()), e.Name(), false)
+				n := e.Name()
+				sd.wantsNames[n]++
+				if t, err := nameTemplateOf(n); err == nil {
+					sd.wantsByTemplate[t] = append(sd.wantsByTemplate[t], n)
+				}
 			}
 		}
 	}
 	return sd
 }
 
-func (x *index) addLink(sd *searchDir, p, name string, top bool) {
+func (x *index) addLink(sd *searchDir, p, name string) {
 	dest, err := x.readlinkRaw(p)
 	if err != nil {
 		return
 	}
-	le := linkEntry{name: name, destBase: baseName(dest), top: top}
-	sd.links = append(sd.links, le)
+	le := linkEntry{name: name, destBase: baseName(dest)}
 	sd.byName[le.name] = append(sd.byName[le.name], le)
 	sd.byDest[le.destBase] = append(sd.byDest[le.destBase], le)
 }

@@ -550,16 +550,26 @@ func (x *index) findSymlinksInScope(info *installInfo, matchName bool) (State, b
 }
 
 // findSymlinks ports find_symlinks + find_symlinks_in_directory over the
-// index: only links named like the unit or pointing at its name matter.
+// index. In *.wants/*.requires directories only a link's name counts (the
+// unit's name, or an instance of it when it is a template); in the search
+// directory itself a link counts by its name or by its target's name.
 func (x *index) findSymlinks(sd *searchDir, info *installInfo, matchAliases, ignoreSameName bool) (found, sameName bool) {
 	if sd.resolved == "" {
 		return false, false
+	}
+	if sd.wantsNames[info.name] > 0 {
+		return true, false
+	}
+	for _, n := range sd.wantsByTemplate[info.name] {
+		if n != info.name && (!matchAliases || knownName(info, n)) {
+			return true, false
+		}
 	}
 	check := func(e linkEntry) bool {
 		foundPath := !ignoreSameName && e.name == info.name
 		foundDest := e.destBase == info.name
 		switch {
-		case foundPath && foundDest && e.top:
+		case foundPath && foundDest:
 			sameName = true
 		case foundPath || foundDest:
 			if !matchAliases || knownName(info, e.name) {
