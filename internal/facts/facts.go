@@ -116,7 +116,7 @@ type Exec struct {
 	// Args are the remaining words.
 	Args []string `json:"args"`
 	// Prefixes are the stripped prefixes ("-", "+", "@", "!!"…).
-	Prefixes string `json:"prefixes,omitempty"`
+	Prefixes string `json:"prefixes"`
 	// Raw is the value as written.
 	Raw string `json:"raw"`
 	// Error is set when the value does not parse.

@@ -21,7 +21,7 @@ findings contains f if {
 	u.unit_type == "service"
 	relevant(u)
 	u.exec_start.exists == false
-	not contains(u.exec_start.prefixes, "-")
+	not ignores_failure(u.exec_start)
 	f := object.union(
 		lib.finding(object.union({"id": rule_id}, rule), name, sprintf(
 			"%s is %s but its ExecStart executable %s does not exist in the image",
@@ -30,6 +30,9 @@ findings contains f if {
 		{"evidence": {"exec_start": u.exec_start.raw}},
 	)
 }
+
+# A "-" prefix makes systemd ignore the failure.
+ignores_failure(e) if contains(object.get(e, "prefixes", ""), "-")
 
 relevant(u) if u.active_at_boot
 

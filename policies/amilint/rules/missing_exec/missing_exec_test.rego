@@ -41,3 +41,8 @@ test_dash_prefix_is_ignored if {
 test_disabled_unit_is_fine if {
 	count(run(svc(false, false, "disabled", ""))) == 0
 }
+
+test_missing_prefixes_field if {
+	u := json.remove(svc(false, true, "enabled", ""), ["exec_start/prefixes"])
+	count(run(u)) == 1
+}
