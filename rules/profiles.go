@@ -1,0 +1,147 @@
+package rules
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+)
+
+// LoadProfiles returns the embedded role profiles (rules/profiles/*.yaml),
+// validated, sorted by name.
+func LoadProfiles() ([]Profile, error) {
+	return loadProfiles(catalog, "profiles", "embedded:profiles/")
+}
+
+// LoadProfilesDir returns the profiles in the *.yaml and *.yml files of
+// dir, validated, sorted by name.
+func LoadProfilesDir(dir string) ([]Profile, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load profiles %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("load profiles %s: not a directory", dir)
+	}
+	return loadProfiles(os.DirFS(dir), ".", dir+"/")
+}
+
+// MergeProfiles returns base with every profile of override added,
+// replacing the base profile of the same name; sorted by name.
+func MergeProfiles(base, override []Profile) []Profile {
+	byName := map[string]Profile{}
+	for _, p := range base {
+		byName[p.Name] = p
+	}
+	for _, p := range override {
+		byName[p.Name] = p
+	}
+	out := make([]Profile, 0, len(byName))
+	for _, p := range byName {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Profile) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func loadProfiles(fsys fs.FS, dir, prefix string) ([]Profile, error) {
+	ents, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("load profiles %s: %w", strings.TrimSuffix(prefix, "/"), err)
+	}
+	var ps []Profile
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		src := prefix + name
+		b, err := readLimited(fsys, path.Join(dir, name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", src, err))
+			continue
+		}
+		var p Profile
+		if err := decodeStrict(b, &p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", src, err))
+			continue
+		}
+		p.Source = src
+		var problems []error
+		if want := strings.TrimSuffix(strings.TrimSuffix(name, ".yaml"), ".yml"); p.Name != "" && p.Name != want {
+			problems = append(problems, fmt.Errorf("name %q does not match the file name %s", p.Name, name))
+		}
+		if err := errors.Join(append(problems, p.Validate())...); err != nil {
+			errs = append(errs, prefixEach(src, err)...)
+			continue
+		}
+		ps = append(ps, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("load profiles: %w", err)
+	}
+	slices.SortFunc(ps, func(a, b Profile) int { return strings.Compare(a.Name, b.Name) })
+	return ps, nil
+}
+
+// Validate reports every problem of the profile at once.
+func (p Profile) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if !idPattern.MatchString(p.Name) || len(p.Name) > maxIDLen {
+		bad("name %q: want a lowercase slug like k8s-gpu-node", p.Name)
+	}
+	if strings.TrimSpace(p.Description) == "" {
+		bad("description: missing")
+	}
+	if len(p.Allow) == 0 {
+		bad("allow: a default-deny profile allows at least one unit")
+	}
+	seen := map[string]bool{}
+	for _, a := range p.Allow {
+		if !validUnitPattern(a) {
+			bad("allow %q: not a unit name or glob", a)
+		}
+		if seen[a] {
+			bad("allow %q: listed twice", a)
+		}
+		seen[a] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Allows reports whether the profile allows unit name to start at boot.
+func (p Profile) Allows(name string) bool {
+	for _, a := range p.Allow {
+		if a == name {
+			return true
+		}
+		if ok, _ := path.Match(a, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ProfilesData returns the profiles as the policies see them,
+// data.profiles: a map from name to the profile's JSON form.
+func ProfilesData(ps []Profile) (map[string]any, error) {
+	out := make(map[string]any, len(ps))
+	for _, p := range ps {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, fmt.Errorf("profile %s as data: %w", p.Name, err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("profile %s as data: %w", p.Name, err)
+		}
+		out[p.Name] = v
+	}
+	return out, nil
+}
