@@ -21,8 +21,11 @@ findings contains f if {
 	some name, u in lib.active_units
 	u.spawns_container
 	u.restart != "no"
-	f := lib.finding(object.union({"id": rule_id}, rule), name, sprintf(
-		"%s starts a new container each time it starts (%s) and has Restart=%s: every restart leaves a memory cgroup behind",
-		[name, u.exec_start.raw, u.restart],
-	), u.chain)
+	f := lib.finding(
+		object.union({"id": rule_id}, rule), name, sprintf(
+			"%s starts a new container each time it starts (%s) and has Restart=%s: every restart leaves a memory cgroup behind",
+			[name, u.exec_start.raw, u.restart],
+		),
+		u.chain,
+	)
 }

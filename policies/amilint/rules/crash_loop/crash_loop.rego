@@ -62,6 +62,4 @@ limit_text(u) := "start rate limiting is off (StartLimitIntervalSec=0)" if {
 	u.start_limit_interval_sec == 0
 } else := "start rate limiting is off (StartLimitBurst=0)" if {
 	u.start_limit_burst == 0
-} else := sprintf("%d restarts take %vs, longer than StartLimitIntervalSec=%vs", [
-	u.start_limit_burst, u.restart_sec * u.start_limit_burst, u.start_limit_interval_sec,
-])
+} else := sprintf("%d restarts take %vs, longer than StartLimitIntervalSec=%vs", [u.start_limit_burst, u.restart_sec * u.start_limit_burst, u.start_limit_interval_sec])

@@ -21,8 +21,11 @@ findings contains f if {
 	some name, u in input.units
 	u.preset == "enable"
 	u.state == "disabled"
-	f := lib.finding(object.union({"id": rule_id}, rule), name, sprintf(
-		"%s is disabled in the image, but /etc/machine-id is %s, so systemd applies presets at first boot and its preset enables it",
-		[name, input.image.machine_id],
-	), u.chain)
+	f := lib.finding(
+		object.union({"id": rule_id}, rule), name, sprintf(
+			"%s is disabled in the image, but /etc/machine-id is %s, so systemd applies presets at first boot and its preset enables it",
+			[name, input.image.machine_id],
+		),
+		u.chain,
+	)
 }

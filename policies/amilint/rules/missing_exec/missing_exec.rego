@@ -23,10 +23,13 @@ findings contains f if {
 	u.exec_start.exists == false
 	not ignores_failure(u.exec_start)
 	f := object.union(
-		lib.finding(object.union({"id": rule_id}, rule), name, sprintf(
-			"%s is %s but its ExecStart executable %s does not exist in the image",
-			[name, why(u), u.exec_start.path],
-		), u.chain),
+		lib.finding(
+			object.union({"id": rule_id}, rule), name, sprintf(
+				"%s is %s but its ExecStart executable %s does not exist in the image",
+				[name, why(u), u.exec_start.path],
+			),
+			u.chain,
+		),
 		{"evidence": {"exec_start": u.exec_start.raw}},
 	)
 }

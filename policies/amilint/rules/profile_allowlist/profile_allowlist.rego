@@ -24,10 +24,13 @@ findings contains f if {
 	some name, u in lib.active_units
 	u.unit_type in kinds
 	not allowed(allow, name)
-	f := lib.finding(object.union({"id": rule_id}, rule), name, sprintf(
-		"%s starts at boot but profile %s does not allow it%s",
-		[name, lib.profile, via(u)],
-	), u.chain)
+	f := lib.finding(
+		object.union({"id": rule_id}, rule), name, sprintf(
+			"%s starts at boot but profile %s does not allow it%s",
+			[name, lib.profile, via(u)],
+		),
+		u.chain,
+	)
 }
 
 allowed(allow, name) if {
