@@ -1,0 +1,520 @@
+// Package lvm owns LVM2 physical volumes: it finds the label, reads the
+// volume group's text metadata from the metadata area (checksums checked),
+// and exposes linear logical volumes as io.ReaderAt over the PV. It never
+// writes and never talks to device-mapper; striped, thin, RAID and
+// snapshot volumes are reported as unsupported, never guessed at.
+package lvm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sort"
+	"strings"
+)
+
+// ErrCorrupt reports LVM structures that are inconsistent, truncated or
+// out of bounds.
+var ErrCorrupt = errors.New("corrupt LVM physical volume")
+
+// ErrUnsupported reports a logical volume layout amilint does not read.
+var ErrUnsupported = errors.New("unsupported LVM layout")
+
+const (
+	sector       = 512
+	labelScan    = 4 // the label is in one of the first four sectors
+	mdaMagic     = " LVM2 x[5A%r0N*>"
+	initialCRC   = 0xf597a6cf
+	maxMetadata  = 16 << 20
+	maxSegments  = 4096
+	maxLocations = 16
+)
+
+// crc is LVM's checksum: CRC-32 (IEEE, reflected) without the initial and
+// final inversion, seeded with 0xf597a6cf.
+func crc(b []byte) uint32 { return ^crc32.Update(^uint32(initialCRC), crc32.IEEETable, b) }
+
+func corruptf(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, a...))
+}
+
+func readFull(r io.ReaderAt, size int64, p []byte, off int64, what string) error {
+	if off < 0 || off > size-int64(len(p)) {
+		return corruptf("%s at offset %d lies past the end of the volume (%d bytes)", what, off, size)
+	}
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return corruptf("%s at offset %d: truncated volume", what, off)
+	}
+	return fmt.Errorf("read %s at offset %d: %w", what, off, err)
+}
+
+// Probe reports whether r starts with an LVM2 label.
+func Probe(r io.ReaderAt, size int64) bool {
+	_, err := findLabel(r, size)
+	return err == nil
+}
+
+func findLabel(r io.ReaderAt, size int64) ([]byte, error) {
+	for i := range int64(labelScan) {
+		b := make([]byte, sector)
+		if readFull(r, size, b, i*sector, "LVM label") != nil {
+			break
+		}
+		if string(b[:8]) == "LABELONE" && string(b[24:32]) == "LVM2 001" {
+			if binary.LittleEndian.Uint64(b[8:]) != uint64(i) {
+				return nil, corruptf("LVM label in sector %d says it is in sector %d", i, binary.LittleEndian.Uint64(b[8:]))
+			}
+			if got, want := crc(b[20:]), binary.LittleEndian.Uint32(b[16:]); got != want {
+				return nil, corruptf("LVM label checksum %#x, want %#x", got, want)
+			}
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("no LVM2 label: %w", ErrCorrupt)
+}
+
+// VG is the volume group as one physical volume's metadata describes it.
+type VG struct {
+	Name string
+	// LVs are the logical volumes, sorted by name.
+	LVs []*LV
+}
+
+// LV is a logical volume.
+type LV struct {
+	Name string
+	size int64
+	segs []segment
+	err  error // why the LV cannot be read, if it cannot
+	r    io.ReaderAt
+	pvSz int64
+}
+
+type segment struct {
+	start, length int64 // bytes, in the LV
+	pvOff         int64 // bytes, in the PV
+}
+
+// Size is the logical volume's size in bytes.
+func (lv *LV) Size() int64 { return lv.size }
+
+// Err reports why the volume cannot be read (an unsupported segment type or
+// a PV missing from this image), or nil.
+func (lv *LV) Err() error { return lv.err }
+
+// ReadAt reads the logical volume's bytes.
+func (lv *LV) ReadAt(p []byte, off int64) (int, error) {
+	if lv.err != nil {
+		return 0, lv.err
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("read LV %s at %d: negative offset", lv.Name, off)
+	}
+	if off >= lv.size {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if int64(want) > lv.size-off {
+		p = p[:lv.size-off]
+	}
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		i := sort.Search(len(lv.segs), func(i int) bool { return lv.segs[i].start+lv.segs[i].length > pos })
+		if i == len(lv.segs) || lv.segs[i].start > pos {
+			return n, corruptf("LV %s has no segment at byte %d", lv.Name, pos)
+		}
+		s := lv.segs[i]
+		chunk := p[n:]
+		if rest := s.start + s.length - pos; int64(len(chunk)) > rest {
+			chunk = chunk[:rest]
+		}
+		if err := readFull(lv.r, lv.pvSz, chunk, s.pvOff+pos-s.start, "LV "+lv.Name); err != nil {
+			return n, err
+		}
+		n += len(chunk)
+	}
+	if n < want {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Open reads the LVM2 physical volume r of size bytes.
+func Open(r io.ReaderAt, size int64) (*VG, error) {
+	le := binary.LittleEndian
+	label, err := findLabel(r, size)
+	if err != nil {
+		return nil, err
+	}
+
+	off := int64(le.Uint32(label[20:]))
+	if off < 32 || off > sector-40 {
+		return nil, corruptf("PV header offset %d", off)
+	}
+	hdr := label[off:]
+	pvUUID := string(hdr[:32])
+	// Skip the data area list, then read the metadata area list.
+	lists := hdr[40:]
+	var areas [2][][2]uint64
+	for k := range areas {
+		for {
+			if len(lists) < 16 {
+				return nil, corruptf("PV header area lists run off the label sector")
+			}
+			o, s := le.Uint64(lists), le.Uint64(lists[8:])
+			lists = lists[16:]
+			if o == 0 {
+				break
+			}
+			if len(areas[k]) == maxLocations {
+				return nil, corruptf("PV header lists too many areas")
+			}
+			areas[k] = append(areas[k], [2]uint64{o, s})
+		}
+	}
+	if len(areas[1]) == 0 {
+		return nil, corruptf("PV has no metadata area")
+	}
+	var errs []error
+	for _, mda := range areas[1] {
+		text, err := readMetadata(r, size, int64(mda[0]), int64(mda[1]))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		vg, err := parseVG(text, pvUUID, r, size)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return vg, nil
+	}
+	return nil, fmt.Errorf("read LVM metadata: %w", errors.Join(errs...))
+}
+
+// readMetadata returns the current metadata text of the area at mdaOff.
+func readMetadata(r io.ReaderAt, size, mdaOff, mdaSize int64) ([]byte, error) {
+	le := binary.LittleEndian
+	h := make([]byte, sector)
+	if err := readFull(r, size, h, mdaOff, "LVM metadata area header"); err != nil {
+		return nil, err
+	}
+	if string(h[4:20]) != mdaMagic {
+		return nil, corruptf("metadata area at %d: bad magic", mdaOff)
+	}
+	if got, want := crc(h[4:]), le.Uint32(h); got != want {
+		return nil, corruptf("metadata area header checksum %#x, want %#x", got, want)
+	}
+	if start := int64(le.Uint64(h[24:])); start != mdaOff {
+		return nil, corruptf("metadata area at %d says it starts at %d", mdaOff, start)
+	}
+	if s := int64(le.Uint64(h[32:])); s != mdaSize || s < 2*sector || s > size {
+		return nil, corruptf("metadata area size %d (label says %d)", s, mdaSize)
+	}
+	loc := h[40:]
+	textOff, textLen := int64(le.Uint64(loc)), int64(le.Uint64(loc[8:]))
+	sum := le.Uint32(loc[16:])
+	if textLen == 0 {
+		return nil, corruptf("metadata area at %d holds no metadata", mdaOff)
+	}
+	if textLen > maxMetadata || textLen > mdaSize-sector || textOff < sector || textOff >= mdaSize {
+		return nil, corruptf("metadata text at %d (+%d) outside its area of %d bytes", textOff, textLen, mdaSize)
+	}
+	text := make([]byte, textLen)
+	// The area is a ring after its header sector: text that reaches the
+	// end continues right after the header.
+	first := min(textLen, mdaSize-textOff)
+	if err := readFull(r, size, text[:first], mdaOff+textOff, "LVM metadata"); err != nil {
+		return nil, err
+	}
+	if first < textLen {
+		if err := readFull(r, size, text[first:], mdaOff+sector, "LVM metadata (wrapped)"); err != nil {
+			return nil, err
+		}
+	}
+	if got := crc(text); got != sum {
+		return nil, corruptf("metadata text checksum %#x, want %#x", got, sum)
+	}
+	return text, nil
+}
+
+func parseVG(text []byte, pvUUID string, r io.ReaderAt, size int64) (*VG, error) {
+	root, err := parse(text)
+	if err != nil {
+		return nil, err
+	}
+	var vgName string
+	var vg *section
+	for _, k := range root.order {
+		if s, ok := root.sections[k]; ok {
+			vgName, vg = k, s
+			break
+		}
+	}
+	if vg == nil {
+		return nil, corruptf("metadata names no volume group")
+	}
+	extent, ok := vg.int("extent_size")
+	if !ok || extent <= 0 || extent > 1<<32 {
+		return nil, corruptf("VG %s: extent_size", vgName)
+	}
+	extent *= sector
+	// Find this PV among the group's.
+	pvs := vg.sections["physical_volumes"]
+	if pvs == nil {
+		return nil, corruptf("VG %s has no physical_volumes", vgName)
+	}
+	var pvName string
+	var peStart int64
+	for _, name := range pvs.order {
+		pv := pvs.sections[name]
+		if pv == nil {
+			continue
+		}
+		if id, _ := pv.str("id"); strings.ReplaceAll(id, "-", "") == pvUUID {
+			pvName = name
+			ps, ok := pv.int("pe_start")
+			if !ok || ps < 0 || ps*sector > size {
+				return nil, corruptf("VG %s PV %s: pe_start", vgName, name)
+			}
+			peStart = ps * sector
+		}
+	}
+	if pvName == "" {
+		return nil, corruptf("VG %s does not list this PV (%s)", vgName, pvUUID)
+	}
+	out := &VG{Name: vgName}
+	if lvs := vg.sections["logical_volumes"]; lvs != nil {
+		for _, name := range lvs.order {
+			s := lvs.sections[name]
+			if s == nil {
+				continue
+			}
+			lv := &LV{Name: name, r: r, pvSz: size}
+			lv.err = lv.load(s, pvName, peStart, extent)
+			if lv.err != nil && errors.Is(lv.err, ErrCorrupt) {
+				return nil, fmt.Errorf("VG %s LV %s: %w", vgName, name, lv.err)
+			}
+			if lv.err != nil {
+				lv.err = fmt.Errorf("LV %s/%s: %w", vgName, name, lv.err)
+			}
+			out.LVs = append(out.LVs, lv)
+		}
+	}
+	sort.Slice(out.LVs, func(i, j int) bool { return out.LVs[i].Name < out.LVs[j].Name })
+	return out, nil
+}
+
+func (lv *LV) load(s *section, pvName string, peStart, extent int64) error {
+	n, ok := s.int("segment_count")
+	if !ok || n < 1 || n > maxSegments {
+		return corruptf("segment_count")
+	}
+	for i := range n {
+		seg := s.sections[fmt.Sprintf("segment%d", i+1)]
+		if seg == nil {
+			return corruptf("segment%d missing", i+1)
+		}
+		startExt, ok1 := seg.int("start_extent")
+		count, ok2 := seg.int("extent_count")
+		if !ok1 || !ok2 || startExt < 0 || count <= 0 || startExt > 1<<40 || count > 1<<40 {
+			return corruptf("segment%d extents", i+1)
+		}
+		typ, _ := seg.str("type")
+		stripes, _ := seg.int("stripe_count")
+		if typ != "striped" || stripes != 1 {
+			return fmt.Errorf("segment type %q with %d stripes: %w", typ, stripes, ErrUnsupported)
+		}
+		arr := seg.arrays["stripes"]
+		if len(arr) != 2 {
+			return corruptf("segment%d stripes", i+1)
+		}
+		pv, ok1 := arr[0].(string)
+		pe, ok2 := arr[1].(int64)
+		if !ok1 || !ok2 || pe < 0 || pe > 1<<40 {
+			return corruptf("segment%d stripes", i+1)
+		}
+		if pv != pvName {
+			return fmt.Errorf("segment on PV %s, which is not this image: %w", pv, ErrUnsupported)
+		}
+		lv.segs = append(lv.segs, segment{start: startExt * extent, length: count * extent, pvOff: peStart + pe*extent})
+	}
+	sort.Slice(lv.segs, func(i, j int) bool { return lv.segs[i].start < lv.segs[j].start })
+	var end int64
+	for _, sg := range lv.segs {
+		if sg.start != end {
+			return corruptf("segments leave a gap or overlap at byte %d", end)
+		}
+		end += sg.length
+	}
+	lv.size = end
+	return nil
+}
+
+// section is one { } block of LVM's text metadata.
+type section struct {
+	order    []string
+	sections map[string]*section
+	values   map[string]any // string or int64
+	arrays   map[string][]any
+}
+
+func (s *section) int(k string) (int64, bool)  { v, ok := s.values[k].(int64); return v, ok }
+func (s *section) str(k string) (string, bool) { v, ok := s.values[k].(string); return v, ok }
+
+func newSection() *section {
+	return &section{sections: map[string]*section{}, values: map[string]any{}, arrays: map[string][]any{}}
+}
+
+// parse reads LVM's text metadata format: name { key = value ... }, with
+// strings, integers, arrays and # comments.
+func parse(text []byte) (*section, error) {
+	p := &parser{s: text}
+	root := newSection()
+	if err := p.body(root, 0); err != nil {
+		return nil, err
+	}
+	if tok := p.next(); tok != "" {
+		return nil, corruptf("metadata: unexpected %q at byte %d", tok, p.i)
+	}
+	return root, nil
+}
+
+type parser struct {
+	s []byte
+	i int
+}
+
+const maxDepth = 16
+
+// next returns the next token: a word, a quoted string (with its quotes),
+// or one of { } [ ] = ,; "" at the end.
+func (p *parser) next() string {
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '#':
+			for p.i < len(p.s) && p.s[p.i] != '\n' {
+				p.i++
+			}
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0:
+			p.i++
+		case bytes.IndexByte([]byte("{}[]=,"), c) >= 0:
+			p.i++
+			return string(c)
+		case c == '"':
+			start := p.i
+			p.i++
+			for p.i < len(p.s) && p.s[p.i] != '"' {
+				if p.s[p.i] == '\\' {
+					p.i++
+				}
+				p.i++
+			}
+			p.i++
+			if p.i > len(p.s) {
+				p.i = len(p.s)
+				return string(p.s[start:]) // unterminated: rejected by the caller
+			}
+			return string(p.s[start:p.i])
+		default:
+			start := p.i
+			for p.i < len(p.s) && bytes.IndexByte([]byte("{}[]=,#\" \t\n\r"), p.s[p.i]) < 0 {
+				p.i++
+			}
+			return string(p.s[start:p.i])
+		}
+	}
+	return ""
+}
+
+func (p *parser) peek() string {
+	i := p.i
+	t := p.next()
+	p.i = i
+	return t
+}
+
+func (p *parser) body(s *section, depth int) error {
+	if depth > maxDepth {
+		return corruptf("metadata nested deeper than %d", maxDepth)
+	}
+	for {
+		t := p.peek()
+		if t == "" || t == "}" {
+			return nil
+		}
+		key := p.next()
+		if !isWord(key) {
+			return corruptf("metadata: unexpected %q at byte %d", key, p.i)
+		}
+		switch p.next() {
+		case "{":
+			child := newSection()
+			if err := p.body(child, depth+1); err != nil {
+				return err
+			}
+			if p.next() != "}" {
+				return corruptf("metadata: section %s not closed", key)
+			}
+			s.sections[key] = child
+			s.order = append(s.order, key)
+		case "=":
+			if p.peek() == "[" {
+				p.next()
+				var arr []any
+				for {
+					t := p.next()
+					if t == "]" {
+						break
+					}
+					if t == "," {
+						continue
+					}
+					v, err := value(t)
+					if err != nil {
+						return err
+					}
+					arr = append(arr, v)
+				}
+				s.arrays[key] = arr
+				continue
+			}
+			v, err := value(p.next())
+			if err != nil {
+				return err
+			}
+			s.values[key] = v
+		default:
+			return corruptf("metadata: %s is neither a section nor a value", key)
+		}
+	}
+}
+
+func isWord(t string) bool {
+	return t != "" && bytes.IndexByte([]byte("{}[]=,\""), t[0]) < 0
+}
+
+func value(t string) (any, error) {
+	switch {
+	case len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"':
+		return strings.ReplaceAll(strings.ReplaceAll(t[1:len(t)-1], `\"`, `"`), `\\`, `\`), nil
+	case t == "":
+		return nil, corruptf("metadata: truncated")
+	case isWord(t):
+		var n int64
+		if _, err := fmt.Sscan(t, &n); err == nil {
+			return n, nil
+		}
+		return t, nil
+	}
+	return nil, corruptf("metadata: unexpected %q", t)
+}

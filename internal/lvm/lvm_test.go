@@ -1,0 +1,208 @@
+package lvm_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/lvm"
+	"github.com/amilint/amilint/internal/vdisk/imagetest"
+)
+
+// seg is one segment of an LV as the lvm2 tools report it.
+type seg struct{ start, size, pe int64 }
+
+// pv builds a 64 MiB LVM2 physical volume with the real lvm2 tools on a
+// loop device (activation disabled: no device-mapper is needed), with a
+// two-segment "root" LV around a "swap" LV, and reports root's segments
+// and the PV's pe_start and extent size, all in bytes, as lvs says them.
+func pv(t testing.TB) (path string, segs []seg, peStart, extent int64) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("building an LVM PV needs root for a loop device")
+	}
+	path = filepath.Join(t.TempDir(), "pv.raw")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	require.NoError(t, os.Truncate(path, 64<<20))
+	loop := strings.TrimSpace(imagetest.Run(t, "losetup", "-f", "--show", path))
+	defer imagetest.Run(t, "losetup", "-d", loop)
+	vg := fmt.Sprintf("amilinttest%d", os.Getpid()+len(t.Name()))
+	cfg := fmt.Sprintf(`devices{use_devicesfile=0 filter=["a|^%s$|","r|.*|"]} activation{udev_sync=0 udev_rules=0} global{activation=0} backup{backup=0 archive=0}`, loop)
+	lvmc := func(args ...string) string {
+		cmd := exec.Command(args[0], append([]string{"--config", cfg}, args[1:]...)...)
+		cmd.Env = append(os.Environ(), "LVM_SUPPRESS_FD_WARNINGS=1", "PATH=/usr/sbin:/sbin:"+os.Getenv("PATH"))
+		out, err := cmd.Output()
+		require.NoError(t, err, "%v: %s", args, out)
+		return string(out)
+	}
+	lvmc("pvcreate", "-q", loop)
+	lvmc("vgcreate", "-q", "-s", "1M", vg, loop)
+	lvmc("lvcreate", "-q", "-an", "-Zn", "-y", "-n", "root", "-L", "12M", vg)
+	lvmc("lvcreate", "-q", "-an", "-Zn", "-y", "-n", "swap", "-L", "3M", vg)
+	lvmc("lvextend", "-q", "-L", "24M", vg+"/root")
+	out := lvmc("lvs", "--noheadings", "--units", "b", "--nosuffix", "--segments", "-o", "seg_start,seg_size,seg_pe_ranges", vg+"/root")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var s seg
+		var first, last int64
+		f := strings.Fields(line)
+		require.Len(t, f, 3)
+		_, err := fmt.Sscanf(f[0]+" "+f[1], "%d %d", &s.start, &s.size)
+		require.NoError(t, err)
+		_, err = fmt.Sscanf(f[2][strings.LastIndex(f[2], ":")+1:], "%d-%d", &first, &last)
+		require.NoError(t, err)
+		s.pe = first
+		segs = append(segs, s)
+	}
+	_, err := fmt.Sscan(lvmc("pvs", "--noheadings", "--units", "b", "--nosuffix", "-o", "pe_start", loop), &peStart)
+	require.NoError(t, err)
+	_, err = fmt.Sscan(lvmc("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_extent_size", vg), &extent)
+	require.NoError(t, err)
+	require.Len(t, segs, 2, "root is split around swap")
+	return path, segs, peStart, extent
+}
+
+// fill copies the filesystem image fsImg into root's segments, where lvs
+// says they are.
+func fill(t testing.TB, pvPath, fsImg string, segs []seg, peStart, extent int64) {
+	t.Helper()
+	data, err := os.ReadFile(fsImg)
+	require.NoError(t, err)
+	f, err := os.OpenFile(pvPath, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, s := range segs {
+		_, err := f.WriteAt(data[s.start:s.start+s.size], peStart+s.pe*extent)
+		require.NoError(t, err)
+	}
+}
+
+func open(t *testing.T, path string) (*lvm.VG, error) {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	return lvm.Open(f, fi.Size())
+}
+
+func TestLinearLV(t *testing.T) {
+	path, segs, peStart, extent := pv(t)
+	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	fill(t, path, fsImg, segs, peStart, extent)
+	want, size := imagetest.FileSHA256(t, fsImg)
+
+	vg, err := open(t, path)
+	require.NoError(t, err)
+	require.Len(t, vg.LVs, 2)
+	assert.Equal(t, "root", vg.LVs[0].Name)
+	assert.Equal(t, "swap", vg.LVs[1].Name)
+	assert.Equal(t, int64(3<<20), vg.LVs[1].Size())
+	root := vg.LVs[0]
+	require.NoError(t, root.Err())
+	assert.Equal(t, size, root.Size())
+	assert.Equal(t, want, imagetest.SHA256(t, root, size))
+}
+
+// lvmCRC is LVM's checksum, computed independently of the package's.
+func lvmCRC(b []byte) uint32 {
+	c := uint32(0xf597a6cf)
+	for _, x := range b {
+		c ^= uint32(x)
+		for range 8 {
+			if c&1 != 0 {
+				c = c>>1 ^ 0xedb88320
+			} else {
+				c >>= 1
+			}
+		}
+	}
+	return c
+}
+
+// rewrite replaces the metadata text of the first metadata area and fixes
+// its checksums, so only the new content can be at fault.
+func rewrite(t testing.TB, b []byte, edit func(string) string) []byte {
+	le := binary.LittleEndian
+	mda := int64(4096) // lvm2's default first metadata area
+	require.Equal(t, " LVM2 x[5A%r0N*>", string(b[mda+4:mda+20]))
+	loc := b[mda+40:]
+	off, n := int64(le.Uint64(loc)), int64(le.Uint64(loc[8:]))
+	text := edit(string(b[mda+off : mda+off+n]))
+	copy(b[mda+off:], text)
+	le.PutUint64(loc[8:], uint64(len(text)))
+	le.PutUint32(loc[16:], lvmCRC([]byte(text)))
+	le.PutUint32(b[mda:], lvmCRC(b[mda+4:mda+512]))
+	return b
+}
+
+func TestCorrupt(t *testing.T) {
+	path, _, _, _ := pv(t)
+	orig, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, crc32.ChecksumIEEE(nil), uint32(0)) // keep hash/crc32 honest
+	for _, tt := range []struct {
+		name   string
+		damage func([]byte) []byte
+		lvErr  error // when set, Open succeeds and root fails with it
+	}{
+		{"label checksum", func(b []byte) []byte { b[512+40]++; return b }, nil},
+		{"metadata header", func(b []byte) []byte { b[4096+30]++; return b }, nil},
+		{"metadata text checksum", func(b []byte) []byte {
+			off := binary.LittleEndian.Uint64(b[4096+40:])
+			b[4096+off+20]++ // inside the current text
+			return b
+		}, nil},
+		{"truncated", func(b []byte) []byte { return b[:4096+300] }, nil},
+		{"segment past the end", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string {
+				return strings.Replace(s, `"pv0", 0`, `"pv0", 900000`, 1)
+			})
+		}, lvm.ErrCorrupt},
+		{"unbalanced braces", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string { return strings.Replace(s, "}", "", 1) })
+		}, nil},
+		{"striped", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string { return strings.Replace(s, "stripe_count = 1", "stripe_count = 2", 1) })
+		}, lvm.ErrUnsupported},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "bad.raw")
+			require.NoError(t, os.WriteFile(p, tt.damage(bytes.Clone(orig)), 0o644))
+			vg, err := open(t, p)
+			if tt.lvErr == nil {
+				require.ErrorIs(t, err, lvm.ErrCorrupt)
+				return
+			}
+			require.NoError(t, err)
+			_, err = vg.LVs[0].ReadAt(make([]byte, 4096), 0)
+			require.ErrorIs(t, err, tt.lvErr)
+		})
+	}
+}
+
+// FuzzOpen runs the label, metadata area and text parsers on arbitrary
+// bytes, seeded with the first MiB of a real PV (label and metadata).
+func FuzzOpen(f *testing.F) {
+	path, _, _, _ := pv(f)
+	b, err := os.ReadFile(path)
+	require.NoError(f, err)
+	f.Add(b[:1<<20])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		vg, err := lvm.Open(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			return
+		}
+		for _, lv := range vg.LVs {
+			_, _ = lv.ReadAt(make([]byte, 512), lv.Size()/2)
+		}
+	})
+}
