@@ -180,3 +180,14 @@ func TestK8sGPUProfileOnHardened(t *testing.T) {
 	require.NotNil(t, f, describe(fs))
 	assert.NotEmpty(t, f.Chain)
 }
+
+func TestCatalogFirstBootUndoesDisable(t *testing.T) {
+	fs := audit(t, "hardened-firstboot", "")
+	for _, u := range []string{"ecs.service", "amazon-ssm-agent.service", "apt-daily.timer"} {
+		f := find(fs, rules.FirstBootPresets, u)
+		if assert.NotNil(t, f, "%s comes back at first boot\n%s", u, describe(fs)) {
+			assert.Equal(t, finding.Medium, f.Severity)
+		}
+	}
+	assert.Nil(t, find(fs, rules.FirstBootPresets, "snapd.service"), "a masked unit stays masked")
+}
