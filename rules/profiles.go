@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -28,6 +29,29 @@ func LoadProfilesDir(dir string) ([]Profile, error) {
 		return nil, fmt.Errorf("load profiles %s: not a directory", dir)
 	}
 	return loadProfiles(os.DirFS(dir), ".", dir+"/")
+}
+
+// LoadAllProfiles returns the embedded profiles with those of each rules
+// directory's profiles/ subdirectory (DIR/profiles/*.yaml, when it exists)
+// merged over them, later directories winning by name. It pairs with
+// LoadAll for --rules DIR.
+func LoadAllProfiles(dirs ...string) ([]Profile, error) {
+	ps, err := LoadProfiles()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dirs {
+		pd := filepath.Join(d, "profiles")
+		if _, err := os.Stat(pd); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		user, err := LoadProfilesDir(pd)
+		if err != nil {
+			return nil, err
+		}
+		ps = MergeProfiles(ps, user)
+	}
+	return ps, nil
 }
 
 // MergeProfiles returns base with every profile of override added,

@@ -359,6 +359,13 @@ func TestProfiles(t *testing.T) {
 	okDir := writeFiles(t, map[string]string{"k8s-gpu-node.yaml": "name: k8s-gpu-node\ndescription: mine\nallow: [x.service]\n"})
 	user, err := LoadProfilesDir(okDir)
 	require.NoError(t, err)
+	rulesDir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(rulesDir, "profiles"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(rulesDir, "profiles", "edge.yaml"), []byte("name: edge\ndescription: d\nallow: [y.service]\n"), 0o644))
+	all, err := LoadAllProfiles(t.TempDir(), rulesDir)
+	require.NoError(t, err)
+	assert.Len(t, all, len(ps)+1)
+
 	merged := MergeProfiles(ps, user)
 	assert.Len(t, merged, len(ps))
 	assert.Equal(t, []string{"x.service"}, merged[slices.IndexFunc(merged, func(p Profile) bool { return p.Name == "k8s-gpu-node" })].Allow)
