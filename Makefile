@@ -5,7 +5,7 @@ BIN := bin/amilint
 PKGS := ./...
 FUZZTIME ?= 20s
 
-.PHONY: help build test test-unit lint bench fuzz clean
+.PHONY: help build test test-unit lint bench fuzz clean debian-root
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; done
+
+debian-root: ## build the cached Debian 12 root (.cache/debian-root) the systemd oracle tests use; needs root, ~6 min
+	fixtures/debian/build.sh .cache/debian-root
 
 clean: ## remove build outputs
 	rm -rf bin dist

@@ -1,0 +1,379 @@
+package boot
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/rootfs"
+)
+
+// The oracle is systemd 252 itself: `systemd --test --system` computes the
+// initial boot transaction offline and prints its jobs. It refuses to run
+// as root, needs /proc and a cgroup hierarchy, and must not see the host's
+// /run, so it runs chrooted in a copy of the Debian root built by
+// fixtures/debian/build.sh, as nobody, in a private mount namespace.
+
+// debianRoot returns the Debian root the oracle tests use, or skips.
+func debianRoot(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the systemd oracle needs root (unshare, mount, chroot)")
+	}
+	for _, tool := range []string{"unshare", "chroot", "cp"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the systemd oracle needs %s: %v", tool, err)
+		}
+	}
+	dir := os.Getenv("AMILINT_DEBIAN_ROOT")
+	if dir == "" {
+		dir = filepath.Join("..", "..", ".cache", "debian-root")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lib", "systemd", "systemd")); err != nil {
+		t.Skipf("no Debian root at %s (run `make debian-root`): %v", dir, err)
+	}
+	abs, err := filepath.Abs(dir)
+	require.NoError(t, err)
+	return abs
+}
+
+// copyRoot makes a hard-linked copy of root next to it (same filesystem),
+// so variants can add files without touching the cached root. Variants only
+// ever create or remove entries, never write into a linked file.
+func copyRoot(t *testing.T, root string) string {
+	t.Helper()
+	parent, err := os.MkdirTemp(filepath.Dir(root), "boot-oracle-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	dst := filepath.Join(parent, "root")
+	out, err := exec.Command("cp", "-al", root, dst).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return dst
+}
+
+var jobLine = regexp.MustCompile(`^\t\tAction: (\S+) -> start$`)
+
+// oracle is what systemd --test says about a root.
+type oracle struct {
+	// start are the units with a start job in the initial transaction.
+	start []string
+	// triggers maps a unit to the units it triggers ("Triggers:" lines).
+	triggers map[string][]string
+}
+
+// runOracle runs systemd --test in root. With generators false, an empty
+// tmpfs hides the image's generators: amilint models the image at rest,
+// and generator output depends on the running machine (fstab, the kernel
+// command line, the cloud) or is a separate model (sysv-generator).
+func runOracle(t *testing.T, root string, generators bool) oracle {
+	t.Helper()
+	hide := ""
+	if !generators {
+		hide = `for d in usr/lib/systemd/system-generators lib/systemd/system-generators etc/systemd/system-generators usr/local/lib/systemd/system-generators; do
+  if [ -d "$r/$d" ] && [ ! -L "$r/$d" ]; then mount -t tmpfs tmpfs "$r/$d"; fi
+done`
+	}
+	script := `set -e
+r=$1
+mount -t proc proc "$r/proc"
+mount -t sysfs -o ro sysfs "$r/sys"
+mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
+mount -t tmpfs tmpfs "$r/run"
+mount -t tmpfs tmpfs "$r/tmp"
+` + hide + `
+exec chroot --userspec=65534:65534 "$r" /lib/systemd/systemd --test --system --no-pager --log-target=console --log-level=notice`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", root)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "systemd --test: %s", stderr.String())
+	o := oracle{triggers: map[string][]string{}}
+	inJobs := false
+	cur := ""
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "-> By jobs:" {
+			inJobs = true
+			continue
+		}
+		if m := unitLine.FindStringSubmatch(l); !inJobs && m != nil {
+			cur = m[1]
+		}
+		if m := triggersLine.FindStringSubmatch(l); !inJobs && m != nil {
+			o.triggers[cur] = append(o.triggers[cur], m[1])
+		}
+		if m := jobLine.FindStringSubmatch(l); inJobs && m != nil {
+			o.start = append(o.start, m[1])
+		}
+	}
+	require.True(t, inJobs, "systemd --test printed no jobs section; stderr: %s", stderr.String())
+	sort.Strings(o.start)
+	o.start = slices.Compact(o.start)
+	return o
+}
+
+var (
+	unitLine     = regexp.MustCompile(`^\t-> Unit (\S+):$`)
+	triggersLine = regexp.MustCompile(`^\t\tTriggers: (\S+) \(`)
+)
+
+// modelStart loads root with the package under test and returns the units
+// Boot starts.
+func modelStart(t *testing.T, root string) ([]string, *Graph) {
+	t.Helper()
+	src, err := rootfs.OpenDir(root)
+	require.NoError(t, err)
+	t.Cleanup(func() { src.Close() })
+	g, err := Load(rootfs.New(src))
+	require.NoError(t, err)
+	b := g.Boot()
+	require.NoError(t, b.Err)
+	var units []string
+	for n := range b.Start {
+		units = append(units, n)
+	}
+	sort.Strings(units)
+	return units, g
+}
+
+// diff returns what only a has and what only b has.
+func diff(a, b []string) (onlyA, onlyB []string) {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			onlyA = append(onlyA, x)
+		}
+	}
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			onlyB = append(onlyB, x)
+		}
+	}
+	return onlyA, onlyB
+}
+
+// op is one change a variant makes to its copy of the root.
+type op struct {
+	path   string // image path
+	link   string // symlink target, or
+	text   string // file content
+	remove bool
+}
+
+func file(p, text string) op   { return op{path: p, text: text} }
+func link(p, target string) op { return op{path: p, link: target} }
+func remove(p string) op       { return op{path: p, remove: true} }
+
+func apply(t *testing.T, root string, ops []op) {
+	t.Helper()
+	for _, o := range ops {
+		p := filepath.Join(root, o.path)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		// Never write through a hard link shared with the cached root.
+		require.NoError(t, os.RemoveAll(p))
+		switch {
+		case o.remove:
+		case o.link != "":
+			require.NoError(t, os.Symlink(o.link, p))
+		default:
+			require.NoError(t, os.WriteFile(p, []byte(o.text), 0o644))
+		}
+	}
+}
+
+const svc = "[Service]\nExecStart=/bin/true\n"
+
+// variants are unit trees built inside the Debian root, each exercising
+// loader features against systemd.
+func variants(t *testing.T) map[string][]op {
+	ecs, err := os.ReadFile(filepath.Join("testdata", "ecs.service"))
+	require.NoError(t, err)
+	return map[string][]op{
+		"debian": nil,
+		"ecs-dlami": {
+			// The incident: a vendor unit enabled through
+			// multi-user.target.wants and default.target aliased to
+			// multi-user.target, as on the DLAMI.
+			file("/lib/systemd/system/ecs.service", string(ecs)),
+			link("/etc/systemd/system/multi-user.target.wants/ecs.service", "/lib/systemd/system/ecs.service"),
+			link("/etc/systemd/system/default.target", "/lib/systemd/system/multi-user.target"),
+		},
+		"activation": {
+			// A socket-activated service, an Accept=yes socket, a timer and
+			// a path unit: the trigger starts at boot, its unit does not.
+			file("/etc/systemd/system/demo.socket", "[Socket]\nListenStream=/run/demo.sock\n[Install]\nWantedBy=sockets.target\n"),
+			file("/etc/systemd/system/demo.service", svc),
+			link("/etc/systemd/system/sockets.target.wants/demo.socket", "/etc/systemd/system/demo.socket"),
+			file("/etc/systemd/system/echo.socket", "[Socket]\nListenStream=7777\nAccept=yes\n"),
+			file("/etc/systemd/system/echo@.service", "[Service]\nExecStart=/bin/cat\nStandardInput=socket\n"),
+			link("/etc/systemd/system/sockets.target.wants/echo.socket", "/etc/systemd/system/echo.socket"),
+			file("/etc/systemd/system/nightly.timer", "[Timer]\nOnCalendar=daily\nUnit=nightly-job.service\n"),
+			file("/etc/systemd/system/nightly-job.service", "[Service]\nType=oneshot\nExecStart=/bin/true\n"),
+			link("/etc/systemd/system/timers.target.wants/nightly.timer", "/etc/systemd/system/nightly.timer"),
+			file("/etc/systemd/system/watch.path", "[Path]\nPathExists=/etc/watched\n"),
+			file("/etc/systemd/system/watch.service", svc),
+			link("/etc/systemd/system/paths.target.wants/watch.path", "/etc/systemd/system/watch.path"),
+			file("/etc/systemd/system/sockuser.service", "[Service]\nExecStart=/bin/true\nSockets=extra.socket\n"),
+			file("/etc/systemd/system/extra.socket", "[Socket]\nListenStream=/run/extra.sock\nService=sockuser.service\n"),
+			link("/etc/systemd/system/multi-user.target.wants/sockuser.service", "/etc/systemd/system/sockuser.service"),
+		},
+		"masks-and-failures": {
+			// A masked started unit, a masked .wants link, Requires= on a
+			// masked and on a missing unit, Requisite=, a unit refused for
+			// its settings, an empty (masking) unit file, a .wants regular
+			// file (ignored).
+			link("/etc/systemd/system/cron.service", "/dev/null"),
+			link("/etc/systemd/system/multi-user.target.wants/rsyslog.service", "/dev/null"),
+			file("/etc/systemd/system/needs-masked.service", "[Unit]\nRequires=cron.service\nWants=wanted-by-needs-masked.service\n"+svc),
+			file("/etc/systemd/system/wanted-by-needs-masked.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/needs-masked.service", "/etc/systemd/system/needs-masked.service"),
+			file("/etc/systemd/system/needs-missing.service", "[Unit]\nRequires=no-such-unit.service\n"+svc),
+			link("/etc/systemd/system/multi-user.target.wants/needs-missing.service", "/etc/systemd/system/needs-missing.service"),
+			file("/etc/systemd/system/wants-missing.service", "[Unit]\nWants=no-such-unit.service\n"+svc),
+			link("/etc/systemd/system/multi-user.target.wants/wants-missing.service", "/etc/systemd/system/wants-missing.service"),
+			file("/etc/systemd/system/requisite.service", "[Unit]\nRequisite=never-started.service\n"+svc),
+			file("/etc/systemd/system/never-started.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/requisite.service", "/etc/systemd/system/requisite.service"),
+			file("/etc/systemd/system/no-exec.service", "[Service]\nType=simple\n"),
+			link("/etc/systemd/system/multi-user.target.wants/no-exec.service", "/etc/systemd/system/no-exec.service"),
+			file("/etc/systemd/system/empty.service", ""),
+			link("/etc/systemd/system/multi-user.target.wants/empty.service", "/etc/systemd/system/empty.service"),
+			file("/etc/systemd/system/multi-user.target.wants/regular.service", svc),
+			file("/etc/systemd/system/regular.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/dangling.service", "/nowhere/dangling.service"),
+			file("/etc/systemd/system/dangling.service", svc),
+		},
+		"aliases-templates-dropins": {
+			// An alias enabled under its alias name, a linked unit file, an
+			// alias of a template, instances with %i/%p/%n specifiers, a
+			// drop-in adding Wants=, a prefix drop-in, a type-level
+			// drop-in, a template .wants directory, a .requires
+			// directory, an .upholds directory (ignored by systemd 252),
+			// Upholds=, BindsTo=, DefaultDependencies=no,
+			// Type=dbus and a Slice=.
+			file("/etc/systemd/system/real.service", svc),
+			link("/etc/systemd/system/nick.service", "real.service"),
+			link("/etc/systemd/system/multi-user.target.wants/nick.service", "/etc/systemd/system/nick.service"),
+			file("/opt/vendor/linked.service", svc),
+			link("/etc/systemd/system/linked.service", "/opt/vendor/linked.service"),
+			link("/etc/systemd/system/multi-user.target.wants/linked.service", "/etc/systemd/system/linked.service"),
+			file("/etc/systemd/system/worker@.service", "[Unit]\nWants=helper-%i.service %p-side@%i.service\nRequires=tagged-%j.target\n"+svc),
+			link("/etc/systemd/system/labourer@.service", "worker@.service"),
+			link("/etc/systemd/system/multi-user.target.wants/labourer@alpha.service", "/etc/systemd/system/worker@.service"),
+			link("/etc/systemd/system/multi-user.target.wants/worker@beta.service", "/etc/systemd/system/worker@.service"),
+			file("/etc/systemd/system/helper-alpha.service", svc),
+			file("/etc/systemd/system/helper-beta.service", svc),
+			file("/etc/systemd/system/worker-side@.service", svc),
+			file("/etc/systemd/system/tagged-worker.target", "[Unit]\nDescription=tag\n"),
+			link("/etc/systemd/system/worker@.service.wants/from-template.service", "/etc/systemd/system/from-template.service"),
+			file("/etc/systemd/system/from-template.service", svc),
+			file("/etc/systemd/system/multi-user.target.d/50-extra.conf", "[Unit]\nWants=systemd-networkd.service\nWants=\nWants=dropin-wanted.service\n"),
+			file("/etc/systemd/system/dropin-wanted.service", svc),
+			file("/etc/systemd/system/app-web.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/app-web.service", "/etc/systemd/system/app-web.service"),
+			file("/etc/systemd/system/app-.service.d/prefix.conf", "[Unit]\nWants=prefix-wanted.service\n"),
+			file("/etc/systemd/system/prefix-wanted.service", svc),
+			file("/etc/systemd/system/timer.d/type-level.conf", "[Unit]\nWants=every-timer-wants.service\n"),
+			file("/etc/systemd/system/every-timer-wants.service", svc),
+			link("/etc/systemd/system/multi-user.target.requires/required-by-dir.service", "/etc/systemd/system/required-by-dir.service"),
+			file("/etc/systemd/system/required-by-dir.service", svc),
+			link("/etc/systemd/system/multi-user.target.upholds/upheld.service", "/etc/systemd/system/upheld.service"),
+			file("/etc/systemd/system/upheld.service", svc),
+			file("/etc/systemd/system/upholder.service", "[Unit]\nUpholds=upheld-by-setting.service\n"+svc),
+			file("/etc/systemd/system/upheld-by-setting.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/upholder.service", "/etc/systemd/system/upholder.service"),
+			file("/etc/systemd/system/binder.service", "[Unit]\nBindsTo=bound.service\nPartOf=not-pulled.service\nConflicts=conflicted.service\n"+svc),
+			file("/etc/systemd/system/bound.service", svc),
+			file("/etc/systemd/system/not-pulled.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/binder.service", "/etc/systemd/system/binder.service"),
+			file("/etc/systemd/system/early.service", "[Unit]\nDefaultDependencies=no\n[Service]\nExecStart=/bin/true\nSlice=custom-deep.slice\n"),
+			link("/etc/systemd/system/multi-user.target.wants/early.service", "/etc/systemd/system/early.service"),
+			file("/etc/systemd/system/busy.service", "[Service]\nType=dbus\nBusName=org.example.Busy\nExecStart=/bin/true\n"),
+			link("/etc/systemd/system/multi-user.target.wants/busy.service", "/etc/systemd/system/busy.service"),
+			file("/etc/systemd/system/multi-line.service", "[Unit]\nWants=cont-one.service \\\n  cont-two.service\nno equals sign here\n"+svc),
+			file("/etc/systemd/system/cont-one.service", svc),
+			file("/etc/systemd/system/cont-two.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/multi-line.service", "/etc/systemd/system/multi-line.service"),
+		},
+	}
+}
+
+// TestOracle compares the units the model starts at boot with the start
+// jobs of systemd's own initial transaction, on the Debian root and on
+// variants of it. Generators are hidden from systemd (see runOracle);
+// TestOracleGenerators measures what they add.
+func TestOracle(t *testing.T) {
+	root := debianRoot(t)
+	for name, ops := range variants(t) {
+		t.Run(name, func(t *testing.T) {
+			dir := copyRoot(t, root)
+			apply(t, dir, ops)
+			want := runOracle(t, dir, false)
+			got, g := modelStart(t, dir)
+			onlySystemd, onlyModel := diff(want.start, got)
+			t.Logf("%s: systemd starts %d units, the model %d; only systemd: %v; only model: %v",
+				name, len(want.start), len(got), onlySystemd, onlyModel)
+			assert.Equal(t, want.start, got)
+
+			// Activation: every started trigger unit triggers, per
+			// systemd, exactly the loadable units the model says.
+			b := g.Boot()
+			for _, u := range got {
+				for _, tr := range want.triggers[u] {
+					if tu := g.Unit(tr); tu != nil && tu.State == Loaded {
+						assert.Contains(t, b.ActivatedBy[tu.Name], u, "%s triggers %s", u, tr)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOracleChains checks the chains of the DLAMI-like variant: the
+// incident unit starts because default.target is an alias of
+// multi-user.target, whose .wants directory links ecs.service.
+func TestOracleChains(t *testing.T) {
+	root := debianRoot(t)
+	dir := copyRoot(t, root)
+	apply(t, dir, variants(t)["ecs-dlami"])
+	_, g := modelStart(t, dir)
+	b := g.Boot()
+	assert.Equal(t, "multi-user.target", b.Root)
+	assert.Equal(t, []finding.Edge{
+		{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/etc/systemd/system/default.target"},
+		{From: "multi-user.target", To: "ecs.service", Kind: ".wants", Source: "/etc/systemd/system/multi-user.target.wants/ecs.service"},
+	}, b.Start["ecs.service"])
+	// ecs.service Wants= docker.service, but docker is enabled on its own
+	// too: the shortest chain is the .wants link.
+	assert.Equal(t, []finding.Edge{
+		{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/etc/systemd/system/default.target"},
+		{From: "multi-user.target", To: "docker.service", Kind: ".wants", Source: "/etc/systemd/system/multi-user.target.wants/docker.service"},
+	}, b.Start["docker.service"])
+	assert.False(t, b.StartsAtBoot("graphical.target"))
+}
+
+// TestOracleGenerators runs systemd with the image's generators and checks
+// that they only add units: everything the model starts, systemd starts.
+// The units only systemd starts come from generator output (sysv-generator
+// for init scripts without a unit, fstab-generator's remount of /, ...);
+// they are logged, not modelled.
+func TestOracleGenerators(t *testing.T) {
+	root := debianRoot(t)
+	dir := copyRoot(t, root)
+	want := runOracle(t, dir, true)
+	got, _ := modelStart(t, dir)
+	onlySystemd, onlyModel := diff(want.start, got)
+	t.Logf("with generators systemd starts %d units, the model %d; added by generators: %v",
+		len(want.start), len(got), onlySystemd)
+	assert.Empty(t, onlyModel)
+}
