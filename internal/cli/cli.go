@@ -44,6 +44,7 @@ func commands() map[string]command {
 		"policy":  {"run Rego policy tests: policy test DIR", runPolicy},
 		"live":    {"audit the running host: zombie memcgs, crash-looping units, saturated IRQ cores", runLive},
 		"units":   {"list unit files of an image with their state and boot chain", runUnits},
+		"report":  {"aggregate amilint JSON reports into one rollout report: report FILE...", runReport},
 		"version": {"print the version", runVersion},
 	}
 }

@@ -31,7 +31,7 @@ var Formats = []string{"text", "json", "sarif", "junit", "html", "markdown"}
 // Get returns the writer for format ("text", "json", "sarif", "junit",
 // "html", "markdown"), configured by opts.
 func Get(format string, opts ...Option) (Writer, error) {
-	o := options{failOn: finding.Medium, color: ColorAuto}
+	o := options{failOn: finding.High, color: ColorAuto}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -120,7 +120,7 @@ type options struct {
 }
 
 // WithFailOn sets the severity at or above which an unwaived finding fails
-// (JUnit failures, the text summary's verdict). The default is medium.
+// (JUnit failures, the text summary's verdict). The default is high, as --fail-on's.
 func WithFailOn(s finding.Severity) Option { return func(o *options) { o.failOn = s } }
 
 // WithColor sets when the text writer uses ANSI colors.

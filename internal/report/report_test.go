@@ -86,7 +86,9 @@ func TestTextContent(t *testing.T) {
 	assert.Contains(t, out, "      systemctl disable ecs.service\n")
 	assert.Contains(t, out, "      systemctl mask motd-news.timer\n      systemctl mask motd-news.service\n")
 	assert.Contains(t, out, "waived: fleet uses SSM Session Manager with the default registration (expires 2026-12-31)")
-	assert.Contains(t, out, "FAIL: 4 findings (1 high, 1 medium, 1 low), 1 waived; fail-on medium")
+	assert.Contains(t, out, "FAIL: 4 findings (1 high, 1 medium, 1 low), 1 waived; fail-on high")
+	assert.Contains(t, string(render(t, "text", sampleReport(), WithFailOn(finding.Critical))),
+		"PASS: 4 findings (1 high, 1 medium, 1 low), 1 waived; fail-on critical")
 	assert.NotContains(t, out, "\x1b[", "no color when not writing to a terminal")
 
 	pr, pw, err := os.Pipe()
