@@ -3,12 +3,15 @@ package boot
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -30,7 +33,7 @@ func debianRoot(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("the systemd oracle needs root (unshare, mount, chroot)")
 	}
-	for _, tool := range []string{"unshare", "chroot", "cp"} {
+	for _, tool := range []string{"unshare", "chroot", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("the systemd oracle needs %s: %v", tool, err)
 		}
@@ -47,18 +50,68 @@ func debianRoot(t *testing.T) string {
 	return abs
 }
 
-// copyRoot makes a hard-linked copy of root next to it (same filesystem),
-// so variants can add files without touching the cached root. Variants only
-// ever create or remove entries, never write into a linked file.
-func copyRoot(t *testing.T, root string) string {
+// variantRoot is a Debian root plus a variant's changes: the changes live
+// in an upper directory that an overlay mount stacks on the cached root for
+// systemd, and that union stacks on it for the model, so the cached root
+// is never written and no copy of it is made.
+type variantRoot struct {
+	lower, upper, work string
+}
+
+func newVariant(t *testing.T, lower string, ops []op) variantRoot {
 	t.Helper()
-	parent, err := os.MkdirTemp(filepath.Dir(root), "boot-oracle-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(parent) })
-	dst := filepath.Join(parent, "root")
-	out, err := exec.Command("cp", "-al", root, dst).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return dst
+	parent := t.TempDir()
+	v := variantRoot{lower: lower, upper: filepath.Join(parent, "upper"), work: filepath.Join(parent, "work")}
+	require.NoError(t, os.Mkdir(v.upper, 0o755))
+	require.NoError(t, os.Mkdir(v.work, 0o755))
+	for _, o := range ops {
+		// An upper directory shadows a lower link (overlayfs does not
+		// merge them), so a variant must name real directories.
+		parts := strings.Split(strings.Trim(o.path, "/"), "/")
+		for i := 1; i < len(parts); i++ {
+			fi, err := os.Lstat(filepath.Join(lower, filepath.Join(parts[:i]...)))
+			require.False(t, err == nil && fi.Mode()&fs.ModeSymlink != 0, "variant path %s crosses a link in the root", o.path)
+		}
+	}
+	apply(t, v.upper, ops)
+	return v
+}
+
+// union is a rootfs.Source of upper stacked on lower, as overlayfs stacks
+// them (the variants only add entries, so no whiteouts are needed).
+type union struct{ upper, lower *rootfs.Dir }
+
+func (u union) pick(name string) *rootfs.Dir {
+	if _, err := u.upper.Lstat(name); err == nil {
+		return u.upper
+	}
+	return u.lower
+}
+
+func (u union) Open(name string) (fs.File, error)      { return u.pick(name).Open(name) }
+func (u union) Lstat(name string) (fs.FileInfo, error) { return u.pick(name).Lstat(name) }
+func (u union) ReadLink(name string) (string, error)   { return u.pick(name).ReadLink(name) }
+func (u union) ReadFile(name string) ([]byte, error)   { return u.pick(name).ReadFile(name) }
+func (u union) ReadDir(name string) ([]fs.DirEntry, error) {
+	up, errUp := u.upper.ReadDir(name)
+	if fi, err := u.upper.Lstat(name); err == nil && !fi.IsDir() {
+		return up, errUp
+	}
+	low, errLow := u.lower.ReadDir(name)
+	if errUp != nil {
+		return low, errLow
+	}
+	seen := map[string]bool{}
+	for _, e := range up {
+		seen[e.Name()] = true
+	}
+	for _, e := range low {
+		if !seen[e.Name()] {
+			up = append(up, e)
+		}
+	}
+	slices.SortFunc(up, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return up, nil
 }
 
 var jobLine = regexp.MustCompile(`^\t\tAction: (\S+) -> start$`)
@@ -75,8 +128,15 @@ type oracle struct {
 // tmpfs hides the image's generators: amilint models the image at rest,
 // and generator output depends on the running machine (fstab, the kernel
 // command line, the cloud) or is a separate model (sysv-generator).
-func runOracle(t *testing.T, root string, generators bool) oracle {
+func runOracle(t *testing.T, v variantRoot, generators bool) oracle {
 	t.Helper()
+	root := v.lower
+	stack := ""
+	if v.upper != "" {
+		root = filepath.Join(filepath.Dir(v.upper), "merged")
+		require.NoError(t, os.Mkdir(root, 0o755))
+		stack = fmt.Sprintf("mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s \"$r\"\n", v.lower, v.upper, v.work)
+	}
 	hide := ""
 	if !generators {
 		hide = `for d in usr/lib/systemd/system-generators lib/systemd/system-generators etc/systemd/system-generators usr/local/lib/systemd/system-generators; do
@@ -85,7 +145,7 @@ done`
 	}
 	script := `set -e
 r=$1
-mount -t proc proc "$r/proc"
+` + stack + `mount -t proc proc "$r/proc"
 mount -t sysfs -o ro sysfs "$r/sys"
 mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
 mount -t tmpfs tmpfs "$r/run"
@@ -130,11 +190,19 @@ var (
 
 // modelStart loads root with the package under test and returns the units
 // Boot starts.
-func modelStart(t *testing.T, root string) ([]string, *Graph) {
+func modelStart(t *testing.T, v variantRoot) ([]string, *Graph) {
 	t.Helper()
-	src, err := rootfs.OpenDir(root)
+	var src rootfs.Source
+	lower, err := rootfs.OpenDir(v.lower)
 	require.NoError(t, err)
-	t.Cleanup(func() { src.Close() })
+	t.Cleanup(func() { lower.Close() })
+	src = lower
+	if v.upper != "" {
+		upper, err := rootfs.OpenDir(v.upper)
+		require.NoError(t, err)
+		t.Cleanup(func() { upper.Close() })
+		src = union{upper: upper, lower: lower}
+	}
 	g, err := Load(rootfs.New(src))
 	require.NoError(t, err)
 	b := g.Boot()
@@ -164,25 +232,20 @@ func diff(a, b []string) (onlyA, onlyB []string) {
 
 // op is one change a variant makes to its copy of the root.
 type op struct {
-	path   string // image path
-	link   string // symlink target, or
-	text   string // file content
-	remove bool
+	path string // image path
+	link string // symlink target, or
+	text string // file content
 }
 
 func file(p, text string) op   { return op{path: p, text: text} }
 func link(p, target string) op { return op{path: p, link: target} }
-func remove(p string) op       { return op{path: p, remove: true} }
 
 func apply(t *testing.T, root string, ops []op) {
 	t.Helper()
 	for _, o := range ops {
 		p := filepath.Join(root, o.path)
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		// Never write through a hard link shared with the cached root.
-		require.NoError(t, os.RemoveAll(p))
 		switch {
-		case o.remove:
 		case o.link != "":
 			require.NoError(t, os.Symlink(o.link, p))
 		default:
@@ -204,7 +267,7 @@ func variants(t *testing.T) map[string][]op {
 			// The incident: a vendor unit enabled through
 			// multi-user.target.wants and default.target aliased to
 			// multi-user.target, as on the DLAMI.
-			file("/lib/systemd/system/ecs.service", string(ecs)),
+			file("/usr/lib/systemd/system/ecs.service", string(ecs)),
 			link("/etc/systemd/system/multi-user.target.wants/ecs.service", "/lib/systemd/system/ecs.service"),
 			link("/etc/systemd/system/default.target", "/lib/systemd/system/multi-user.target"),
 		},
@@ -316,10 +379,12 @@ func TestOracle(t *testing.T) {
 	root := debianRoot(t)
 	for name, ops := range variants(t) {
 		t.Run(name, func(t *testing.T) {
-			dir := copyRoot(t, root)
-			apply(t, dir, ops)
-			want := runOracle(t, dir, false)
-			got, g := modelStart(t, dir)
+			v := variantRoot{lower: root}
+			if ops != nil {
+				v = newVariant(t, root, ops)
+			}
+			want := runOracle(t, v, false)
+			got, g := modelStart(t, v)
 			onlySystemd, onlyModel := diff(want.start, got)
 			t.Logf("%s: systemd starts %d units, the model %d; only systemd: %v; only model: %v",
 				name, len(want.start), len(got), onlySystemd, onlyModel)
@@ -344,9 +409,7 @@ func TestOracle(t *testing.T) {
 // multi-user.target, whose .wants directory links ecs.service.
 func TestOracleChains(t *testing.T) {
 	root := debianRoot(t)
-	dir := copyRoot(t, root)
-	apply(t, dir, variants(t)["ecs-dlami"])
-	_, g := modelStart(t, dir)
+	_, g := modelStart(t, newVariant(t, root, variants(t)["ecs-dlami"]))
 	b := g.Boot()
 	assert.Equal(t, "multi-user.target", b.Root)
 	assert.Equal(t, []finding.Edge{
@@ -369,9 +432,9 @@ func TestOracleChains(t *testing.T) {
 // they are logged, not modelled.
 func TestOracleGenerators(t *testing.T) {
 	root := debianRoot(t)
-	dir := copyRoot(t, root)
-	want := runOracle(t, dir, true)
-	got, _ := modelStart(t, dir)
+	v := variantRoot{lower: root}
+	want := runOracle(t, v, true)
+	got, _ := modelStart(t, v)
 	onlySystemd, onlyModel := diff(want.start, got)
 	t.Logf("with generators systemd starts %d units, the model %d; added by generators: %v",
 		len(want.start), len(got), onlySystemd)
