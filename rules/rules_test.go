@@ -424,3 +424,11 @@ func FuzzParse(f *testing.F) {
 		_ = ConfigRequests([]Rule{r})
 	})
 }
+
+func BenchmarkLoad(b *testing.B) {
+	for b.Loop() {
+		if _, err := Load(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
