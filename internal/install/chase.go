@@ -147,17 +147,11 @@ func (x *index) chase(p string, noFollow, nonexistent bool) (string, error) {
 }
 
 // plainRest reports whether the part after a missing component may be
-// appended as is (path_is_safe: no "." or ".." components, no "//").
+// appended (path_is_safe: no ".." component; "." and "//" are harmless
+// because systemd compares paths component-wise).
 func plainRest(rest string) bool {
-	r := strings.TrimPrefix(rest, "/")
-	if r == "" {
-		return true
-	}
-	if strings.Contains(r, "//") {
-		return false
-	}
-	for _, c := range strings.Split(strings.TrimSuffix(r, "/"), "/") {
-		if c == "." || c == ".." {
+	for _, c := range strings.Split(rest, "/") {
+		if c == ".." {
 			return false
 		}
 	}
@@ -173,21 +167,41 @@ func onlyDots(rest string) bool {
 	return true
 }
 
-// lstatRaw describes the entry p whose parents are real directories.
+// lstatRaw describes the entry p whose parents are real directories. The
+// image does not change while it is indexed, so answers are cached.
 func (x *index) lstatRaw(p string) (fs.FileInfo, error) {
+	if r, ok := x.lstats[p]; ok {
+		return r.fi, r.err
+	}
 	fi, err := x.src.Lstat(fsName(p))
 	if err != nil {
-		return nil, classify(err)
+		err = classify(err)
 	}
-	return fi, nil
+	x.lstats[p] = lstatResult{fi, err}
+	return fi, err
 }
 
+type lstatResult struct {
+	fi  fs.FileInfo
+	err error
+}
+
+type linkResult struct {
+	target string
+	err    error
+}
+
+// readlinkRaw reads the link p whose parents are real directories; cached.
 func (x *index) readlinkRaw(p string) (string, error) {
+	if r, ok := x.links[p]; ok {
+		return r.target, r.err
+	}
 	t, err := x.src.ReadLink(fsName(p))
 	if err != nil {
-		return "", classify(err)
+		err = classify(err)
 	}
-	return t, nil
+	x.links[p] = linkResult{t, err}
+	return t, err
 }
 
 // classify maps a Source error onto the errno classes install.c uses.

@@ -69,7 +69,18 @@ type index struct {
 	dirs map[string]*dirListing
 	// files caches file contents by resolved path.
 	files map[string]fileData
-	spec  *specifiers
+	// lstats and links cache lstat(2) and readlink(2) by resolved path.
+	lstats map[string]lstatResult
+	links  map[string]linkResult
+	// byPath finds a search directory by its SearchPath entry.
+	byPath map[string]*searchDir
+	spec   *specifiers
+}
+
+// newBareIndex returns an index that has read nothing yet.
+func newBareIndex(fsys *rootfs.FS) *index {
+	return &index{src: fsys.Source(), dirs: map[string]*dirListing{}, files: map[string]fileData{},
+		lstats: map[string]lstatResult{}, links: map[string]linkResult{}, byPath: map[string]*searchDir{}}
 }
 
 type dirListing struct {
@@ -85,9 +96,11 @@ type fileData struct {
 }
 
 func newIndex(fsys *rootfs.FS) *index {
-	x := &index{src: fsys.Source(), dirs: map[string]*dirListing{}, files: map[string]fileData{}}
+	x := newBareIndex(fsys)
 	for _, p := range SearchPath {
-		x.search = append(x.search, x.readSearchDir(p))
+		sd := x.readSearchDir(p)
+		x.search = append(x.search, sd)
+		x.byPath[p] = sd
 	}
 	x.spec = &specifiers{}
 	if data, err := x.readFileFollow("/etc/machine-id"); err == nil {
@@ -162,6 +175,23 @@ func (x *index) listDir(p string) *dirListing {
 	}
 	l := &dirListing{}
 	x.dirs[p] = l
+	// Below a search directory the index already knows what exists.
+	if sd, ok := x.byPath[dirName(p)]; ok {
+		n := baseName(p)
+		if sd.resolved == "" {
+			l.err = errNotExist
+			return l
+		}
+		t, ok := sd.entries[n]
+		switch {
+		case !ok && !hiddenOrBackup(n):
+			l.err = errNotExist
+			return l
+		case ok && !t.IsDir() && t&fs.ModeSymlink == 0:
+			l.err = errNotDir
+			return l
+		}
+	}
 	r, err := x.chase(p, false, false)
 	if err != nil {
 		l.err = err

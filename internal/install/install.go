@@ -389,19 +389,26 @@ func (x *index) load(ctx installContext, i *installInfo, p string, dropin bool) 
 		if nameIsValid(i.name, nameTemplate|nameInstance) && !typeMayTemplate(t) {
 			return fmt.Errorf("unit type %s cannot be templated: %w", t, errInvalid)
 		}
-		r, fi, err := x.lstatEntry(p)
+		r, mode, err := x.lstatEntry(p)
 		if err != nil {
 			return err
 		}
-		switch m := fi.Mode(); {
-		case m&fs.ModeSymlink != 0:
+		switch {
+		case mode&fs.ModeSymlink != 0:
 			return errIsLink
-		case m.IsDir():
+		case mode.IsDir():
 			return errIsDir
-		case isNullDevice(fi):
+		case mode&fs.ModeCharDevice != 0:
+			fi, err := x.lstatRaw(r)
+			if err != nil {
+				return err
+			}
+			if !isNullDevice(fi) {
+				return errNotReg
+			}
 			i.typ = typeMasked
 			return nil
-		case !m.IsRegular():
+		case !mode.IsRegular():
 			return errNotReg
 		}
 		data, err = x.readFile(r)
@@ -451,29 +458,24 @@ func (x *index) load(ctx installContext, i *installInfo, p string, dropin bool) 
 	return nil
 }
 
-// lstatEntry describes p without following its last component, using the
-// index when p is an entry of a search directory.
-func (x *index) lstatEntry(p string) (string, fs.FileInfo, error) {
-	d := dirName(p)
-	for _, sd := range x.search {
-		if sd.path != d {
-			continue
-		}
-		if sd.resolved == "" {
-			break
-		}
+// lstatEntry returns the resolved name and type of p as lstat(2) sees it
+// (parents followed, the last component not), from the index when p is an
+// entry of a search directory.
+func (x *index) lstatEntry(p string) (string, fs.FileMode, error) {
+	if sd, ok := x.byPath[dirName(p)]; ok && sd.resolved != "" {
 		n := baseName(p)
-		if _, ok := sd.entries[n]; !ok {
-			if hiddenOrBackup(n) {
-				break
-			}
-			return "", nil, fs.ErrNotExist
+		if t, ok := sd.entries[n]; ok {
+			return joinPath(sd.resolved, n), t, nil
 		}
-		r := joinPath(sd.resolved, n)
-		fi, err := x.lstatRaw(r)
-		return r, fi, err
+		if !hiddenOrBackup(n) {
+			return "", 0, fs.ErrNotExist
+		}
 	}
-	return x.lstatPath(p)
+	r, fi, err := x.lstatPath(p)
+	if err != nil {
+		return "", 0, err
+	}
+	return r, fi.Mode().Type(), nil
 }
 
 // resolveSymlink ports unit_file_resolve_symlink(resolve_destination_target):

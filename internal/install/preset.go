@@ -44,8 +44,7 @@ type Presets struct {
 // file name, files in name order, lines in file order; unparseable lines
 // are ignored.
 func LoadPresets(fsys *rootfs.FS) (*Presets, error) {
-	x := &index{src: fsys.Source(), dirs: map[string]*dirListing{}, files: map[string]fileData{}}
-	return x.loadPresets(), nil
+	return newBareIndex(fsys).loadPresets(), nil
 }
 
 func (x *index) loadPresets() *Presets {
@@ -141,7 +140,7 @@ func Preset(fsys *rootfs.FS) (map[string]PresetAction, error) {
 // first boot and apply presets to every unit (systemctl preset-all): when
 // /etc/machine-id is missing, empty, or says "uninitialized".
 func FirstBoot(fsys *rootfs.FS) bool {
-	x := &index{src: fsys.Source(), dirs: map[string]*dirListing{}, files: map[string]fileData{}}
+	x := newBareIndex(fsys)
 	r, err := x.chase("/etc/machine-id", false, false)
 	if err != nil {
 		return true
