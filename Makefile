@@ -33,5 +33,9 @@ fuzz: ## run every fuzz target for FUZZTIME each
 debian-root: ## build the cached Debian 12 root (.cache/debian-root) the systemd oracle tests use; needs root, ~6 min
 	fixtures/debian/build.sh .cache/debian-root
 
+.PHONY: e2e-html
+e2e-html: ## render the HTML reports in headless Chromium; screenshots kept in dist/e2e-html
+	AMILINT_ARTIFACTS=$(CURDIR)/dist/e2e-html $(GO) test -count=1 -run 'Chromium|BlankScreenshot' -v ./internal/report/
+
 clean: ## remove build outputs
 	rm -rf bin dist

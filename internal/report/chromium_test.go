@@ -1,0 +1,155 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// chromiumArgs are the flags for a quiet, offline, single-shot headless
+// Chromium that leaves nothing behind but its output.
+func chromiumArgs(profile string) []string {
+	return []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--hide-scrollbars", "--user-data-dir=" + profile}
+}
+
+func chromium(t *testing.T, args ...string) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skipf("headless Chromium is not installed (Debian package chromium; .ci/run installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(chromiumArgs(t.TempDir()), args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	require.NoError(t, cmd.Run(), "chromium %v: %s", args, stderr.String())
+	return stdout.Bytes()
+}
+
+// artifactDir is where screenshots are kept: $AMILINT_ARTIFACTS (make
+// e2e-html sets dist/e2e-html) or the test's temporary directory.
+func artifactDir(t *testing.T) string {
+	if d := os.Getenv("AMILINT_ARTIFACTS"); d != "" {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		return d
+	}
+	return t.TempDir()
+}
+
+// paletteStats counts a PNG's distinct colors and the share of its most
+// common one, and reports whether it holds color c.
+func paletteStats(t *testing.T, path string, want [3]uint8) (distinct int, topShare float64, has bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err, "screenshot is a PNG")
+	counts := map[[3]uint8]int{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			counts[[3]uint8{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8)}]++
+		}
+	}
+	top := 0
+	for _, n := range counts {
+		top = max(top, n)
+	}
+	return len(counts), float64(top) / float64(b.Dx()*b.Dy()), counts[want] > 0
+}
+
+// TestHTMLInChromium renders the realistic live report and the rollout
+// report in real headless Chromium: the DOM text must carry the ecs.service
+// finding, and the screenshot must be a real page (many colors, no single
+// color covering it, the chart's system-time red present).
+func TestHTMLInChromium(t *testing.T) {
+	dir := artifactDir(t)
+	pages := []struct {
+		name     string
+		html     []byte
+		dom      []string
+		chartRed bool
+	}{
+		{"report", render(t, "html", sampleReport(), WithLive(sampleLive())),
+			[]string{"ecs.service", "ecs-agent-unused", "systemctl disable ecs.service", "70071", "Per-core CPU"}, true},
+		{"rollout", renderRollout(t, fleet()), []string{"ecs.service", "ecs-agent-unused", "dlami-ubuntu-20.04-b"}, false},
+	}
+	for _, p := range pages {
+		t.Run(p.name, func(t *testing.T) {
+			htmlPath := filepath.Join(dir, p.name+".html")
+			require.NoError(t, os.WriteFile(htmlPath, p.html, 0o644))
+			url := "file://" + htmlPath
+
+			dom := string(chromium(t, "--dump-dom", url))
+			require.Contains(t, dom, "<body>", "Chromium loaded the page")
+			text := domText(dom)
+			for _, s := range p.dom {
+				assert.Contains(t, text, s)
+			}
+
+			shot := filepath.Join(dir, p.name+".png")
+			_ = os.Remove(shot)
+			chromium(t, "--screenshot="+shot, "--window-size=1280,2000", url)
+			distinct, top, red := paletteStats(t, shot, [3]uint8{0xc6, 0x28, 0x28})
+			t.Logf("%s: %d distinct colors, most common covers %.0f%%", shot, distinct, 100*top)
+			assert.Greater(t, distinct, 64, "a blank or broken page has few colors")
+			assert.Less(t, top, 0.97, "one color covers the page: blank")
+			if p.chartRed {
+				assert.True(t, red, "the per-core chart's system-time red is on the page")
+			}
+		})
+	}
+}
+
+// TestBlankScreenshotIsCaught is the negative control of the screenshot
+// check: an empty page fails it.
+func TestBlankScreenshotIsCaught(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "blank.html")
+	require.NoError(t, os.WriteFile(page, []byte("<!DOCTYPE html><html><body></body></html>"), 0o644))
+	shot := filepath.Join(dir, "blank.png")
+	chromium(t, "--screenshot="+shot, "--window-size=1280,2000", "file://"+page)
+	distinct, top, _ := paletteStats(t, shot, [3]uint8{})
+	assert.True(t, distinct <= 64 || top >= 0.97, "blank page: %d colors, top %.2f", distinct, top)
+}
+
+func renderRollout(t *testing.T, r *Rollout) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, rolloutHTML{}.Write(&b, r))
+	return b.Bytes()
+}
+
+// domText is the page's text: the serialized DOM with tags removed and
+// the few entities html/template writes decoded.
+func domText(dom string) string {
+	var b strings.Builder
+	in := false
+	for _, r := range dom {
+		switch {
+		case r == '<':
+			in = true
+			b.WriteByte(' ')
+		case r == '>':
+			in = false
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	return strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">", "&#34;", `"`, "&#39;", "'").Replace(b.String())
+}
