@@ -1,0 +1,512 @@
+//go:generate packer-sdc mapstructure-to-hcl2 -type Config
+
+// Package amilint is the Packer provisioner that audits the image being
+// built with amilint, over whatever communicator the builder gives, and
+// fails the build, fixes the image, or only warns.
+//
+// The provisioner uploads an amilint binary to the guest (by default the
+// plugin binary itself, which is also the amilint CLI), uploads the user's
+// policies, rules, data and waivers, runs `amilint scan` on `root`, reads the
+// JSON report back and writes the requested report formats on the Packer
+// host. The guest needs neither systemd as PID 1 nor internet access.
+package amilint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/hashicorp/packer-plugin-sdk/common"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hashicorp/packer-plugin-sdk/template/config"
+	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
+	"github.com/hashicorp/packer-plugin-sdk/uuid"
+
+	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/report"
+)
+
+// EngineArg is the first argument that makes the plugin binary act as the
+// amilint CLI.
+const EngineArg = "amilint"
+
+// Modes of the provisioner.
+const (
+	ModeAudit = "audit"
+	ModeFix   = "fix"
+	ModeWarn  = "warn"
+)
+
+// DefaultExecuteCommand runs amilint as the communicator's user.
+const DefaultExecuteCommand = "chmod 0755 {{.Path}} && {{.Vars}} {{.Path}} {{.Args}}"
+
+var reportFormats = []string{"json", "sarif", "junit", "html", "markdown", "text"}
+
+// Config is the provisioner's configuration; each field's comment is its
+// user documentation.
+type Config struct {
+	common.PackerConfig `mapstructure:",squash"`
+
+	// What to do with findings. `audit` (the default) fails the build when a
+	// finding at or above `fail_on` is not waived. `fix` disables or masks
+	// the units policy rejects, exactly as `systemctl disable|mask` would,
+	// audits again, prints what it changed, and fails only if something at
+	// or above `fail_on` remains. `warn` reports and never fails.
+	Mode string `mapstructure:"mode"`
+	// The lowest severity that fails the build: `info`, `low`, `medium`,
+	// `high` (the default) or `critical`.
+	FailOn string `mapstructure:"fail_on"`
+	// A role profile (for example `k8s-gpu-node`): a default-deny allowlist of
+	// the units that may start at boot.
+	Profile string `mapstructure:"profile"`
+	// Directories of your own Rego policies, on the Packer host, evaluated
+	// with the embedded ones.
+	PolicyPaths []string `mapstructure:"policy_paths"`
+	// Directories of your own rule files (YAML), on the Packer host.
+	RulesPaths []string `mapstructure:"rules_paths"`
+	// A JSON or YAML data file on the Packer host, available to policies as
+	// `data.user`.
+	Data string `mapstructure:"data"`
+	// A waivers file on the Packer host: findings it names are reported as
+	// waived and do not fail the build until the waiver expires.
+	Waivers string `mapstructure:"waivers"`
+	// The image root to audit, on the guest. Defaults to `/`; set it for
+	// builders that mount the target volume elsewhere (amazon-chroot).
+	Root string `mapstructure:"root"`
+	// Where reports are written on the Packer host: a directory, created if
+	// missing. Each format is written as `amilint.<ext>` inside it.
+	ReportPath string `mapstructure:"report_path"`
+	// Report formats to write to `report_path`: any of `json`, `sarif`,
+	// `junit`, `html`, `markdown`, `text`. Defaults to `json` when
+	// `report_path` is set.
+	ReportFormats []string `mapstructure:"report_formats"`
+	// The command that runs amilint on the guest, a template with `{{.Path}}`
+	// (the uploaded binary), `{{.Args}}` and `{{.Vars}}` (environment
+	// assignments). Defaults to running it directly; for a non-root SSH user
+	// use for example `chmod 0755 {{.Path}} && sudo -n {{.Vars}} {{.Path}} {{.Args}}`.
+	ExecuteCommand string `mapstructure:"execute_command"`
+	// Also audit the build instance's running systemd and cgroups (crash
+	// loops, zombie memory cgroups), when the guest has them.
+	Live bool `mapstructure:"live"`
+	// The amilint binary to upload, on the Packer host, built for the
+	// guest's OS and architecture. Defaults to this plugin's own binary,
+	// which is amilint for the Packer host's platform.
+	AmilintBinary string `mapstructure:"amilint_binary"`
+	// The guest directory for uploaded files. Defaults to `/tmp`.
+	RemoteFolder string `mapstructure:"remote_folder"`
+
+	ctx interpolate.Context
+}
+
+// Provisioner is the amilint provisioner.
+type Provisioner struct {
+	config Config
+	// executable returns the binary to upload by default; tests replace it.
+	executable func() (string, error)
+}
+
+// ConfigSpec returns the HCL2 spec of Config.
+func (p *Provisioner) ConfigSpec() hcldec.ObjectSpec { return p.config.FlatMapstructure().HCL2Spec() }
+
+// Prepare decodes and validates the configuration, reporting every problem
+// at once.
+func (p *Provisioner) Prepare(raws ...interface{}) error {
+	err := config.Decode(&p.config, &config.DecodeOpts{
+		PluginType:         "amilint",
+		Interpolate:        true,
+		InterpolateContext: &p.config.ctx,
+		InterpolateFilter:  &interpolate.RenderFilter{Exclude: []string{"execute_command"}},
+	}, raws...)
+	if err != nil {
+		return err
+	}
+	c := &p.config
+	if c.Mode == "" {
+		c.Mode = ModeAudit
+	}
+	if c.FailOn == "" {
+		c.FailOn = "high"
+	}
+	if c.Root == "" {
+		c.Root = "/"
+	}
+	if c.RemoteFolder == "" {
+		c.RemoteFolder = "/tmp"
+	}
+	if c.ExecuteCommand == "" {
+		c.ExecuteCommand = DefaultExecuteCommand
+	}
+	if c.ReportPath != "" && len(c.ReportFormats) == 0 {
+		c.ReportFormats = []string{"json"}
+	}
+	if p.executable == nil {
+		p.executable = os.Executable
+	}
+
+	var errs *packersdk.MultiError
+	add := func(format string, a ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, a...)) }
+	if !slices.Contains([]string{ModeAudit, ModeFix, ModeWarn}, c.Mode) {
+		add("mode %q: want audit, fix or warn", c.Mode)
+	}
+	if _, err := finding.ParseSeverity(c.FailOn); err != nil {
+		add("fail_on %q: want info, low, medium, high or critical", c.FailOn)
+	}
+	if !path.IsAbs(c.Root) {
+		add("root %q: must be an absolute path on the guest", c.Root)
+	}
+	if !path.IsAbs(c.RemoteFolder) {
+		add("remote_folder %q: must be an absolute path on the guest", c.RemoteFolder)
+	}
+	for _, f := range c.ReportFormats {
+		if !slices.Contains(reportFormats, f) {
+			add("report_formats: %q is not one of %s", f, strings.Join(reportFormats, ", "))
+		}
+	}
+	if len(c.ReportFormats) > 0 && c.ReportPath == "" {
+		add("report_formats is set but report_path is not")
+	}
+	for _, d := range c.PolicyPaths {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			add("policy_paths: %q is not a directory on the Packer host", d)
+		}
+	}
+	for _, d := range c.RulesPaths {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			add("rules_paths: %q is not a directory on the Packer host", d)
+		}
+	}
+	for name, f := range map[string]string{"data": c.Data, "waivers": c.Waivers, "amilint_binary": c.AmilintBinary} {
+		if f == "" {
+			continue
+		}
+		if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
+			add("%s: %q is not a file on the Packer host", name, f)
+		}
+	}
+	if !strings.Contains(c.ExecuteCommand, "{{.Path}}") || !strings.Contains(c.ExecuteCommand, "{{.Args}}") {
+		add("execute_command must contain {{.Path}} and {{.Args}}")
+	}
+	if c.AmilintBinary == "" && runtime.GOOS != "linux" {
+		add("amilint_binary is required when Packer does not run on linux: the plugin binary cannot run on a linux guest")
+	}
+	if errs != nil && len(errs.Errors) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// session is one provisioning run on the guest.
+type session struct {
+	p      *Provisioner
+	ui     packersdk.Ui
+	comm   packersdk.Communicator
+	dir    string // guest working directory
+	binary string // guest path of amilint
+	// engine is the argument prefix that makes the binary amilint.
+	engine []string
+	// flags are the policy inputs as uploaded.
+	flags []string
+}
+
+// Provision audits (and in fix mode fixes) the guest's image root.
+func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packersdk.Communicator, _ map[string]interface{}) error {
+	c := &p.config
+	s := &session{p: p, ui: ui, comm: comm, dir: path.Join(c.RemoteFolder, "amilint-"+uuid.TimeOrderedUUID())}
+	ui.Say(fmt.Sprintf("amilint: auditing %s on the guest (mode %s, fail_on %s)", c.Root, c.Mode, c.FailOn))
+	if err := s.upload(ctx); err != nil {
+		return err
+	}
+	defer s.cleanup(ctx)
+
+	rep, code, err := s.scan(ctx)
+	if err != nil {
+		return err
+	}
+	s.show(rep)
+	if c.Mode == ModeFix && code == 1 {
+		if err := s.fix(ctx); err != nil {
+			return err
+		}
+		if rep, code, err = s.scan(ctx); err != nil {
+			return err
+		}
+		ui.Say("amilint: after fixing:")
+		s.show(rep)
+	}
+	if err := p.writeReports(rep); err != nil {
+		return err
+	}
+	if code == 1 && c.Mode != ModeWarn {
+		return fmt.Errorf("amilint: %s", failure(rep, c.FailOn))
+	}
+	if code == 1 {
+		ui.Error("amilint: findings at or above " + c.FailOn + " (mode warn: not failing the build)")
+	}
+	return nil
+}
+
+// failure names what fails the build: the units of the failing findings.
+func failure(rep *finding.Report, failOn string) string {
+	min, _ := finding.ParseSeverity(failOn)
+	var what []string
+	for _, f := range rep.Findings {
+		if f.Waived || f.Severity < min {
+			continue
+		}
+		w := f.RuleID
+		if f.Unit != "" {
+			w = f.Unit + " (" + f.RuleID + ")"
+		}
+		if !slices.Contains(what, w) {
+			what = append(what, w)
+		}
+	}
+	return fmt.Sprintf("%d finding(s) at or above %s: %s", len(what), failOn, strings.Join(what, ", "))
+}
+
+func (s *session) upload(ctx context.Context) error {
+	c := &s.p.config
+	if err := s.run(ctx, "mkdir -p "+shellQuote(s.dir), nil); err != nil {
+		return fmt.Errorf("amilint: create %s on the guest: %w", s.dir, err)
+	}
+	bin := c.AmilintBinary
+	if bin == "" {
+		exe, err := s.p.executable()
+		if err != nil {
+			return fmt.Errorf("amilint: locate the plugin binary: %w", err)
+		}
+		bin, s.engine = exe, []string{EngineArg}
+	}
+	s.binary = path.Join(s.dir, "amilint")
+	if err := s.uploadFile(s.binary, bin); err != nil {
+		return err
+	}
+	for i, d := range c.PolicyPaths {
+		dst := path.Join(s.dir, fmt.Sprintf("policy-%d", i))
+		if err := s.uploadDir(ctx, dst, d); err != nil {
+			return err
+		}
+		s.flags = append(s.flags, "--policy", dst)
+	}
+	for i, d := range c.RulesPaths {
+		dst := path.Join(s.dir, fmt.Sprintf("rules-%d", i))
+		if err := s.uploadDir(ctx, dst, d); err != nil {
+			return err
+		}
+		s.flags = append(s.flags, "--rules", dst)
+	}
+	if c.Data != "" {
+		dst := path.Join(s.dir, "data"+filepath.Ext(c.Data))
+		if err := s.uploadFile(dst, c.Data); err != nil {
+			return err
+		}
+		s.flags = append(s.flags, "--data", dst)
+	}
+	if c.Waivers != "" {
+		dst := path.Join(s.dir, "waivers"+filepath.Ext(c.Waivers))
+		if err := s.uploadFile(dst, c.Waivers); err != nil {
+			return err
+		}
+		s.flags = append(s.flags, "--waivers", dst)
+	}
+	if c.Profile != "" {
+		s.flags = append(s.flags, "--profile", c.Profile)
+	}
+	return nil
+}
+
+func (s *session) uploadFile(dst, src string) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("amilint: upload %s: %w", src, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("amilint: upload %s: %w", src, err)
+	}
+	if err := s.comm.Upload(dst, f, &fi); err != nil {
+		return fmt.Errorf("amilint: upload %s to %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+func (s *session) uploadDir(ctx context.Context, dst, src string) error {
+	if err := s.run(ctx, "mkdir -p "+shellQuote(dst), nil); err != nil {
+		return fmt.Errorf("amilint: create %s on the guest: %w", dst, err)
+	}
+	// A trailing slash uploads the directory's contents, not the directory.
+	if err := s.comm.UploadDir(dst, strings.TrimSuffix(src, "/")+"/", nil); err != nil {
+		return fmt.Errorf("amilint: upload %s to %s: %w", src, dst, err)
+	}
+	return nil
+}
+
+// amilint runs the engine with args and returns its stdout and exit code;
+// exit 2 (could not audit) and transport failures are errors.
+func (s *session) amilint(ctx context.Context, args ...string) ([]byte, int, error) {
+	c := &s.p.config
+	all := append(slices.Clone(s.engine), args...)
+	quoted := make([]string, len(all))
+	for i, a := range all {
+		quoted[i] = shellQuote(a)
+	}
+	c.ctx.Data = map[string]string{
+		"Path": shellQuote(s.binary),
+		"Args": strings.Join(quoted, " "),
+		"Vars": "AMILINT_NO_COLOR=1",
+	}
+	command, err := interpolate.Render(c.ExecuteCommand, &c.ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("amilint: render execute_command: %w", err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := &packersdk.RemoteCmd{Command: command, Stdout: &stdout, Stderr: &stderr}
+	if err := cmd.RunWithUi(ctx, s.comm, quietUi{s.ui}); err != nil {
+		return nil, 0, fmt.Errorf("amilint: run on the guest: %w", err)
+	}
+	code := cmd.ExitStatus()
+	if code != 0 && code != 1 {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = "no message"
+		}
+		return nil, code, fmt.Errorf("amilint %s exited %d: %s", args[0], code, msg)
+	}
+	return stdout.Bytes(), code, nil
+}
+
+func (s *session) scanArgs(cmd string) []string {
+	c := &s.p.config
+	args := []string{cmd, c.Root, "--fail-on", c.FailOn}
+	if cmd == "scan" {
+		args = append(args, "-o", "json")
+		if c.Live {
+			args = append(args, "--live")
+		}
+	}
+	return append(args, s.flags...)
+}
+
+func (s *session) scan(ctx context.Context) (*finding.Report, int, error) {
+	out, code, err := s.amilint(ctx, s.scanArgs("scan")...)
+	if err != nil {
+		return nil, 0, err
+	}
+	rep, err := finding.Decode(out)
+	if err != nil {
+		return nil, 0, fmt.Errorf("amilint: read the guest's report: %w", err)
+	}
+	return rep, code, nil
+}
+
+func (s *session) fix(ctx context.Context) error {
+	out, _, err := s.amilint(ctx, s.scanArgs("fix")...)
+	if err != nil {
+		return err
+	}
+	s.ui.Say("amilint: changed the image:")
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "" {
+			s.ui.Say("  " + l)
+		}
+	}
+	return nil
+}
+
+func (s *session) show(rep *finding.Report) {
+	w, err := report.Get("text")
+	if err != nil {
+		return
+	}
+	var buf bytes.Buffer
+	if err := w.Write(&buf, rep); err != nil {
+		return
+	}
+	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		s.ui.Message(l)
+	}
+}
+
+func (s *session) cleanup(ctx context.Context) {
+	if err := s.run(ctx, "rm -rf "+shellQuote(s.dir), nil); err != nil {
+		s.ui.Error(fmt.Sprintf("amilint: remove %s on the guest: %v", s.dir, err))
+	}
+}
+
+// run runs a plain shell command on the guest.
+func (s *session) run(ctx context.Context, command string, stdout io.Writer) error {
+	cmd := &packersdk.RemoteCmd{Command: command, Stdout: stdout}
+	if err := cmd.RunWithUi(ctx, s.comm, quietUi{s.ui}); err != nil {
+		return err
+	}
+	if code := cmd.ExitStatus(); code != 0 {
+		return fmt.Errorf("%q exited %d", command, code)
+	}
+	return nil
+}
+
+func (p *Provisioner) writeReports(rep *finding.Report) error {
+	c := &p.config
+	if c.ReportPath == "" {
+		return nil
+	}
+	if err := os.MkdirAll(c.ReportPath, 0o755); err != nil {
+		return fmt.Errorf("amilint: create report_path: %w", err)
+	}
+	var errs []error
+	for _, f := range c.ReportFormats {
+		w, err := report.Get(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var buf bytes.Buffer
+		if err := w.Write(&buf, rep); err != nil {
+			errs = append(errs, fmt.Errorf("amilint: write %s report: %w", f, err))
+			continue
+		}
+		dst := filepath.Join(c.ReportPath, "amilint."+extension(f))
+		if err := os.WriteFile(dst, buf.Bytes(), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("amilint: write %s: %w", dst, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func extension(format string) string {
+	switch format {
+	case "markdown":
+		return "md"
+	case "junit":
+		return "junit.xml"
+	case "text":
+		return "txt"
+	}
+	return format
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:@,+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// quietUi drops the streamed output of commands whose output the
+// provisioner reads itself; errors still reach the user.
+type quietUi struct{ packersdk.Ui }
+
+func (q quietUi) Say(string) {}
