@@ -64,7 +64,7 @@ func (r *recorder) UploadDir(dst, src string, _ []string) error {
 	return nil
 }
 
-func (r *recorder) Download(string, io.Writer) error        { return nil }
+func (r *recorder) Download(string, io.Writer) error           { return nil }
 func (r *recorder) DownloadDir(string, string, []string) error { return nil }
 
 // verbs returns the amilint subcommands run, in order.
@@ -87,7 +87,7 @@ func reportJSON(t *testing.T, fs ...finding.Finding) string {
 }
 
 var ecs = finding.Finding{RuleID: "ecs-agent-unconfigured", Severity: finding.High, Unit: "ecs.service",
-	Message: "ecs.service starts at boot but no ECS cluster is configured",
+	Message:     "ecs.service starts at boot but no ECS cluster is configured",
 	Remediation: finding.Remediation{Action: "disable", Units: []string{"ecs.service"}}}
 
 func newProvisioner(t *testing.T, cfg map[string]interface{}) *Provisioner {
