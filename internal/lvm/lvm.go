@@ -55,10 +55,19 @@ func readFull(r io.ReaderAt, size int64, p []byte, off int64, what string) error
 	return fmt.Errorf("read %s at offset %d: %w", what, off, err)
 }
 
-// Probe reports whether r starts with an LVM2 label.
+// Probe reports whether r starts with an LVM2 label (by its magic alone:
+// a damaged label is Open's to report).
 func Probe(r io.ReaderAt, size int64) bool {
-	_, err := findLabel(r, size)
-	return err == nil
+	b := make([]byte, sector)
+	for i := range int64(labelScan) {
+		if readFull(r, size, b, i*sector, "LVM label") != nil {
+			return false
+		}
+		if string(b[:8]) == "LABELONE" && string(b[24:32]) == "LVM2 001" {
+			return true
+		}
+	}
+	return false
 }
 
 func findLabel(r io.ReaderAt, size int64) ([]byte, error) {

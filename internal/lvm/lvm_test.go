@@ -3,10 +3,8 @@ package lvm_test
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,71 +16,10 @@ import (
 	"github.com/amilint/amilint/internal/vdisk/imagetest"
 )
 
-// seg is one segment of an LV as the lvm2 tools report it.
-type seg struct{ start, size, pe int64 }
-
-// pv builds a 64 MiB LVM2 physical volume with the real lvm2 tools on a
-// loop device (activation disabled: no device-mapper is needed), with a
-// two-segment "root" LV around a "swap" LV, and reports root's segments
-// and the PV's pe_start and extent size, all in bytes, as lvs says them.
-func pv(t testing.TB) (path string, segs []seg, peStart, extent int64) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("building an LVM PV needs root for a loop device")
-	}
-	path = filepath.Join(t.TempDir(), "pv.raw")
-	require.NoError(t, os.WriteFile(path, nil, 0o644))
-	require.NoError(t, os.Truncate(path, 64<<20))
-	loop := strings.TrimSpace(imagetest.Run(t, "losetup", "-f", "--show", path))
-	defer imagetest.Run(t, "losetup", "-d", loop)
-	vg := fmt.Sprintf("amilinttest%d", os.Getpid()+len(t.Name()))
-	cfg := fmt.Sprintf(`devices{use_devicesfile=0 filter=["a|^%s$|","r|.*|"]} activation{udev_sync=0 udev_rules=0} global{activation=0} backup{backup=0 archive=0}`, loop)
-	lvmc := func(args ...string) string {
-		cmd := exec.Command(args[0], append([]string{"--config", cfg}, args[1:]...)...)
-		cmd.Env = append(os.Environ(), "LVM_SUPPRESS_FD_WARNINGS=1", "PATH=/usr/sbin:/sbin:"+os.Getenv("PATH"))
-		out, err := cmd.Output()
-		require.NoError(t, err, "%v: %s", args, out)
-		return string(out)
-	}
-	lvmc("pvcreate", "-q", loop)
-	lvmc("vgcreate", "-q", "-s", "1M", vg, loop)
-	lvmc("lvcreate", "-q", "-an", "-Zn", "-y", "-n", "root", "-L", "12M", vg)
-	lvmc("lvcreate", "-q", "-an", "-Zn", "-y", "-n", "swap", "-L", "3M", vg)
-	lvmc("lvextend", "-q", "-L", "24M", vg+"/root")
-	out := lvmc("lvs", "--noheadings", "--units", "b", "--nosuffix", "--segments", "-o", "seg_start,seg_size,seg_pe_ranges", vg+"/root")
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var s seg
-		var first, last int64
-		f := strings.Fields(line)
-		require.Len(t, f, 3)
-		_, err := fmt.Sscanf(f[0]+" "+f[1], "%d %d", &s.start, &s.size)
-		require.NoError(t, err)
-		_, err = fmt.Sscanf(f[2][strings.LastIndex(f[2], ":")+1:], "%d-%d", &first, &last)
-		require.NoError(t, err)
-		s.pe = first
-		segs = append(segs, s)
-	}
-	_, err := fmt.Sscan(lvmc("pvs", "--noheadings", "--units", "b", "--nosuffix", "-o", "pe_start", loop), &peStart)
-	require.NoError(t, err)
-	_, err = fmt.Sscan(lvmc("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_extent_size", vg), &extent)
-	require.NoError(t, err)
-	require.Len(t, segs, 2, "root is split around swap")
-	return path, segs, peStart, extent
-}
-
-// fill copies the filesystem image fsImg into root's segments, where lvs
-// says they are.
-func fill(t testing.TB, pvPath, fsImg string, segs []seg, peStart, extent int64) {
-	t.Helper()
-	data, err := os.ReadFile(fsImg)
-	require.NoError(t, err)
-	f, err := os.OpenFile(pvPath, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	for _, s := range segs {
-		_, err := f.WriteAt(data[s.start:s.start+s.size], peStart+s.pe*extent)
-		require.NoError(t, err)
-	}
+// pv builds a 64 MiB LVM2 PV with the real lvm2 tools (see imagetest.LVM).
+func pv(t testing.TB) (string, []imagetest.LVSegment) {
+	path := imagetest.Blank(t, 64<<20)
+	return path, imagetest.LVM(t, path, 0, 64<<20)
 }
 
 func open(t *testing.T, path string) (*lvm.VG, error) {
@@ -95,9 +32,9 @@ func open(t *testing.T, path string) (*lvm.VG, error) {
 }
 
 func TestLinearLV(t *testing.T) {
-	path, segs, peStart, extent := pv(t)
+	path, segs := pv(t)
 	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
-	fill(t, path, fsImg, segs, peStart, extent)
+	imagetest.FillLV(t, path, 0, segs, fsImg)
 	want, size := imagetest.FileSHA256(t, fsImg)
 
 	vg, err := open(t, path)
@@ -145,7 +82,7 @@ func rewrite(t testing.TB, b []byte, edit func(string) string) []byte {
 }
 
 func TestCorrupt(t *testing.T) {
-	path, _, _, _ := pv(t)
+	path, _ := pv(t)
 	orig, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, crc32.ChecksumIEEE(nil), uint32(0)) // keep hash/crc32 honest
@@ -192,7 +129,7 @@ func TestCorrupt(t *testing.T) {
 // FuzzOpen runs the label, metadata area and text parsers on arbitrary
 // bytes, seeded with the first MiB of a real PV (label and metadata).
 func FuzzOpen(f *testing.F) {
-	path, _, _, _ := pv(f)
+	path, _ := pv(f)
 	b, err := os.ReadFile(path)
 	require.NoError(f, err)
 	f.Add(b[:1<<20])

@@ -28,8 +28,21 @@ type Image struct {
 	// Dir is the host directory of the root when the target is a directory
 	// (the only kind fix can write to); "" otherwise.
 	Dir string
+	// Detail says where the root was found in a tarball or disk image
+	// ("qcow2 image, gpt table, partition 2, ext4"); "" otherwise.
+	Detail string
 
-	closer io.Closer
+	closer  io.Closer
+	counter interface{ Bytes() int64 }
+}
+
+// BytesRead is how many bytes of the image file were read so far (0 for
+// targets that are not image files).
+func (im *Image) BytesRead() int64 {
+	if im.counter == nil {
+		return 0
+	}
+	return im.counter.Bytes()
 }
 
 // Close releases what Open acquired.
@@ -45,6 +58,9 @@ type Options struct {
 	// Partition selects a partition of a disk image by number (1-based); 0
 	// finds the root partition automatically.
 	Partition int
+	// Backing is the path of a qcow2 image's backing file; without it an
+	// image with one is refused.
+	Backing string
 }
 
 // Open opens spec.
@@ -65,6 +81,9 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 			return nil, err
 		}
 		return &Image{Name: spec, Kind: "dir", FS: rootfs.New(d), Dir: spec, closer: d}, nil
+	}
+	if fi.Mode().IsRegular() {
+		return openFile(spec, opt)
 	}
 	return nil, fmt.Errorf("open target %s: %w", spec, ErrUnsupported)
 }

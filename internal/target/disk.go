@@ -1,0 +1,245 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/amilint/amilint/internal/lvm"
+	"github.com/amilint/amilint/internal/partition"
+	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/tarfs"
+	"github.com/amilint/amilint/internal/vdisk"
+)
+
+// ErrNoRoot reports a disk image none of whose volumes holds an operating
+// system root (etc/os-release or usr/lib/os-release) amilint can read.
+var ErrNoRoot = errors.New("no root filesystem found")
+
+// filesystem is one filesystem reader that plugs into disk images.
+type filesystem struct {
+	name string
+	// probe reports whether a volume holds this filesystem (its magic).
+	probe func(r io.ReaderAt, size int64) bool
+	// open reads the filesystem; nil while no reader is built in.
+	open func(r io.ReaderAt, size int64) (rootfs.Source, error)
+}
+
+// filesystems is the registry of filesystem readers, an explicit list in
+// probe order. A filesystem recognised but without a reader yields a clear
+// "not supported" error rather than a silent skip.
+func filesystems() []filesystem {
+	return []filesystem{
+		{name: "ext4", probe: magicAt(1080, "\x53\xef"), open: openExt4},
+		{name: "xfs", probe: magicAt(0, "XFSB"), open: openXFS},
+		{name: "btrfs", probe: magicAt(65536+64, "_BHRfS_M")},
+		{name: "squashfs", probe: magicAt(0, "hsqs")},
+		{name: "swap", probe: func(r io.ReaderAt, size int64) bool {
+			return size >= 4096 && (magicAt(4086, "SWAPSPACE2")(r, size) || magicAt(4086, "SWAP-SPACE")(r, size))
+		}},
+		{name: "vfat", probe: magicAt(82, "FAT32   ")},
+		{name: "vfat", probe: magicAt(54, "FAT16   ")},
+		{name: "vfat", probe: magicAt(54, "FAT12   ")},
+	}
+}
+
+func magicAt(off int64, magic string) func(io.ReaderAt, int64) bool {
+	return func(r io.ReaderAt, size int64) bool {
+		if size < off+int64(len(magic)) {
+			return false
+		}
+		b := make([]byte, len(magic))
+		n, _ := r.ReadAt(b, off)
+		return n == len(b) && string(b) == magic
+	}
+}
+
+// volume is a candidate for the image root: a whole disk, a partition or
+// a logical volume.
+type volume struct {
+	desc   string // "partition 2", "LV vg/root in partition 3"
+	number int    // the partition it is in (0: the whole disk)
+	r      io.ReaderAt
+	size   int64
+}
+
+// openFile opens a regular file target: a tarball or a disk image.
+func openFile(spec string, opt Options) (*Image, error) {
+	f, err := os.Open(spec)
+	if err != nil {
+		return nil, fmt.Errorf("open target: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open target: %w", err)
+	}
+	counter := vdisk.NewCounter(f)
+	var im *Image
+	if vdisk.Detect(counter, fi.Size()) == vdisk.Raw {
+		if _, ok := tarfs.Detect(counter); ok {
+			src, err := tarfs.Open(counter, fi.Size(), tarfs.Options{})
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("open target %s: %w", spec, err)
+			}
+			im = &Image{Name: spec, Kind: "tar", FS: rootfs.New(src), Detail: "tarball"}
+		}
+	}
+	if im == nil {
+		im, err = OpenDisk(spec, counter, fi.Size(), opt)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	im.closer, im.counter = f, counter
+	return im, nil
+}
+
+// OpenDisk opens the disk image r of size bytes (any container format
+// vdisk reads, raw included) and finds its root filesystem: the volume
+// opt.Partition names, or else the first volume whose filesystem holds
+// etc/os-release or usr/lib/os-release. Other target kinds (EBS
+// snapshots) reuse it with their own reader. The returned Image does not
+// close r.
+func OpenDisk(name string, r io.ReaderAt, size int64, opt Options) (*Image, error) {
+	var dopt vdisk.Options
+	if opt.Backing != "" {
+		b, err := openBacking(opt.Backing)
+		if err != nil {
+			return nil, fmt.Errorf("open target %s: %w", name, err)
+		}
+		dopt.Backing = b
+	}
+	disk, format, err := vdisk.Open(r, size, dopt)
+	if err != nil {
+		return nil, fmt.Errorf("open target %s: %w", name, err)
+	}
+	tab, err := partition.Read(disk, disk.Size())
+	if err != nil {
+		return nil, fmt.Errorf("open target %s: %s image: %w", name, format, err)
+	}
+	vols, err := volumes(disk, tab, opt.Partition)
+	if err != nil {
+		return nil, fmt.Errorf("open target %s: %w", name, err)
+	}
+	var notes []string
+	var errs []error
+	for _, v := range vols {
+		src, fsName, err := openVolume(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", v.desc, err))
+			continue
+		}
+		if src == nil {
+			notes = append(notes, v.desc+": "+fsName)
+			continue
+		}
+		view := rootfs.New(src)
+		if opt.Partition != 0 || hasOSRelease(view) {
+			detail := fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)
+			return &Image{Name: name, Kind: "disk", FS: view, Detail: detail}, nil
+		}
+		notes = append(notes, v.desc+": "+fsName+" without os-release")
+	}
+	if len(errs) > 0 {
+		// A damaged volume may be the root: say so rather than "no root".
+		return nil, fmt.Errorf("open target %s: %w", name, errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("open target %s: %w in %s image, %s table (%s); choose a partition with --partition",
+		name, ErrNoRoot, format, tab.Scheme, strings.Join(notes, "; "))
+}
+
+func openBacking(path string) (vdisk.Disk, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open backing file: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("open backing file: %w", err)
+	}
+	// The backing file lives as long as the process: images are opened
+	// once per run.
+	d, _, err := vdisk.Open(f, fi.Size(), vdisk.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("open backing file %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// volumes lists the candidate volumes of a disk in table order, LVM
+// physical volumes expanded into their logical volumes.
+func volumes(disk vdisk.Disk, tab *partition.Table, want int) ([]volume, error) {
+	var vols []volume
+	if tab.Scheme == partition.None {
+		if want > 1 {
+			return nil, fmt.Errorf("partition %d: the disk has no partition table", want)
+		}
+		vols = []volume{{desc: "whole disk", r: disk, size: disk.Size()}}
+	} else {
+		var nums []string
+		for _, p := range tab.Partitions {
+			nums = append(nums, fmt.Sprint(p.Number))
+			if want != 0 && p.Number != want {
+				continue
+			}
+			vols = append(vols, volume{desc: fmt.Sprintf("partition %d", p.Number), number: p.Number, r: p.Section(disk), size: p.Size})
+		}
+		if want != 0 && len(vols) == 0 {
+			return nil, fmt.Errorf("partition %d not found (the %s table has %s)", want, tab.Scheme, strings.Join(nums, ", "))
+		}
+	}
+	var out []volume
+	for _, v := range vols {
+		if !lvm.Probe(v.r, v.size) {
+			out = append(out, v)
+			continue
+		}
+		vg, err := lvm.Open(v.r, v.size)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.desc, err)
+		}
+		for _, lv := range vg.LVs {
+			desc := fmt.Sprintf("LV %s/%s in %s", vg.Name, lv.Name, v.desc)
+			if lv.Err() != nil {
+				continue // thin, striped or on another PV: not a root we read
+			}
+			out = append(out, volume{desc: desc, number: v.number, r: lv, size: lv.Size()})
+		}
+	}
+	return out, nil
+}
+
+// openVolume opens the filesystem on v. A volume with no filesystem amilint
+// recognises, or one it recognises but has no reader for, yields a nil
+// Source and a note.
+func openVolume(v volume) (rootfs.Source, string, error) {
+	for _, f := range filesystems() {
+		if !f.probe(v.r, v.size) {
+			continue
+		}
+		if f.open == nil {
+			return nil, f.name + " (not supported)", nil
+		}
+		src, err := f.open(v.r, v.size)
+		if err != nil {
+			return nil, f.name, err
+		}
+		return src, f.name, nil
+	}
+	return nil, "no known filesystem", nil
+}
+
+// hasOSRelease reports whether a filesystem is an operating system root.
+func hasOSRelease(view *rootfs.FS) bool {
+	for _, name := range []string{"etc/os-release", "usr/lib/os-release"} {
+		if fi, err := view.Stat(name); err == nil && fi.Mode().IsRegular() {
+			return true
+		}
+	}
+	return false
+}

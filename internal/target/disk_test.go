@@ -1,0 +1,170 @@
+package target
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/lvm"
+	"github.com/amilint/amilint/internal/partition"
+	"github.com/amilint/amilint/internal/tarfs"
+	"github.com/amilint/amilint/internal/vdisk"
+	"github.com/amilint/amilint/internal/vdisk/imagetest"
+)
+
+// fsVolume opens an image file like OpenDisk does and returns the volumes
+// that hold an ext4 filesystem (by its magic).
+func fsVolumes(t *testing.T, img string, want int) []volume {
+	f, err := os.Open(img)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	disk, _, err := vdisk.Open(f, fi.Size(), vdisk.Options{})
+	require.NoError(t, err)
+	tab, err := partition.Read(disk, disk.Size())
+	require.NoError(t, err)
+	vols, err := volumes(disk, tab, want)
+	require.NoError(t, err)
+	var out []volume
+	for _, v := range vols {
+		if filesystems()[0].probe(v.r, v.size) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// TestReaderChains builds real images in every container and layout and
+// checks that the chain (container, table, LVM) finds exactly one ext4
+// volume, the right one, whose bytes equal the filesystem image's.
+func TestReaderChains(t *testing.T) {
+	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	want, size := imagetest.FileSHA256(t, fsImg)
+	layouts := []struct {
+		name string
+		make func(testing.TB, string) string
+		desc string
+	}{
+		{"bare", func(_ testing.TB, p string) string { return p }, "whole disk"},
+		{"mbr logical", imagetest.MBRLogical, "partition 5"},
+		{"gpt", imagetest.GPTRoot, "partition 2"},
+		{"lvm", imagetest.LVMDisk, "LV "},
+	}
+	formats := []struct {
+		format string
+		args   []string
+	}{
+		{"raw", nil},
+		{"qcow2", []string{"-c"}},
+		{"vmdk", []string{"-o", "subformat=streamOptimized"}},
+		{"vpc", []string{"-o", "subformat=dynamic"}},
+		{"vhdx", nil},
+	}
+	for _, l := range layouts {
+		raw := l.make(t, fsImg)
+		for _, f := range formats {
+			if l.name != "bare" && l.name != "gpt" && f.format != "raw" && f.format != "qcow2" {
+				continue // every container is covered by bare and gpt
+			}
+			t.Run(l.name+" "+f.format, func(t *testing.T) {
+				img := raw
+				if f.format != "raw" {
+					img = imagetest.Convert(t, raw, f.format, f.args...)
+				}
+				vols := fsVolumes(t, img, 0)
+				require.Len(t, vols, 1)
+				assert.Contains(t, vols[0].desc, l.desc)
+				assert.Equal(t, want, imagetest.SHA256(t, vols[0].r, size))
+			})
+		}
+	}
+}
+
+func TestPartitionOption(t *testing.T) {
+	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	img := imagetest.MBRLogical(t, fsImg)
+	assert.Len(t, fsVolumes(t, img, 5), 1)
+	assert.Empty(t, fsVolumes(t, img, 6))
+
+	f, err := os.Open(img)
+	require.NoError(t, err)
+	defer f.Close()
+	tab, err := partition.Read(f, 96<<20)
+	require.NoError(t, err)
+	_, err = volumes(vdisk.NewRaw(f, 96<<20), tab, 9)
+	require.ErrorContains(t, err, "partition 9 not found (the mbr table has 1, 5, 6)")
+}
+
+func TestOpenTarball(t *testing.T) {
+	dir := imagetest.Tree(t)
+	for _, ext := range []string{".tar", ".tar.gz", ".tar.zst"} {
+		t.Run(ext, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "root"+ext)
+			imagetest.Run(t, "tar", "-caf", p, "-C", dir, ".")
+			im, err := Open(context.Background(), p, Options{})
+			require.NoError(t, err)
+			defer im.Close()
+			assert.Equal(t, "tar", im.Kind)
+			b, err := im.FS.ReadFile("etc/os-release")
+			require.NoError(t, err)
+			assert.Equal(t, "ID=debian\nVERSION_ID=12\n", string(b))
+			assert.Positive(t, im.BytesRead())
+		})
+	}
+}
+
+// TestOpenErrors checks that broken inputs fail with the reader's own
+// sentinel, so the CLI reports a clear cause (and exits 2).
+func TestOpenErrors(t *testing.T) {
+	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	qcow := imagetest.Convert(t, fsImg, "qcow2")
+	write := func(b []byte) string {
+		p := filepath.Join(t.TempDir(), "bad.img")
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	qb, err := os.ReadFile(qcow)
+	require.NoError(t, err)
+	child := filepath.Join(t.TempDir(), "child.qcow2")
+	imagetest.Run(t, "qemu-img", "create", "-q", "-f", "qcow2", "-b", qcow, "-F", "qcow2", child)
+	gpt := imagetest.GPTRoot(t, fsImg)
+	gb, err := os.ReadFile(gpt)
+	require.NoError(t, err)
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "etc/os-release", Size: 100, Mode: 0o644}))
+	_, _ = tw.Write([]byte("ID=x\n"))
+	for _, tt := range []struct {
+		name string
+		path string
+		want error
+	}{
+		{"qcow2 truncated", write(qb[:300]), vdisk.ErrCorrupt},
+		{"qcow2 backing file", child, vdisk.ErrBacking},
+		{"gpt past the end", write(gb[:50<<20]), partition.ErrCorrupt},
+		{"no filesystem", write(bytes.Repeat([]byte{0}, 1<<20)), ErrNoRoot},
+		{"tar truncated", write(tb.Bytes()), tarfs.ErrCorrupt},
+		{"lvm label damaged", write(damageLVM(t, imagetest.LVMDisk(t, fsImg))), lvm.ErrCorrupt},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Open(context.Background(), tt.path, Options{})
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+}
+
+// damageLVM breaks the LVM label's checksum in the PV at 1 MiB.
+func damageLVM(t *testing.T, p string) []byte {
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, "LABELONE", string(b[1<<20+512:1<<20+520]))
+	b[1<<20+512+40]++
+	return b
+}
