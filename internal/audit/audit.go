@@ -1,0 +1,227 @@
+// Package audit runs the static pipeline over one image view: the unit
+// model (install states and the boot transaction) → the facts document →
+// the policies → waivers → findings. It owns the joining of those steps and
+// nothing else; it reads the image only through rootfs and never writes.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/amilint/amilint/internal/boot"
+	"github.com/amilint/amilint/internal/facts"
+	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/install"
+	"github.com/amilint/amilint/internal/policy"
+	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/waiver"
+	"github.com/amilint/amilint/rules"
+)
+
+// Config says which knowledge and decisions an Auditor applies.
+type Config struct {
+	// RulesDirs add user rule directories (--rules) over the embedded catalog.
+	RulesDirs []string
+	// PolicyDirs add user Rego policy directories (--policy).
+	PolicyDirs []string
+	// DataFiles add user data (--data), seen by policies as data.user.
+	DataFiles []string
+	// Profile selects a role profile ("" for none).
+	Profile string
+	// Waivers, when set, waive matching findings.
+	Waivers *waiver.File
+	// Now is the date waivers expire against; zero means time.Now.
+	Now time.Time
+}
+
+// Auditor holds the compiled policies and loaded rules; it is reused for
+// every image a command audits (diff audits two).
+type Auditor struct {
+	cfg      Config
+	rules    []rules.Rule
+	requests []facts.ConfigRequest
+	ruleData map[string]any
+	profData map[string]any
+}
+
+// New loads the rule catalog and profiles. Policies are compiled per
+// target name by Audit, since the target is a policy parameter; see engine.
+func New(cfg Config) (*Auditor, error) {
+	rs, err := rules.LoadAll(cfg.RulesDirs...)
+	if err != nil {
+		return nil, fmt.Errorf("load rules: %w", err)
+	}
+	ps, err := rules.LoadAllProfiles(cfg.RulesDirs...)
+	if err != nil {
+		return nil, fmt.Errorf("load profiles: %w", err)
+	}
+	if cfg.Profile != "" && !slices.ContainsFunc(ps, func(p rules.Profile) bool { return p.Name == cfg.Profile }) {
+		names := make([]string, len(ps))
+		for i, p := range ps {
+			names[i] = p.Name
+		}
+		return nil, fmt.Errorf("load profiles: no profile %q (have %v)", cfg.Profile, names)
+	}
+	rd, err := rules.Data(rs)
+	if err != nil {
+		return nil, fmt.Errorf("load rules: %w", err)
+	}
+	pd, err := rules.ProfilesData(ps)
+	if err != nil {
+		return nil, fmt.Errorf("load profiles: %w", err)
+	}
+	a := &Auditor{cfg: cfg, rules: rs, ruleData: rd, profData: pd}
+	for _, c := range rules.ConfigRequests(rs) {
+		a.requests = append(a.requests, facts.ConfigRequest{Path: c.Path, Format: c.Format})
+	}
+	return a, nil
+}
+
+// Rules returns the loaded catalog.
+func (a *Auditor) Rules() []rules.Rule { return a.rules }
+
+// Engine compiles the policies for a target name once.
+func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine, error) {
+	return policy.New(ctx, policy.Config{
+		PolicyDirs: a.cfg.PolicyDirs,
+		DataFiles:  a.cfg.DataFiles,
+		Rules:      a.ruleData,
+		Profiles:   a.profData,
+		Profile:    a.cfg.Profile,
+		Target:     targetName,
+	})
+}
+
+// Inventory is the unit model of one image: list-unit-files states, the boot
+// transaction and the loaded units, joined per unit name.
+type Inventory struct {
+	Files     []install.UnitFile
+	Boot      *boot.Boot
+	Graph     *boot.Graph
+	Presets   map[string]install.PresetAction
+	FirstBoot bool
+	// Units is the join, sorted by name: every unit file, plus every unit
+	// that starts or is activated without a file of its own name
+	// (instances such as getty@tty1.service).
+	Units []facts.UnitInput
+}
+
+// Model computes the inventory of an image.
+func Model(fsys *rootfs.FS) (*Inventory, error) {
+	files, err := install.List(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("list unit files: %w", err)
+	}
+	presets, err := install.Preset(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("read presets: %w", err)
+	}
+	g, err := boot.Load(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("load units: %w", err)
+	}
+	b := g.Boot()
+	inv := &Inventory{Files: files, Boot: b, Graph: g, Presets: presets, FirstBoot: install.FirstBoot(fsys)}
+	seen := map[string]bool{}
+	add := func(in facts.UnitInput) {
+		name := in.Name
+		seen[name] = true
+		if u := g.Unit(name); u != nil {
+			in.Options = u.Options
+			if in.DropIns == nil {
+				in.DropIns = u.DropIns
+			}
+		}
+		in.StartsAtBoot = b.StartsAtBoot(name)
+		in.Chain = b.Chain(name)
+		in.ActivatedBy = b.ActivatedBy[name]
+		in.Preset = string(presets[name])
+		inv.Units = append(inv.Units, in)
+	}
+	for _, f := range files {
+		add(facts.UnitInput{Name: f.Name, State: string(f.State), Path: f.Path, Fragment: f.Fragment, DropIns: f.DropIns, Aliases: f.Aliases})
+	}
+	for _, name := range slices.Concat(b.Start, b.Activated) {
+		if !seen[name] {
+			add(facts.UnitInput{Name: name})
+		}
+	}
+	slices.SortFunc(inv.Units, func(x, y facts.UnitInput) int {
+		switch {
+		case x.Name < y.Name:
+			return -1
+		case x.Name > y.Name:
+			return 1
+		}
+		return 0
+	})
+	return inv, nil
+}
+
+// Facts builds the policy input document of an inventory.
+func (a *Auditor) Facts(fsys *rootfs.FS, inv *Inventory) (*facts.Document, error) {
+	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests})
+	if err != nil {
+		return nil, fmt.Errorf("build facts: %w", err)
+	}
+	return doc, nil
+}
+
+// Result is one image's audit.
+type Result struct {
+	Inventory *Inventory
+	Facts     *facts.Document
+	Report    *finding.Report
+}
+
+// Audit runs the whole pipeline over fsys, naming the target t.
+func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
+	inv, err := Model(fsys)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := a.Facts(fsys, inv)
+	if err != nil {
+		return nil, err
+	}
+	if t.OS == "" {
+		t.OS = doc.Image.OSRelease["PRETTY_NAME"]
+	}
+	eng, err := a.Engine(ctx, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := Evaluate(ctx, eng, doc)
+	if err != nil {
+		return nil, err
+	}
+	if a.cfg.Waivers != nil {
+		now := a.cfg.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		fs = a.cfg.Waivers.Apply(fs, t.Name, now)
+	}
+	return &Result{Inventory: inv, Facts: doc, Report: finding.NewReport(t, fs)}, nil
+}
+
+// Evaluate runs the policies over any facts-shaped document (the static
+// facts, or facts with a live section).
+func Evaluate(ctx context.Context, eng *policy.Engine, doc any) ([]finding.Finding, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encode facts: %w", err)
+	}
+	var input any
+	if err := json.Unmarshal(raw, &input); err != nil {
+		return nil, fmt.Errorf("encode facts: %w", err)
+	}
+	fs, err := eng.Evaluate(ctx, input)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policies: %w", err)
+	}
+	return fs, nil
+}

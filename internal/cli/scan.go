@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/diff"
+	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/report"
+	"github.com/amilint/amilint/internal/target"
+	"github.com/amilint/amilint/internal/waiver"
+)
+
+// docsBase is where each rule's documentation page lives.
+const docsBase = "https://github.com/amilint/amilint/blob/main/rules/docs/"
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// auditFlags are the flags every auditing command shares.
+type auditFlags struct {
+	rules, policies, data listFlag
+	profile, waivers      string
+	failOn                string
+	partition             int
+}
+
+func (a *auditFlags) register(fs *flag.FlagSet) {
+	fs.Var(&a.rules, "rules", "directory of extra rule files (YAML); repeatable")
+	fs.Var(&a.policies, "policy", "directory of extra Rego policies; repeatable")
+	fs.Var(&a.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
+	fs.StringVar(&a.profile, "profile", "", "role profile: a default-deny allowlist of units started at boot (e.g. k8s-gpu-node)")
+	fs.StringVar(&a.waivers, "waivers", "", "waivers file (YAML)")
+	fs.StringVar(&a.failOn, "fail-on", "high", "lowest severity that makes the exit code 1: info, low, medium, high, critical")
+	fs.IntVar(&a.partition, "partition", 0, "partition number of a disk image holding the root (0: find it)")
+}
+
+// auditor validates the shared flags and builds the auditor.
+func (a *auditFlags) auditor() (*audit.Auditor, finding.Severity, error) {
+	failOn, err := finding.ParseSeverity(a.failOn)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--fail-on: %w", err)
+	}
+	cfg := audit.Config{RulesDirs: a.rules, PolicyDirs: a.policies, DataFiles: a.data, Profile: a.profile}
+	if a.waivers != "" {
+		w, err := waiver.Load(a.waivers)
+		if err != nil {
+			return nil, 0, err
+		}
+		cfg.Waivers = w
+	}
+	aud, err := audit.New(cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	return aud, failOn, nil
+}
+
+// ruleMeta tells report writers what the catalog knows of each rule.
+func ruleMeta(aud *audit.Auditor) map[string]report.RuleMeta {
+	m := map[string]report.RuleMeta{}
+	for _, r := range aud.Rules() {
+		m[r.ID] = report.RuleMeta{Title: r.Title, Rationale: r.Rationale, HelpURI: docsBase + r.ID + ".md", Severity: r.Level()}
+	}
+	return m
+}
+
+// openTarget opens the one positional TARGET, or the embedded default.
+func openTarget(e *env, cmd string, pos []string, partition int) (*target.Image, error) {
+	spec := target.DefaultTarget
+	switch len(pos) {
+	case 0:
+		fmt.Fprintf(e.stderr, "amilint %s: no TARGET given: auditing the embedded DLAMI-like image (%s)\n", cmd, spec)
+	case 1:
+		spec = pos[0]
+	default:
+		return nil, fmt.Errorf("one TARGET expected, got %d", len(pos))
+	}
+	return target.Open(e.ctx, spec, target.Options{Partition: partition})
+}
+
+// output returns where the report goes: stdout, or a file.
+func output(e *env, path string) (io.Writer, func() error, error) {
+	if path == "" || path == "-" {
+		return e.stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create output: %w", err)
+	}
+	return f, f.Close, nil
+}
+
+func usageOf(e *env, fs *flag.FlagSet, line string) int {
+	fs.SetOutput(e.stderr)
+	fmt.Fprintln(e.stderr, "usage: "+line)
+	fs.PrintDefaults()
+	return ExitOK
+}
+
+// runScan implements `amilint scan [TARGET]`: facts → policies → findings.
+func runScan(e *env, args []string) int {
+	fs := newFlags(e, "scan")
+	fs.SetOutput(io.Discard)
+	var af auditFlags
+	af.register(fs)
+	format := fs.String("o", "text", "output format: "+strings.Join(report.Formats, ", "))
+	out := fs.String("output", "", "write the report to this file instead of stdout")
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint scan [TARGET] [-o FORMAT] [--fail-on SEVERITY] [--profile NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
+	}
+	if err != nil {
+		return fail(e, "scan", err)
+	}
+	aud, failOn, err := af.auditor()
+	if err != nil {
+		return fail(e, "scan", err)
+	}
+	w, err := report.Get(*format, report.WithFailOn(failOn), report.WithRules(ruleMeta(aud)), report.WithVersion(Version))
+	if err != nil {
+		return fail(e, "scan", err)
+	}
+	im, err := openTarget(e, "scan", pos, af.partition)
+	if err != nil {
+		return fail(e, "scan", err)
+	}
+	defer im.Close()
+	res, err := aud.Audit(e.ctx, im.FS, finding.Target{Name: im.Name, Kind: im.Kind})
+	if err != nil {
+		return fail(e, "scan", err)
+	}
+	dst, closeOut, err := output(e, *out)
+	if err != nil {
+		return fail(e, "scan", err)
+	}
+	if err := w.Write(dst, res.Report); err != nil {
+		closeOut()
+		return fail(e, "scan", err)
+	}
+	if err := closeOut(); err != nil {
+		return fail(e, "scan", err)
+	}
+	return finding.ExitCode(res.Report.Findings, failOn)
+}
+
+// runFacts implements `amilint facts [TARGET]`: the exact policy input.
+func runFacts(e *env, args []string) int {
+	fs := newFlags(e, "facts")
+	fs.SetOutput(io.Discard)
+	var af auditFlags
+	af.register(fs)
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint facts [TARGET] [--rules DIR]")
+	}
+	if err != nil {
+		return fail(e, "facts", err)
+	}
+	aud, _, err := af.auditor()
+	if err != nil {
+		return fail(e, "facts", err)
+	}
+	im, err := openTarget(e, "facts", pos, af.partition)
+	if err != nil {
+		return fail(e, "facts", err)
+	}
+	defer im.Close()
+	inv, err := audit.Model(im.FS)
+	if err != nil {
+		return fail(e, "facts", err)
+	}
+	doc, err := aud.Facts(im.FS, inv)
+	if err != nil {
+		return fail(e, "facts", err)
+	}
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fail(e, "facts", err)
+	}
+	return ExitOK
+}
+
+// runDiff implements `amilint diff OLD NEW`.
+func runDiff(e *env, args []string) int {
+	fs := newFlags(e, "diff")
+	fs.SetOutput(io.Discard)
+	var af auditFlags
+	af.register(fs)
+	format := fs.String("o", "text", "output format: "+strings.Join(diff.Formats, ", "))
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint diff OLD NEW [-o text|json|markdown|html] [--fail-on SEVERITY]")
+	}
+	if err != nil {
+		return fail(e, "diff", err)
+	}
+	if len(pos) != 2 {
+		return fail(e, "diff", fmt.Errorf("two targets expected (OLD NEW), got %d", len(pos)))
+	}
+	aud, failOn, err := af.auditor()
+	if err != nil {
+		return fail(e, "diff", err)
+	}
+	w, err := diff.Get(*format, failOn)
+	if err != nil {
+		return fail(e, "diff", err)
+	}
+	var sides [2]diff.Image
+	for i, spec := range pos {
+		side, err := diffSide(e, aud, spec, af.partition)
+		if err != nil {
+			return fail(e, "diff", err)
+		}
+		sides[i] = side
+	}
+	d := diff.Compare(sides[0], sides[1])
+	if err := w.Write(e.stdout, d); err != nil {
+		return fail(e, "diff", err)
+	}
+	return diff.ExitCode(d, failOn)
+}
+
+func diffSide(e *env, aud *audit.Auditor, spec string, partition int) (diff.Image, error) {
+	im, err := target.Open(e.ctx, spec, target.Options{Partition: partition})
+	if err != nil {
+		return diff.Image{}, err
+	}
+	defer im.Close()
+	res, err := aud.Audit(e.ctx, im.FS, finding.Target{Name: im.Name, Kind: im.Kind})
+	if err != nil {
+		return diff.Image{}, fmt.Errorf("audit %s: %w", spec, err)
+	}
+	side := diff.Image{Name: im.Name, Report: res.Report}
+	for _, f := range res.Inventory.Files {
+		u := diff.Unit{Name: f.Name, State: string(f.State)}
+		if fu := res.Facts.Units[f.Name]; fu != nil {
+			u.StartsAtBoot = fu.StartsAtBoot
+			u.Chain = fu.Chain
+			if fu.ExecStart != nil {
+				u.ExecStart = fu.ExecStart.Raw
+			}
+			u.Restart = fu.Restart
+			u.RestartSec = float64(fu.RestartSec)
+		}
+		side.Units = append(side.Units, u)
+	}
+	return side, nil
+}
