@@ -7,6 +7,7 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -290,7 +291,11 @@ func mergeInto(dst, src map[string]any) error {
 // Evaluate evaluates the entry point over input (the facts document) and
 // returns the findings, sorted by rule id, unit and message.
 func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, error) {
-	rs, err := e.query.Eval(ctx, rego.EvalInput(input))
+	v, err := inputValue(input)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(v))
 	if err != nil {
 		return nil, fmt.Errorf("evaluate policies: %w", err)
 	}
@@ -298,6 +303,23 @@ func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, er
 		return []finding.Finding{}, nil
 	}
 	return decodeFindings(rs[0].Expressions[0].Value)
+}
+
+// inputValue converts input to a Rego value through its JSON form, which
+// is several times cheaper than OPA's generic round trip.
+func inputValue(input any) (ast.Value, error) {
+	if v, ok := input.(ast.Value); ok {
+		return v, nil
+	}
+	b, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policies: encode input: %w", err)
+	}
+	v, err := ast.ValueFromReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policies: decode input: %w", err)
+	}
+	return v, nil
 }
 
 func decodeFindings(v any) ([]finding.Finding, error) {

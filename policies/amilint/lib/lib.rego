@@ -12,10 +12,15 @@ package amilint.lib
 # description: |
 #   A unit matters when it starts at boot or is activated by a socket,
 #   timer or path unit that starts at boot (facts: active_at_boot).
-active_units[name] := u if {
+active contains name if {
 	some name, u in input.units
 	u.active_at_boot
 }
+
+# METADATA
+# title: Active units as an object
+# description: name → unit facts of the units in active (slower to build than active).
+active_units[name] := input.units[name] if some name in active
 
 # METADATA
 # title: Profile
@@ -38,14 +43,36 @@ applies(rule) if profile in object.get(rule, "profiles", [])
 unit_matches(pattern, name) if pattern == name
 
 unit_matches(pattern, name) if {
-	regex.match(`[*?\[]`, pattern)
+	is_glob(pattern)
 	glob.match(pattern, ["/"], name)
 }
 
 # METADATA
+# title: Is a glob
+# description: The pattern has a glob metacharacter (* ? or [).
+is_glob(pattern) if regex.match(`[*?\[]`, pattern)
+
+# METADATA
+# title: Active units matching a pattern
+# description: |
+#   The set of names of active units a pattern matches: a plain name is
+#   looked up directly, a glob is matched against every active unit.
+active_matching(pattern) := {pattern} if {
+	not is_glob(pattern)
+	active[pattern]
+} else := {name |
+	some name in active
+	glob.match(pattern, ["/"], name)
+} if {
+	is_glob(pattern)
+} else := set()
+
+# METADATA
 # title: Config file
 # description: The facts of a config file, {} when absent from the facts.
-config(p) := object.get(input, ["config_files", p], {})
+config(p) := cf if {
+	cf := input.config_files[p]
+} else := {}
 
 # Condition forms of a rule's needed_when: an object with one key, either a
 # leaf condition or "any"/"all" of leaf conditions (one level: Rego has no

@@ -18,7 +18,8 @@ rule_id := "container-per-restart"
 findings contains f if {
 	rule := data.rules[rule_id]
 	lib.applies(rule)
-	some name, u in lib.active_units
+	some name in lib.active
+	u := input.units[name]
 	u.spawns_container
 	u.restart != "no"
 	f := lib.finding(

@@ -21,7 +21,8 @@ restarting := {"on-failure", "always", "on-abnormal"}
 findings contains f if {
 	rule := data.rules[rule_id]
 	lib.applies(rule)
-	some name, u in lib.active_units
+	some name in lib.active
+	u := input.units[name]
 	u.unit_type == "service"
 	u.restart in restarting
 	count(u.restart_prevent_exit_status) == 0

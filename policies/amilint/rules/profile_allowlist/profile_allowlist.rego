@@ -19,11 +19,11 @@ kinds := {"service", "socket", "timer", "path"}
 
 findings contains f if {
 	rule := data.rules[rule_id]
-	prof := data.profiles[lib.profile]
-	allow := object.get(prof, "allow", [])
-	some name, u in lib.active_units
+	data.profiles[lib.profile]
+	some name in lib.active
+	u := input.units[name]
 	u.unit_type in kinds
-	not allowed(allow, name)
+	not allowed(name)
 	f := lib.finding(
 		object.union({"id": rule_id}, rule), name, sprintf(
 			"%s starts at boot but profile %s does not allow it%s",
@@ -33,10 +33,16 @@ findings contains f if {
 	)
 }
 
-allowed(allow, name) if {
-	some pattern in allow
-	lib.unit_matches(pattern, name)
-}
+allow := object.get(data.profiles[lib.profile], "allow", [])
+
+exact := {p | some p in allow; not lib.is_glob(p)}
+
+# All glob entries as one alternation, compiled once: {a*,b?.service}.
+globs := sprintf("{%s}", [concat(",", [p | some p in allow; lib.is_glob(p)])])
+
+allowed(name) if exact[name]
+
+allowed(name) if glob.match(globs, ["/"], name)
 
 via(u) := sprintf(" (%s)", [lib.chain_text(u.chain)]) if count(u.chain) > 0
 

@@ -20,10 +20,10 @@ findings contains f if {
 	rule := object.union({"id": id}, r)
 	object.get(rule, "kind", "unit") == "unit"
 	lib.applies(rule)
-	some pattern in object.get(rule, "units", [])
-	some name, u in lib.active_units
-	lib.unit_matches(pattern, name)
 	not needed(rule)
+	some pattern in object.get(rule, "units", [])
+	some name in lib.active_matching(pattern)
+	u := input.units[name]
 	f := lib.finding(rule, name, message(rule, name, u), u.chain)
 }
 
