@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,7 +120,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	assert.Equal(t, 70071, doc.Live.Memcg.Zombies)
 }
 
-func sarifSchema(t *testing.T) *jsonschema.Schema {
+func sarifSchema(t testing.TB) *jsonschema.Schema {
 	t.Helper()
 	f, err := os.Open("testdata/sarif-schema-2.1.0.json")
 	require.NoError(t, err)
@@ -134,7 +135,7 @@ func sarifSchema(t *testing.T) *jsonschema.Schema {
 	return s
 }
 
-func validate(t *testing.T, s *jsonschema.Schema, b []byte) error {
+func validate(t testing.TB, s *jsonschema.Schema, b []byte) error {
 	t.Helper()
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 	require.NoError(t, err)
@@ -352,4 +353,46 @@ func TestHTMLSelfContained(t *testing.T) {
 	assert.Equal(t, 8, strings.Count(out, "<title>cpu"), "one bar per core")
 	assert.Contains(t, out, ">70071<", "the zombie memcg figure")
 	assert.Contains(t, out, "<strong>cpu5</strong> 97% system (serves eth0)")
+}
+
+// FuzzWriters feeds any amilint/v1 document that decodes through every
+// writer and the aggregator: hostile report content must render, never
+// panic, and SARIF must stay valid against the official schema.
+func FuzzWriters(f *testing.F) {
+	for _, name := range []string{"report.json", "report-live.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "golden", name))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"schema":"amilint/v1","target":{"name":"\u0000<x>"},"findings":[{"rule_id":"]]>","severity":"critical","unit":"a\\b c.service","message":"\u001b[31m","chain":[{"from":"","to":""}],"remediation":{"action":"mask"},"waived":true,"evidence":{"fragment":"/../.."}}]}`))
+	schema := sarifSchema(f)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := finding.Decode(b)
+		if err != nil {
+			return
+		}
+		for _, format := range Formats {
+			w, err := Get(format, WithLive(sampleLive()))
+			require.NoError(t, err)
+			var out bytes.Buffer
+			require.NoError(t, w.Write(&out, r), format)
+			switch format {
+			case "sarif":
+				assert.NoError(t, validate(t, schema, out.Bytes()))
+			case "junit":
+				var doc JUnitSuites
+				assert.NoError(t, xml.Unmarshal(out.Bytes(), &doc))
+			case "json":
+				_, err := finding.Decode(out.Bytes())
+				assert.NoError(t, err)
+			}
+		}
+		a := NewAggregator(finding.High)
+		a.Add("fuzz", r)
+		for _, format := range RolloutFormats {
+			w, err := GetRollout(format)
+			require.NoError(t, err)
+			require.NoError(t, w.Write(io.Discard, a.Rollout()))
+		}
+	})
 }
