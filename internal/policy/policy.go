@@ -288,8 +288,9 @@ func mergeInto(dst, src map[string]any) error {
 	return nil
 }
 
-// Evaluate evaluates the entry point over input (the facts document) and
-// returns the findings, sorted by rule id, unit and message.
+// Evaluate evaluates the entry point over input (the facts document, any
+// value with its JSON form, or that form as json.RawMessage) and returns
+// the findings, sorted by rule id, unit and message.
 func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, error) {
 	v, err := inputValue(input)
 	if err != nil {
@@ -306,14 +307,20 @@ func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, er
 }
 
 // inputValue converts input to a Rego value through its JSON form, which
-// is several times cheaper than OPA's generic round trip.
+// is several times cheaper than OPA's generic round trip. An ast.Value is
+// used as is; json.RawMessage is taken as the JSON form already.
 func inputValue(input any) (ast.Value, error) {
-	if v, ok := input.(ast.Value); ok {
-		return v, nil
-	}
-	b, err := json.Marshal(input)
-	if err != nil {
-		return nil, fmt.Errorf("evaluate policies: encode input: %w", err)
+	var b []byte
+	switch in := input.(type) {
+	case ast.Value:
+		return in, nil
+	case json.RawMessage:
+		b = in
+	default:
+		var err error
+		if b, err = json.Marshal(input); err != nil {
+			return nil, fmt.Errorf("evaluate policies: encode input: %w", err)
+		}
 	}
 	v, err := ast.ValueFromReader(bytes.NewReader(b))
 	if err != nil {
