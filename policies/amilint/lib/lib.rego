@@ -143,6 +143,34 @@ describe_leaf(cond) := sprintf("%s sets a non-empty %s", [file_of(cond.config_ke
 } else := "its condition holds"
 
 # METADATA
+# title: Why a condition does not hold
+# description: The state of the image that fails a condition, in words.
+why_not(cond) := "none of them holds" if {
+	cond.any
+} else := "not all of them hold" if {
+	cond.all
+} else := why_not_leaf(cond)
+
+why_not_leaf(cond) := sprintf("%s does not exist", [p]) if {
+	p := leaf_path(cond)
+	not config(p).exists
+} else := sprintf("%s does not set %s", [file_of(cond.config_key), cond.config_key.key]) if {
+	not config(file_of(cond.config_key)).keys[cond.config_key.key]
+} else := sprintf("%s sets %s empty", [file_of(cond.config_key), cond.config_key.key]) if {
+	cond.config_key
+} else := sprintf("%s is empty", [cond.config_valid]) if {
+	empty_dir(config(cond.config_valid))
+} else := sprintf("%s is not valid: %s", [cond.config_valid, object.get(config(cond.config_valid), "error", "")]) if {
+	cond.config_valid
+} else := "it does not hold"
+
+leaf_path(cond) := file_of(cond.config_key) if {
+	cond.config_key
+} else := cond.file_exists if {
+	cond.file_exists
+} else := cond.config_valid
+
+# METADATA
 # title: Chain in words
 # description: The chain as "default.target → multi-user.target → ecs.service", empty without one.
 chain_text(chain) := concat(" → ", array.concat([chain[0].from], [e.to | some e in chain])) if count(chain) > 0

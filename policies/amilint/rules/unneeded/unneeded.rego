@@ -29,7 +29,7 @@ findings contains f if {
 
 needed(rule) if lib.needed(rule.needed_when)
 
-message(rule, name, u) := sprintf("%s starts at boot%s but is only needed when %s, and it does not: %s", [name, via(u), lib.describe(rule.needed_when), object.get(rule, "title", rule.id)]) if {
+message(rule, name, u) := sprintf("%s starts at boot%s, but it is only needed when %s: %s", [name, via(u), lib.describe(rule.needed_when), lib.why_not(rule.needed_when)]) if {
 	rule.needed_when
 } else := sprintf("%s starts at boot%s: %s", [name, via(u), object.get(rule, "title", rule.id)])
 

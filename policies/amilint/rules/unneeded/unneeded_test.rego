@@ -48,13 +48,13 @@ test_ecs_without_cluster_is_high if {
 	f.severity == "high"
 	f.unit == "ecs.service"
 	f.chain == chain
-	contains(f.message, "ECS_CLUSTER")
-	contains(f.message, "default.target → multi-user.target → ecs.service")
+	f.message == "ecs.service starts at boot (default.target → multi-user.target → ecs.service), but it is only needed when /etc/ecs/ecs.config sets a non-empty ECS_CLUSTER: /etc/ecs/ecs.config does not set ECS_CLUSTER"
 	f.remediation.commands == ["systemctl disable ecs.service"]
 }
 
 test_ecs_with_empty_cluster_is_reported if {
-	count(unneeded.findings) == 1 with input as ecs_input({"ECS_CLUSTER": "  "}) with data.rules as rules
+	some f in unneeded.findings with input as ecs_input({"ECS_CLUSTER": "  "}) with data.rules as rules
+	endswith(f.message, ": /etc/ecs/ecs.config sets ECS_CLUSTER empty")
 }
 
 test_ecs_with_cluster_is_not_reported if {
@@ -62,7 +62,8 @@ test_ecs_with_cluster_is_not_reported if {
 }
 
 test_ecs_without_config_file_is_reported if {
-	count(unneeded.findings) == 1 with input as {"units": {"ecs.service": unit("ecs.service", true)}} with data.rules as rules
+	some f in unneeded.findings with input as {"units": {"ecs.service": unit("ecs.service", true)}} with data.rules as rules
+	endswith(f.message, ": /etc/ecs/ecs.config does not exist")
 }
 
 test_ecs_not_at_boot_is_not_reported if {
@@ -105,9 +106,29 @@ test_any_condition if {
 	}}
 	base := {"units": {"amazon-ssm-agent.service": unit("amazon-ssm-agent.service", true)}}
 	some f in unneeded.findings with input as base with data.rules as r
-	contains(f.message, "/etc/amazon/ssm/amazon-ssm-agent.json exists and is valid or /var/lib/amazon/ssm/registration exists")
+	contains(f.message, "/etc/amazon/ssm/amazon-ssm-agent.json exists and is valid or /var/lib/amazon/ssm/registration exists: none of them holds")
 	bad_json := object.union(base, {"config_files": {"/etc/amazon/ssm/amazon-ssm-agent.json": {"exists": true, "parse_ok": false}}})
 	count(unneeded.findings) == 1 with input as bad_json with data.rules as r
 	registered := object.union(base, {"config_files": {"/var/lib/amazon/ssm/registration": {"exists": true}}})
 	count(unneeded.findings) == 0 with input as registered with data.rules as r
+}
+
+test_invalid_json_config_says_why if {
+	r := {"cw": {"units": ["cw.service"], "needed_when": {"config_valid": "/etc/cw.json"}}}
+	inp := {
+		"units": {"cw.service": unit("cw.service", true)},
+		"config_files": {"/etc/cw.json": {"exists": true, "parse_ok": false, "error": "not valid JSON"}},
+	}
+	some f in unneeded.findings with input as inp with data.rules as r
+	endswith(f.message, ": /etc/cw.json is not valid: not valid JSON")
+}
+
+test_empty_config_dir_says_why if {
+	r := {"cw": {"units": ["cw.service"], "needed_when": {"config_valid": "/etc/cw.d"}}}
+	inp := {
+		"units": {"cw.service": unit("cw.service", true)},
+		"config_files": {"/etc/cw.d": {"exists": true, "parse_ok": true, "format": "dir", "entries": []}},
+	}
+	some f in unneeded.findings with input as inp with data.rules as r
+	endswith(f.message, ": /etc/cw.d is empty")
 }
