@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/amilint/amilint/internal/policy"
+	"github.com/amilint/amilint/rules"
 )
 
 // policyFileList is a repeatable string flag.
@@ -20,8 +21,9 @@ func runPolicy(e *env, args []string) int {
 		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE]... [-v] DIR..."))
 	}
 	fs := newFlags(e, "policy test")
-	var data policyFileList
+	var data, ruleDirs policyFileList
 	fs.Var(&data, "data", "JSON or YAML `FILE` merged under data.user (repeatable)")
+	fs.Var(&ruleDirs, "rules", "rules `DIR` merged over the embedded catalog in data.rules (repeatable)")
 	profile := fs.String("profile", "", "profile `NAME` the tests see as data.params.profile")
 	verbose := fs.Bool("v", false, "print every test, not only failures")
 	dirs, err := parse(fs, args[1:])
@@ -39,7 +41,12 @@ func runPolicy(e *env, args []string) int {
 		}
 		mods = append(mods, m...)
 	}
-	res, err := policy.RunTests(e.ctx, mods, policy.Config{DataFiles: data, Profile: *profile})
+	cfg, err := catalogConfig(ruleDirs)
+	if err != nil {
+		return fail(e, "policy test", err)
+	}
+	cfg.DataFiles, cfg.Profile = data, *profile
+	res, err := policy.RunTests(e.ctx, mods, cfg)
 	if err != nil {
 		return fail(e, "policy test", err)
 	}
@@ -74,4 +81,26 @@ func runPolicy(e *env, args []string) int {
 		return ExitFindings
 	}
 	return ExitOK
+}
+
+// catalogConfig puts the rule catalog and profiles (embedded, plus dirs)
+// where policies see them, so user tests can use data.rules.
+func catalogConfig(dirs []string) (policy.Config, error) {
+	rs, err := rules.LoadAll(dirs...)
+	if err != nil {
+		return policy.Config{}, err
+	}
+	rd, err := rules.Data(rs)
+	if err != nil {
+		return policy.Config{}, err
+	}
+	ps, err := rules.LoadAllProfiles(dirs...)
+	if err != nil {
+		return policy.Config{}, err
+	}
+	pd, err := rules.ProfilesData(ps)
+	if err != nil {
+		return policy.Config{}, err
+	}
+	return policy.Config{Rules: rd, Profiles: pd}, nil
 }

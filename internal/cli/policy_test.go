@@ -40,6 +40,25 @@ test_not_at_boot if {
 }
 `
 
+// catalogTest checks the shipped ECS rule through data.rules and the
+// shipped policies with the embedded catalog.
+const catalogTest = `package c_test
+
+import data.amilint
+
+test_catalog_is_data if {
+	data.rules["ecs-agent-unconfigured"].severity == "high"
+	data.params.profile == "k8s-gpu-node"
+	"kubelet.service" in data.profiles["k8s-gpu-node"].allow
+}
+
+test_ecs_through_the_entry_point if {
+	inp := {"units": {"ecs.service": {"unit_type": "service", "active_at_boot": true, "chain": [], "restart": "no"}}}
+	some f in amilint.findings with input as inp
+	f.rule_id == "ecs-agent-unconfigured"
+}
+`
+
 func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -71,6 +90,8 @@ func TestPolicyTest(t *testing.T) {
 			nil, ExitError, nil, "parse"},
 		{"rego v0 syntax is refused", map[string]string{"x.rego": "package x\n\nallow { true }\n"},
 			nil, ExitError, nil, "parse"},
+		{"catalog as data", map[string]string{"c_test.rego": catalogTest},
+			[]string{"--profile", "k8s-gpu-node"}, ExitOK, []string{"2 passed, 0 failed, 0 errors"}, ""},
 		{"no tests", map[string]string{"x.rego": "package x\n\nallow := true\n"},
 			nil, ExitError, nil, "no tests found"},
 		{"no policies", map[string]string{"README": "nothing"},
