@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -87,9 +88,10 @@ func runUnits(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "units", fmt.Errorf("read presets of %s: %w", pos[0], err))
 	}
+	w := bufio.NewWriter(e.stdout)
 	switch *out {
 	case "tsv":
-		err = writeUnitsTSV(e.stdout, units)
+		err = writeUnitsTSV(w, units)
 	case "json":
 		doc := unitsDoc{Schema: unitsSchema, Target: im.Name, FirstBoot: install.FirstBoot(im.FS), Units: []unitJSON{}}
 		for _, u := range units {
@@ -101,11 +103,14 @@ func runUnits(e *env, args []string) int {
 			doc.Units = append(doc.Units, j)
 		}
 		withBoot(&doc)
-		enc := json.NewEncoder(e.stdout)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(doc)
 	default:
-		err = writeUnitsText(e.stdout, units, presets)
+		err = writeUnitsText(w, units, presets)
+	}
+	if err == nil {
+		err = w.Flush()
 	}
 	if err != nil {
 		return fail(e, "units", fmt.Errorf("write output: %w", err))

@@ -114,7 +114,7 @@ func TestUnitsBadInput(t *testing.T) {
 		want string
 	}{
 		{"missing target", []string{"units", filepath.Join(t.TempDir(), "nope")}, "no such file"},
-		{"not a directory", []string{"units", file}, "unsupported target"},
+		{"not a directory", []string{"units", file}, file},
 		{"no target", []string{"units"}, "missing TARGET"},
 		{"two targets", []string{"units", "a", "b"}, "one TARGET"},
 		{"bad flag", []string{"units", "--bogus", t.TempDir()}, "bogus"},

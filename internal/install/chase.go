@@ -56,6 +56,17 @@ func dirName(p string) string {
 // pathStartsWith ports path_startswith: whether p equals prefix or lies
 // below it, component-wise; it returns the rest.
 func pathStartsWith(p, prefix string) (string, bool) {
+	if isClean(p) && isClean(prefix) {
+		switch {
+		case p == prefix:
+			return "", true
+		case prefix == "/" && strings.HasPrefix(p, "/"):
+			return p[1:], true
+		case strings.HasPrefix(p, prefix) && p[len(prefix)] == '/':
+			return p[len(prefix)+1:], true
+		}
+		return "", false
+	}
 	pc := splitComponents(p)
 	qc := splitComponents(prefix)
 	if len(qc) > len(pc) {
@@ -67,6 +78,19 @@ func pathStartsWith(p, prefix string) (string, bool) {
 		}
 	}
 	return strings.Join(pc[len(qc):], "/"), true
+}
+
+// isClean reports whether p is absolute and normalized: no empty, "." or
+// ".." components and no trailing slash.
+func isClean(p string) bool {
+	if p == "/" {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+		return false
+	}
+	return !strings.Contains(p, "//") && !strings.Contains(p, "/./") && !strings.Contains(p, "/../") &&
+		!strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
 }
 
 func splitComponents(p string) []string {

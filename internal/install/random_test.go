@@ -15,7 +15,7 @@ func randomTreeCount() int {
 	if n, err := strconv.Atoi(os.Getenv("AMILINT_RANDOM_TREES")); err == nil && n > 0 {
 		return n
 	}
-	return 300
+	return 200
 }
 
 // treeGen builds one random unit tree from a seed.
