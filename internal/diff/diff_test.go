@@ -162,3 +162,16 @@ func TestJSONShape(t *testing.T) {
 		assert.Equal(t, []any{}, m[k], k)
 	}
 }
+
+func TestTextAndMarkdownNeutraliseEscapes(t *testing.T) {
+	evil := Image{Name: "new\x1b]0;x\x07", Units: []Unit{{Name: "a\x1b[2J.service", State: "enabled", StartsAtBoot: true, ExecStart: "/bin/\x1b[8m"}},
+		Report: finding.NewReport(finding.Target{Name: "n"}, []finding.Finding{{RuleID: "r\x1b", Severity: finding.High, Unit: "u\x1b", Message: "m\x1b[0m"}})}
+	for _, f := range []string{"text", "markdown"} {
+		w, err := Get(f, finding.High)
+		require.NoError(t, err)
+		var b bytes.Buffer
+		require.NoError(t, w.Write(&b, Compare(Image{Name: "old"}, evil)))
+		assert.NotContains(t, b.String(), "\x1b", f)
+		assert.NotContains(t, b.String(), "\x07", f)
+	}
+}

@@ -60,7 +60,8 @@ type textWriter struct{ failOn finding.Severity }
 
 func (t textWriter) Write(w io.Writer, d *Diff) error {
 	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "amilint diff %s → %s\n", d.Old, d.New)
+	safe := report.Printable
+	fmt.Fprintf(bw, "amilint diff %s → %s\n", safe(d.Old), safe(d.New))
 	if d.Empty() {
 		fmt.Fprintln(bw, "\nno differences")
 	}
@@ -73,16 +74,16 @@ func (t textWriter) Write(w io.Writer, d *Diff) error {
 		}
 		fmt.Fprintf(bw, "\n%s (%d)\n", l.title, len(l.fs))
 		for _, f := range l.fs {
-			fmt.Fprintf(bw, "  %-8s %s", f.Severity, f.RuleID)
+			fmt.Fprintf(bw, "  %-8s %s", f.Severity, safe(f.RuleID))
 			if f.Unit != "" {
-				fmt.Fprintf(bw, "  %s", f.Unit)
+				fmt.Fprintf(bw, "  %s", safe(f.Unit))
 			}
 			if f.Waived {
 				fmt.Fprint(bw, "  [waived]")
 			}
-			fmt.Fprintf(bw, "\n           %s\n", strings.Join(strings.Fields(f.Message), " "))
+			fmt.Fprintf(bw, "\n           %s\n", safe(strings.Join(strings.Fields(f.Message), " ")))
 			if c := report.Chain(f.Chain); c != "" {
-				fmt.Fprintf(bw, "           starts at boot: %s\n", c)
+				fmt.Fprintf(bw, "           starts at boot: %s\n", safe(c))
 			}
 		}
 	}
@@ -92,7 +93,7 @@ func (t textWriter) Write(w io.Writer, d *Diff) error {
 		}
 		fmt.Fprintf(bw, "\n%s (%d)\n", s.Title, len(s.Changes))
 		for _, c := range s.Changes {
-			fmt.Fprintf(bw, "  %-40s %s\n", c.Unit, s.Detail(c))
+			fmt.Fprintf(bw, "  %-40s %s\n", safe(c.Unit), safe(s.Detail(c)))
 		}
 	}
 	fmt.Fprintf(bw, "\n%s\n", verdict(d, t.failOn))
@@ -121,7 +122,7 @@ func (m markdownWriter) Write(w io.Writer, d *Diff) error {
 			if f.Waived {
 				sev += " (waived)"
 			}
-			fmt.Fprintf(bw, "| %s | `%s` | `%s` | %s |\n", sev, f.RuleID, f.Unit, esc(f.Message))
+			fmt.Fprintf(bw, "| %s | %s | %s | %s |\n", sev, report.Code(f.RuleID), report.Code(f.Unit), esc(f.Message))
 		}
 	}
 	for _, s := range d.sections() {
@@ -130,7 +131,7 @@ func (m markdownWriter) Write(w io.Writer, d *Diff) error {
 		}
 		fmt.Fprintf(bw, "\n### %s (%d)\n\n| unit | change |\n|---|---|\n", s.Title, len(s.Changes))
 		for _, c := range s.Changes {
-			fmt.Fprintf(bw, "| `%s` | %s |\n", c.Unit, esc(s.Detail(c)))
+			fmt.Fprintf(bw, "| %s | %s |\n", report.Code(c.Unit), esc(s.Detail(c)))
 		}
 	}
 	return bw.Flush()

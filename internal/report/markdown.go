@@ -41,9 +41,9 @@ func (m *markdownWriter) Write(w io.Writer, r *finding.Report) error {
 		label := severityLabel(g)
 		fmt.Fprintf(bw, "\n### %s %s (%d)\n", severityIcon[label], label, len(g.Findings))
 		for _, f := range g.Findings {
-			head := "`" + f.RuleID + "`"
+			head := Code(f.RuleID)
 			if f.Unit != "" {
-				head += " · `" + f.Unit + "`"
+				head += " · " + Code(f.Unit)
 			}
 			if g.Waived {
 				head += " · " + f.Severity.String()
@@ -54,9 +54,13 @@ func (m *markdownWriter) Write(w io.Writer, r *finding.Report) error {
 			}
 			fmt.Fprintf(bw, "\n  %s\n", MarkdownEscape(oneLine(f.Message)))
 			if units := ChainUnits(f.Chain); len(units) > 0 {
-				fmt.Fprintf(bw, "  - starts at boot: `%s`", strings.Join(units, " → "))
-				if src := ChainSources(f.Chain); len(src) > 0 {
-					fmt.Fprintf(bw, " via `%s`", strings.Join(src, "`, `"))
+				fmt.Fprintf(bw, "  - starts at boot: %s", Code(strings.Join(units, " → ")))
+				for i, src := range ChainSources(f.Chain) {
+					sep := ", "
+					if i == 0 {
+						sep = " via "
+					}
+					fmt.Fprintf(bw, "%s%s", sep, Code(src))
 				}
 				fmt.Fprintln(bw)
 			}
@@ -70,7 +74,7 @@ func (m *markdownWriter) Write(w io.Writer, r *finding.Report) error {
 			if cmds := FixCommands(f); len(cmds) > 0 {
 				fmt.Fprintf(bw, "  - fix:\n    ```sh\n")
 				for _, c := range cmds {
-					fmt.Fprintf(bw, "    %s\n", c)
+					fmt.Fprintf(bw, "    %s\n", strings.ReplaceAll(oneLine(c), "```", "'''"))
 				}
 				fmt.Fprintf(bw, "    ```\n")
 			}
@@ -91,6 +95,12 @@ func (m *markdownWriter) Write(w io.Writer, r *finding.Report) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// Code makes s an inline code span: one line, printable, with backticks
+// (which would end the span) replaced.
+func Code(s string) string {
+	return "`" + strings.ReplaceAll(oneLine(s), "`", "'") + "`"
 }
 
 // MarkdownEscape escapes the characters that would change Markdown or

@@ -320,6 +320,22 @@ func TestJUnitParsesBack(t *testing.T) {
 	}
 }
 
+func TestTextNeutralisesEscapes(t *testing.T) {
+	r := finding.NewReport(finding.Target{Name: "t\x1b]0;owned\x07"}, []finding.Finding{{
+		RuleID: "r\x1b[2J", Severity: finding.High, Unit: "x\x1b[31m.service", Title: "\x9b1m \u009b2m", Message: "m\x1b[0m",
+		Chain:       []finding.Edge{{From: "default.target", To: "x\x1b.service", Source: "/etc/\x1b[8m"}},
+		Remediation: finding.Remediation{Action: "disable", Commands: []string{"rm -rf /\x1b[8m"}},
+		Waived:      true, Waiver: &finding.Waiver{Reason: "\x1bP", Expires: "\x1b\\"},
+	}})
+	for _, format := range []string{"text", "markdown"} {
+		out := string(render(t, format, r))
+		assert.NotContains(t, out, "\x1b", format)
+		assert.NotContains(t, out, "\x9b", format)
+		assert.NotContains(t, out, "\u009b", format)
+		assert.NotContains(t, out, "\x07", format)
+	}
+}
+
 func TestJUnitHostileText(t *testing.T) {
 	r := finding.NewReport(finding.Target{Name: "t\x00"}, []finding.Finding{{
 		RuleID: "r", Severity: finding.High, Unit: "x\x01.service", Message: "a\x00b ]]> <x/> \x1b[31m",

@@ -57,6 +57,7 @@ func (t *textWriter) Write(w io.Writer, r *finding.Report) error {
 	if r.Target.OS != "" {
 		target += " — " + r.Target.OS
 	}
+	target = Printable(target)
 	fmt.Fprintf(bw, "%s %s\n", paint(ansiBold, "amilint report for"), target)
 	for _, g := range groups(sortedFindings(r)) {
 		label := strings.ToUpper(severityLabel(g))
@@ -70,21 +71,22 @@ func (t *textWriter) Write(w io.Writer, r *finding.Report) error {
 			if f.Unit != "" {
 				head += "  " + f.Unit
 			}
+			head = Printable(head)
 			if g.Waived {
 				head += "  [" + f.Severity.String() + ", waived]"
 			}
 			fmt.Fprintf(bw, "  %s\n", paint(ansiBold, head))
 			if f.Title != "" {
-				fmt.Fprintf(bw, "    %s\n", f.Title)
+				fmt.Fprintf(bw, "    %s\n", oneLine(f.Title))
 			}
 			fmt.Fprintf(bw, "    %s\n", oneLine(f.Message))
 			if c := Chain(f.Chain); c != "" {
-				fmt.Fprintf(bw, "    starts at boot: %s\n", c)
+				fmt.Fprintf(bw, "    starts at boot: %s\n", Printable(c))
 			}
 			if f.Waived && f.Waiver != nil {
 				wv := "    waived: " + oneLine(f.Waiver.Reason)
 				if f.Waiver.Expires != "" {
-					wv += " (expires " + f.Waiver.Expires + ")"
+					wv += " (expires " + oneLine(f.Waiver.Expires) + ")"
 				}
 				fmt.Fprintln(bw, wv)
 			}
@@ -92,7 +94,7 @@ func (t *textWriter) Write(w io.Writer, r *finding.Report) error {
 			if len(cmds) > 0 {
 				fmt.Fprintln(bw, "    fix:")
 				for _, c := range cmds {
-					fmt.Fprintf(bw, "      %s\n", paint(ansiBold, c))
+					fmt.Fprintf(bw, "      %s\n", paint(ansiBold, Printable(c)))
 				}
 			}
 			if f.Remediation.Text != "" {
@@ -113,14 +115,14 @@ func writeLiveText(w io.Writer, l *Live) {
 		fmt.Fprintf(w, "  memory cgroups: %d tracked by the kernel, %d present, %d zombies",
 			l.Memcg.Tracked, l.Memcg.Present, l.Memcg.Zombies)
 		if l.Memcg.Leaking != "" {
-			fmt.Fprintf(w, " (leaking: %s)", l.Memcg.Leaking)
+			fmt.Fprintf(w, " (leaking: %s)", oneLine(l.Memcg.Leaking))
 		}
 		fmt.Fprintln(w)
 	}
 	for _, c := range hotCores(l.Cores, 0.5) {
 		fmt.Fprintf(w, "  cpu%d: %.0f%% busy, %.0f%% system", c.CPU, 100*c.Busy(), 100*c.System)
 		if len(c.NICs) > 0 {
-			fmt.Fprintf(w, ", serves %s", strings.Join(c.NICs, ", "))
+			fmt.Fprintf(w, ", serves %s", oneLine(strings.Join(c.NICs, ", ")))
 		}
 		fmt.Fprintln(w)
 	}
@@ -138,7 +140,26 @@ func hotCores(cs []Core, min float64) []Core {
 	return out
 }
 
-// oneLine folds a message's line breaks so one finding stays one block.
+// oneLine folds a message's line breaks so one finding stays one block,
+// and replaces control characters (a hostile image's escape sequences
+// must not reach a terminal) with U+FFFD.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return Printable(strings.Join(strings.Fields(s), " "))
 }
+
+// Printable replaces C0 and C1 control characters, DEL and invalid UTF-8
+// with U+FFFD.
+func Printable(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }
