@@ -121,6 +121,8 @@ func fail(e *env, cmd string, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK
 	}
-	fmt.Fprintf(e.stderr, "amilint %s: %s\n", cmd, strings.TrimSpace(err.Error()))
+	// One line: multi-line errors (OPA lists every parse error) are joined.
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ; ")), " ")
+	fmt.Fprintf(e.stderr, "amilint %s: %s\n", cmd, msg)
 	return ExitError
 }

@@ -75,11 +75,12 @@ func ruleMeta(aud *audit.Auditor) map[string]report.RuleMeta {
 }
 
 // openTarget opens the one positional TARGET, or the embedded default.
-func openTarget(e *env, cmd string, pos []string, partition int) (*target.Image, error) {
+func openTarget(e *env, pos []string, partition int) (*target.Image, error) {
+	// Without a TARGET, the embedded DLAMI-like image is audited; reports
+	// name it as their target.
 	spec := target.DefaultTarget
 	switch len(pos) {
 	case 0:
-		fmt.Fprintf(e.stderr, "amilint %s: no TARGET given: auditing the embedded DLAMI-like image (%s)\n", cmd, spec)
 	case 1:
 		spec = pos[0]
 	default:
@@ -130,7 +131,7 @@ func runScan(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "scan", err)
 	}
-	im, err := openTarget(e, "scan", pos, af.partition)
+	im, err := openTarget(e, pos, af.partition)
 	if err != nil {
 		return fail(e, "scan", err)
 	}
@@ -170,7 +171,7 @@ func runFacts(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "facts", err)
 	}
-	im, err := openTarget(e, "facts", pos, af.partition)
+	im, err := openTarget(e, pos, af.partition)
 	if err != nil {
 		return fail(e, "facts", err)
 	}

@@ -61,6 +61,9 @@ type Options struct {
 	// Backing is the path of a qcow2 image's backing file; without it an
 	// image with one is refused.
 	Backing string
+	// Progress, when set, is told how many bytes of a remote snapshot were
+	// fetched out of how many it holds.
+	Progress func(fetched, total int64)
 }
 
 // Open opens spec.
@@ -69,6 +72,9 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 		return nil, fmt.Errorf("open target: %w", errors.New("empty target"))
 	}
 	if im, ok, err := openFixture(spec); ok {
+		return im, err
+	}
+	if im, ok, err := openAWS(ctx, spec, opt); ok {
 		return im, err
 	}
 	fi, err := os.Stat(spec)

@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/internal/ebs/ebstest"
+	"github.com/amilint/amilint/internal/finding"
+)
+
+func materialize(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	require.NoError(t, fixtures.Materialize(name, dir))
+	return dir
+}
+
+func scanJSON(t *testing.T, args ...string) (int, *finding.Report, string) {
+	t.Helper()
+	code, out, stderr := runCLI(t, append([]string{"scan", "-o", "json"}, args...)...)
+	if code == ExitError {
+		return code, nil, stderr
+	}
+	rep, err := finding.Decode([]byte(out))
+	require.NoError(t, err, "stdout is an amilint/v1 report:\n%s\nstderr: %s", out, stderr)
+	return code, rep, stderr
+}
+
+func findingOf(rep *finding.Report, rule, unit string) *finding.Finding {
+	for i, f := range rep.Findings {
+		if f.RuleID == rule && f.Unit == unit {
+			return &rep.Findings[i]
+		}
+	}
+	return nil
+}
+
+func TestScanDefaultIsTheDLAMIFixture(t *testing.T) {
+	code, rep, _ := scanJSON(t)
+	assert.Equal(t, ExitFindings, code)
+	assert.Equal(t, "fixture:dlami", rep.Target.Name)
+	ecs := findingOf(rep, "ecs-agent-unconfigured", "ecs.service")
+	require.NotNil(t, ecs, "the incident unit is found")
+	assert.Equal(t, finding.High, ecs.Severity)
+	assert.Equal(t, "disable", ecs.Remediation.Action)
+	// The chain names how it starts: through the .wants link.
+	last := ecs.Chain[len(ecs.Chain)-1]
+	assert.Equal(t, "ecs.service", last.To)
+	assert.Equal(t, "multi-user.target", last.From)
+	assert.Equal(t, "/etc/systemd/system/multi-user.target.wants/ecs.service", last.Source)
+	assert.Equal(t, "default.target", ecs.Chain[0].From)
+	assert.NotNil(t, findingOf(rep, "crash-loop-restart", "ecs.service"), "the crash-loop pattern of the incident")
+}
+
+func TestScanDirectoryTargets(t *testing.T) {
+	t.Run("dlami directory", func(t *testing.T) {
+		code, rep, _ := scanJSON(t, materialize(t, "dlami"))
+		assert.Equal(t, ExitFindings, code)
+		assert.NotNil(t, findingOf(rep, "ecs-agent-unconfigured", "ecs.service"))
+	})
+	t.Run("ECS_CLUSTER set: the high finding is gone", func(t *testing.T) {
+		_, rep, _ := scanJSON(t, materialize(t, "dlami-ecs-configured"))
+		assert.Nil(t, findingOf(rep, "ecs-agent-unconfigured", "ecs.service"))
+	})
+	t.Run("hardened exits 0", func(t *testing.T) {
+		code, rep, _ := scanJSON(t, materialize(t, "hardened"))
+		assert.Equal(t, ExitOK, code, "%+v", rep.Findings)
+	})
+	t.Run("fail-on low fails the hardened image only if it has low findings", func(t *testing.T) {
+		code, rep, _ := scanJSON(t, "fixture:hardened", "--fail-on", "low")
+		want := ExitOK
+		if rep.Summary.Highest != "" {
+			want = ExitFindings
+		}
+		assert.Equal(t, want, code)
+	})
+}
+
+func TestScanUserPolicyDataAndWaivers(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "policy")
+	require.NoError(t, os.MkdirAll(pol, 0o755))
+	// A user policy: every unit named in data.user.forbidden that starts at
+	// boot is a critical finding.
+	require.NoError(t, os.WriteFile(filepath.Join(pol, "forbidden.rego"), []byte(`package amilint.rules.user_forbidden
+
+import rego.v1
+
+findings contains f if {
+	some name in data.user.forbidden
+	u := input.units[name]
+	u.starts_at_boot
+	f := {
+		"rule_id": "user-forbidden",
+		"severity": "critical",
+		"unit": name,
+		"message": sprintf("%s is forbidden on this fleet", [name]),
+		"chain": u.chain,
+		"remediation": {"action": "mask", "units": [name]},
+	}
+}
+`), 0o644))
+	data := filepath.Join(dir, "data.yaml")
+	require.NoError(t, os.WriteFile(data, []byte("forbidden:\n  - cron.service\n"), 0o644))
+	waivers := filepath.Join(dir, "waivers.yaml")
+	require.NoError(t, os.WriteFile(waivers, []byte(`waivers:
+  - rule_id: ecs-agent-unconfigured
+    unit: ecs.service
+    target: "fixture:*"
+    reason: ECS cluster joins at first boot via user data (TICKET-1)
+    expires: "2999-01-01"
+  - rule_id: motd-news
+    target: "*"
+    reason: old exception
+    expires: "2020-01-01"
+`), 0o644))
+
+	code, rep, stderr := scanJSON(t, "fixture:dlami", "--policy", pol, "--data", data, "--waivers", waivers)
+	require.NotEqual(t, ExitError, code, stderr)
+	cron := findingOf(rep, "user-forbidden", "cron.service")
+	require.NotNil(t, cron, "the user policy ran with the user data")
+	assert.Equal(t, finding.Critical, cron.Severity)
+	ecs := findingOf(rep, "ecs-agent-unconfigured", "ecs.service")
+	require.NotNil(t, ecs, "waived findings are shown, not dropped")
+	assert.True(t, ecs.Waived)
+	require.NotNil(t, ecs.Waiver)
+	assert.Contains(t, ecs.Waiver.Reason, "TICKET-1")
+	var expired bool
+	for _, f := range rep.Findings {
+		expired = expired || f.RuleID == "waiver-expired"
+	}
+	assert.True(t, expired, "an expired waiver is itself a finding")
+	assert.Equal(t, ExitFindings, code, "the critical user finding fails the scan")
+}
+
+func TestScanErrorsExit2(t *testing.T) {
+	corrupt := filepath.Join(t.TempDir(), "disk.img")
+	require.NoError(t, os.WriteFile(corrupt, []byte("QFI\xfb garbage that claims to be a qcow2 image"), 0o644))
+	badPolicy := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(badPolicy, "x.rego"), []byte("package x\nthis is not rego"), 0o644))
+	for name, args := range map[string][]string{
+		"missing target":   {"scan", "/nonexistent/root"},
+		"corrupt image":    {"scan", corrupt},
+		"bad flag":         {"scan", "--no-such-flag"},
+		"bad fail-on":      {"scan", "--fail-on", "severe"},
+		"bad format":       {"scan", "-o", "pdf"},
+		"bad policy":       {"scan", "--policy", badPolicy},
+		"unknown profile":  {"scan", "--profile", "no-such-profile"},
+		"missing waivers":  {"scan", "--waivers", "/nonexistent/waivers.yaml"},
+		"two targets":      {"scan", "a", "b"},
+		"diff one target":  {"diff", "fixture:dlami"},
+		"facts bad target": {"facts", "/nonexistent"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, args...)
+			assert.Equal(t, ExitError, code)
+			assert.Empty(t, out)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line naming the problem: %q", stderr)
+		})
+	}
+}
+
+func TestFactsIsThePolicyInput(t *testing.T) {
+	code, out, _ := runCLI(t, "facts", "fixture:dlami")
+	require.Equal(t, ExitOK, code)
+	var doc struct {
+		Schema string `json:"schema"`
+		Units  map[string]struct {
+			State        string `json:"state"`
+			StartsAtBoot bool   `json:"starts_at_boot"`
+			Restart      string `json:"restart"`
+		} `json:"units"`
+		ConfigFiles map[string]any `json:"config_files"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	assert.Equal(t, "amilint-facts/v1", doc.Schema)
+	ecs := doc.Units["ecs.service"]
+	assert.Equal(t, "enabled", ecs.State)
+	assert.True(t, ecs.StartsAtBoot)
+	assert.Equal(t, "on-failure", ecs.Restart)
+	assert.Contains(t, doc.ConfigFiles, "/etc/ecs/ecs.config", "config files the rules name are in the facts")
+}
+
+func TestDiffFixedAgainstOriginal(t *testing.T) {
+	// The hardened fixture is the DLAMI image after the fixes a platform
+	// team makes; DLAMI → hardened resolves findings, hardened → DLAMI adds
+	// them back and fails.
+	code, out, stderr := runCLI(t, "diff", "-o", "json", "fixture:dlami", "fixture:hardened")
+	require.Equal(t, ExitOK, code, stderr)
+	var d struct {
+		Disabled []struct {
+			Unit string `json:"unit"`
+		} `json:"disabled"`
+		Resolved []finding.Finding `json:"findings_resolved"`
+		Added    []finding.Finding `json:"findings_added"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	assert.Empty(t, d.Added)
+	assert.True(t, slices.ContainsFunc(d.Resolved, func(f finding.Finding) bool { return f.Unit == "ecs.service" }))
+
+	code, out, _ = runCLI(t, "diff", "-o", "json", "fixture:hardened", "fixture:dlami")
+	assert.Equal(t, ExitFindings, code, "NEW adds a high finding")
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	assert.True(t, slices.ContainsFunc(d.Added, func(f finding.Finding) bool { return f.Unit == "ecs.service" }))
+}
+
+// TestEBSTarget serves an ext4 image of the DLAMI fixture as an EBS
+// snapshot (and an AMI over it) from a loopback fake that checks SigV4
+// signatures, and audits it through the standard AWS configuration chain.
+func TestEBSTarget(t *testing.T) {
+	mke2fs, err := exec.LookPath("mke2fs")
+	if err != nil {
+		mke2fs = "/usr/sbin/mke2fs"
+	}
+	root := materialize(t, "dlami")
+	img := filepath.Join(t.TempDir(), "root.ext4")
+	out, err := exec.Command(mke2fs, "-q", "-t", "ext4", "-d", root, img, "64M").CombinedOutput()
+	require.NoError(t, err, string(out))
+	data, err := os.ReadFile(img)
+	require.NoError(t, err)
+
+	srv := &ebstest.Server{
+		Snapshots: map[string]ebstest.Snapshot{"snap-0123": {Data: data}},
+		Images:    map[string]ebstest.Image{"ami-0dlami": {RootDevice: "/dev/sda1", SnapshotID: "snap-0123"}},
+	}
+	url := srv.Start()
+	defer srv.Close()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": ebstest.AccessKey, "AWS_SECRET_ACCESS_KEY": ebstest.SecretKey,
+		"AWS_REGION": ebstest.Region, "AWS_ENDPOINT_URL_EBS": url, "AWS_ENDPOINT_URL_EC2": url,
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+		"AWS_PROFILE": "", "AWS_SESSION_TOKEN": "",
+	} {
+		t.Setenv(k, v)
+	}
+	code, want, stderr := runCLI(t, "units", root, "-o", "tsv")
+	require.Equal(t, ExitOK, code, stderr)
+	for _, spec := range []string{"ebs:snap-0123", "ami:ami-0dlami"} {
+		code, got, stderr := runCLI(t, "units", spec, "-o", "tsv")
+		require.Equal(t, ExitOK, code, stderr)
+		assert.Equal(t, want, got, spec)
+	}
+	_, dirRep, _ := scanJSON(t, root)
+	code, ebsRep, stderr := scanJSON(t, "ami:ami-0dlami")
+	require.Equal(t, ExitFindings, code, stderr)
+	assert.Equal(t, len(dirRep.Findings), len(ebsRep.Findings))
+	for i := range dirRep.Findings {
+		assert.Equal(t, dirRep.Findings[i].RuleID+" "+dirRep.Findings[i].Unit, ebsRep.Findings[i].RuleID+" "+ebsRep.Findings[i].Unit)
+	}
+	assert.Equal(t, "ami", ebsRep.Target.Kind)
+	assert.Zero(t, srv.BadSigned)
+	assert.Less(t, srv.Fetched*ebstest.BlockSize, len(data), "reads only the blocks it needs")
+
+	code, _, stderr = runCLI(t, "units", "ebs:snap-missing")
+	assert.Equal(t, ExitError, code)
+	assert.Contains(t, stderr, "snap-missing")
+}
