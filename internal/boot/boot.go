@@ -18,34 +18,56 @@ const DefaultTarget = "default.target"
 var ErrTransaction = errors.New("boot transaction fails")
 
 // Boot is the initial boot transaction: the units systemd queues a start
-// job for when it isolates default.target, each with the shortest chain of
-// edges from default.target, and the units that only start later, when a
-// started socket, timer, path or automount activates them.
+// job for when it isolates default.target, and the units that only start
+// later, when a started socket, timer, path or automount activates them.
+// [Boot.Chain] explains each with the shortest chain of edges from
+// default.target. Names are unit ids ([Unit.Name]).
 type Boot struct {
 	// Root is the unit the transaction is anchored at: default.target's
 	// unit (through its alias), or rescue.target / emergency.target when
 	// default.target cannot be loaded, as systemd falls back.
 	Root string
-	// Start maps every unit with a start job to its chain from
-	// default.target (an empty chain for default.target's own unit when it
-	// is not an alias).
-	Start map[string][]finding.Edge
-	// Activated maps every loadable unit without a start job that a started
-	// trigger unit activates on demand to its chain: the trigger's chain
-	// plus one edge of kind "socket", "timer", "path" or "automount".
-	Activated map[string][]finding.Edge
+	// Start are the units with a start job, sorted.
+	Start []string
+	// Activated are the loadable units without a start job that a started
+	// trigger unit activates on demand, sorted.
+	Activated []string
 	// ActivatedBy maps a unit to the started trigger units that activate
 	// it, whether or not it also starts at boot; sorted.
 	ActivatedBy map[string][]string
 	// Err is set when systemd would fail the transaction (ErrTransaction).
 	Err error
+
+	start map[string]bool
+	// step holds, for every unit reached, the edges from its parent in the
+	// shortest-path tree (one edge, or two through an alias name); chains
+	// are built on demand so a deep tree costs linear memory.
+	step   map[string][]finding.Edge
+	parent map[string]string
+	first  []finding.Edge // the default.target alias edge, if any
 }
 
-// StartsAtBoot reports whether name (any of a unit's names) gets a start
-// job in the initial transaction.
-func (b *Boot) StartsAtBoot(name string) bool {
-	_, ok := b.Start[name]
-	return ok
+// StartsAtBoot reports whether the unit with id name gets a start job in
+// the initial transaction.
+func (b *Boot) StartsAtBoot(name string) bool { return b.start[name] }
+
+// Chain returns the shortest chain of edges from default.target that makes
+// the unit with id name start (or, for an activated unit, that starts its
+// trigger, plus the activation edge); nil for a unit that does neither, and
+// for default.target's own unit when it is not an alias.
+func (b *Boot) Chain(name string) []finding.Edge {
+	if _, ok := b.step[name]; !ok && name != b.Root {
+		return nil
+	}
+	var rev [][]finding.Edge
+	for n := name; n != b.Root; n = b.parent[n] {
+		rev = append(rev, b.step[n])
+	}
+	out := append([]finding.Edge(nil), b.first...)
+	for i := len(rev) - 1; i >= 0; i-- {
+		out = append(out, rev[i]...)
+	}
+	return out
 }
 
 // strength says how a dependency kind takes part in a start transaction,
@@ -100,9 +122,10 @@ type txEdge struct {
 
 func (g *Graph) computeBoot() *Boot {
 	b := &Boot{
-		Start:       map[string][]finding.Edge{},
-		Activated:   map[string][]finding.Edge{},
 		ActivatedBy: map[string][]string{},
+		start:       map[string]bool{},
+		step:        map[string][]finding.Edge{},
+		parent:      map[string]string{},
 	}
 	var root *Unit
 	rootName := ""
@@ -122,75 +145,45 @@ func (g *Graph) computeBoot() *Boot {
 	// the job is added first, then Requires-like dependencies (whose
 	// failure fails this job's addition but leaves the job in place),
 	// Requisite= checks, then Wants-like ones (whose failure is dropped).
+	// The recursion is an explicit stack so a deep chain cannot exhaust
+	// the goroutine stack.
 	in := map[*Unit]bool{}
 	taken := map[*Unit][]txEdge{}
-	var add func(u *Unit) bool
-	add = func(u *Unit) bool {
-		if in[u] {
-			return true
-		}
-		in[u] = true
-		for _, pass := range []strength{pull, verifyActive, want} {
-			for _, d := range u.Deps {
-				if strengthOf(d.Kind) != pass {
-					continue
-				}
-				du := g.load(d.Name)
-				if du == nil {
-					continue
-				}
-				if du.State != Loaded {
-					if pass == want {
-						continue
-					}
-					return false
-				}
-				if pass == verifyActive {
-					continue
-				}
-				ok := add(du)
-				taken[u] = append(taken[u], txEdge{du, d})
-				if !ok && pass == pull {
-					return false
-				}
-			}
-		}
-		return true
-	}
-	if !add(root) {
+	if !g.addJobs(root, in, taken) {
 		b.Err = fmt.Errorf("start %s: %w: a required dependency cannot be loaded", root.Name, ErrTransaction)
 		return b
 	}
 
 	// Shortest chains, breadth first over the edges the transaction took.
-	var first []finding.Edge
 	if rootName != root.Name {
-		first = append(first, g.aliasEdge(rootName, root))
+		b.first = []finding.Edge{g.aliasEdge(rootName, root)}
 	}
-	chains := map[*Unit][]finding.Edge{root: first}
-	queue := []*Unit{root}
-	for len(queue) > 0 {
-		u := queue[0]
-		queue = queue[1:]
+	seen := map[*Unit]bool{root: true}
+	order := []*Unit{root}
+	for i := 0; i < len(order); i++ {
+		u := order[i]
 		for _, e := range taken[u] {
-			if _, seen := chains[e.to]; seen {
+			if seen[e.to] {
 				continue
 			}
-			c := append(append([]finding.Edge(nil), chains[u]...), g.depEdges(u, e.dep, e.to)...)
-			chains[e.to] = c
-			queue = append(queue, e.to)
+			seen[e.to] = true
+			b.step[e.to.Name] = g.depEdges(u, e.dep, e.to)
+			b.parent[e.to.Name] = u.Name
+			order = append(order, e.to)
 		}
 	}
-	for u, c := range chains {
-		if activeAtBoot(u.Name) {
-			continue
+	for _, u := range order {
+		if !activeAtBoot(u.Name) {
+			b.start[u.Name] = true
+			b.Start = append(b.Start, u.Name)
 		}
-		b.Start[u.Name] = c
 	}
+	sort.Strings(b.Start)
 
-	// Activation by started trigger units.
-	for u := range chains {
-		if activeAtBoot(u.Name) {
+	// Activation by started trigger units, in breadth-first order so the
+	// first trigger found gives the shortest chain.
+	for _, u := range order {
+		if !b.start[u.Name] {
 			continue
 		}
 		for _, d := range u.Deps {
@@ -202,19 +195,86 @@ func (g *Graph) computeBoot() *Boot {
 				continue
 			}
 			b.ActivatedBy[du.Name] = append(b.ActivatedBy[du.Name], u.Name)
-			if _, started := b.Start[du.Name]; started {
+			if _, reached := b.step[du.Name]; reached || du == root {
 				continue
 			}
-			c := append(append([]finding.Edge(nil), chains[u]...), g.depEdges(u, d, du)...)
-			if old, ok := b.Activated[du.Name]; !ok || len(c) < len(old) {
-				b.Activated[du.Name] = c
-			}
+			b.step[du.Name] = g.depEdges(u, d, du)
+			b.parent[du.Name] = u.Name
+			b.Activated = append(b.Activated, du.Name)
 		}
 	}
+	sort.Strings(b.Activated)
 	for _, l := range b.ActivatedBy {
 		sort.Strings(l)
 	}
 	return b
+}
+
+// addJobs adds root's start job and its dependencies' to the transaction
+// (in), recording the edges taken, and reports whether systemd would
+// succeed adding root's job.
+func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge) bool {
+	// frame is one call of transaction_add_job_and_dependencies in
+	// progress: which pass over the unit's dependencies, and where.
+	type frame struct {
+		u    *Unit
+		pass int
+		i    int
+	}
+	passes := []strength{pull, verifyActive, want}
+	in[root] = true
+	stack := []frame{{u: root}}
+	result := true // the result of the frame that returned last
+	returned := false
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if returned {
+			// The child at f.i-1 returned result.
+			returned = false
+			if !result && passes[f.pass] == pull {
+				stack = stack[:len(stack)-1]
+				result, returned = false, true
+				continue
+			}
+		}
+		if f.pass == len(passes) {
+			stack = stack[:len(stack)-1]
+			result, returned = true, true
+			continue
+		}
+		if f.i == len(f.u.Deps) {
+			f.pass, f.i = f.pass+1, 0
+			continue
+		}
+		d := f.u.Deps[f.i]
+		f.i++
+		pass := passes[f.pass]
+		if strengthOf(d.Kind) != pass {
+			continue
+		}
+		du := g.load(d.Name)
+		if du == nil {
+			continue
+		}
+		if du.State != Loaded {
+			if pass == want {
+				continue
+			}
+			stack = stack[:len(stack)-1]
+			result, returned = false, true
+			continue
+		}
+		if pass == verifyActive {
+			continue
+		}
+		taken[f.u] = append(taken[f.u], txEdge{du, d})
+		if in[du] {
+			continue // an existing job: success, as systemd returns
+		}
+		in[du] = true
+		stack = append(stack, frame{u: du})
+	}
+	return result
 }
 
 // depEdges are the chain edges for u pulling in to through d: one edge, and

@@ -138,7 +138,8 @@ func parseLine(l string, section *string, inSection *bool) (*unit.Option, error)
 		if !safeString(n) {
 			return nil, fmt.Errorf("%w %q", errBadSection, l)
 		}
-		*section, *inSection = n, true
+		// "[]" is an unknown section: systemd ignores what follows.
+		*section, *inSection = n, n != ""
 		return nil, nil
 	}
 	if !*inSection {
