@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // randomTreeCount is how many random trees the differential test builds;
@@ -161,6 +163,9 @@ func (g *treeGen) linkTarget(dir, name string) string {
 	case 0:
 		return "/dev/null"
 	case 1:
+		if g.chance(0.7) {
+			g.put("opt/"+name, g.content())
+		}
 		return "/opt/" + name
 	case 2:
 		return "/opt/" + g.name()
@@ -305,11 +310,14 @@ func TestRandomTreesMatchSystemctl(t *testing.T) {
 	needSystemctl(t)
 	n := randomTreeCount()
 	failed := 0
+	seen := map[string]int{}
 	for seed := uint64(1); seed <= uint64(n); seed++ {
 		ok := t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, genTree(seed))
-			compareTree(t, dir, true)
+			for _, e := range compareTree(t, dir, true) {
+				seen[e.state]++
+			}
 		})
 		if !ok {
 			failed++
@@ -317,5 +325,10 @@ func TestRandomTreesMatchSystemctl(t *testing.T) {
 				t.Fatalf("stopping after %d differing trees", failed)
 			}
 		}
+	}
+	// The generator must reach every state systemctl can print.
+	for _, st := range []State{Enabled, EnabledRuntime, Linked, LinkedRuntime, Alias, Masked, MaskedRuntime,
+		Static, Disabled, Indirect, Generated, Transient, Bad} {
+		assert.Positive(t, seen[string(st)], "no random tree produced state %s (seen %v)", st, seen)
 	}
 }

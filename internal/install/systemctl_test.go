@@ -93,8 +93,9 @@ func ours(t testing.TB, dir string) (map[string]refEntry, []UnitFile) {
 	return got, units
 }
 
-// compareTree asserts that List agrees with systemctl on dir, unit by unit.
-func compareTree(t testing.TB, dir string, withPreset bool) {
+// compareTree asserts that List agrees with systemctl on dir, unit by unit,
+// and returns systemctl's answer.
+func compareTree(t testing.TB, dir string, withPreset bool) map[string]refEntry {
 	t.Helper()
 	want := systemctlList(t, dir)
 	got, units := ours(t, dir)
@@ -119,6 +120,7 @@ func compareTree(t testing.TB, dir string, withPreset bool) {
 	if len(diffs) > 0 {
 		t.Errorf("tree %s differs from systemctl in %d units:\n%s\n%s", dir, len(diffs), strings.Join(diffs, "\n"), describeTree(dir))
 	}
+	return want
 }
 
 func errOf(units []UnitFile, name string) error {
