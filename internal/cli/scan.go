@@ -86,7 +86,19 @@ func openTarget(e *env, pos []string, partition int) (*target.Image, error) {
 	default:
 		return nil, fmt.Errorf("one TARGET expected, got %d", len(pos))
 	}
-	return target.Open(e.ctx, spec, target.Options{Partition: partition})
+	return target.Open(e.ctx, spec, targetOptions(e, partition))
+}
+
+// targetOptions are the options of target.Open, with a progress line on
+// stderr for remote snapshots when stderr is a terminal.
+func targetOptions(e *env, partition int) target.Options {
+	opt := target.Options{Partition: partition}
+	if report.IsTerminal(e.stderr) {
+		opt.Progress = func(fetched, total int64) {
+			fmt.Fprintf(e.stderr, "\rfetching snapshot blocks: %d MiB of %d MiB allocated", fetched>>20, total>>20)
+		}
+	}
+	return opt
 }
 
 // output returns where the report goes: stdout, or a file.
@@ -233,7 +245,7 @@ func runDiff(e *env, args []string) int {
 }
 
 func diffSide(e *env, aud *audit.Auditor, spec string, partition int) (diff.Image, error) {
-	im, err := target.Open(e.ctx, spec, target.Options{Partition: partition})
+	im, err := target.Open(e.ctx, spec, targetOptions(e, partition))
 	if err != nil {
 		return diff.Image{}, err
 	}
