@@ -1,0 +1,359 @@
+// Package imagetest holds what the filesystem readers' tests share: a
+// source tree exercising every on-disk layout worth testing, a proto file
+// writer for mkfs.xfs, a comparison of a rootfs.Source against the host
+// tree it was built from, and a byte-counting io.ReaderAt. It is imported
+// only by tests.
+package imagetest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/rootfs"
+)
+
+// Options chooses what BuildTree puts in the tree.
+type Options struct {
+	// BigDir is the number of entries of big/ (0: none).
+	BigDir int
+	// NoSymlinks leaves out symbolic links and special files, for
+	// testing/fstest.TestFS.
+	NoSymlinks bool
+	// Sparse makes the large files sparse (holes between data runs) and
+	// adds frag.bin, a file of many small data runs separated by holes.
+	Sparse bool
+	// NoBigFile leaves out the 20 MB file (testing/fstest.TestFS reads
+	// every file many times over in small pieces).
+	NoBigFile bool
+}
+
+// BuildTree fills dir with a tree exercising the layouts the readers must
+// handle: small (inline) and empty files, block-boundary sizes, nested and
+// large directories, a 20 MB file, fast (< 60 bytes) and slow symlinks,
+// absolute, relative and dangling links, and a FIFO.
+func BuildTree(t testing.TB, dir string, o Options) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		return b
+	}
+	write := func(name string, b []byte) {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+	}
+	require.NoError(t, os.Chmod(dir, 0o755))
+	write("etc/os-release", []byte("ID=debian\nVERSION_ID=12\n"))
+	write("etc/hostname", []byte("image\n"))
+	write("etc/empty", nil)
+	write("etc/sixty", bytes.Repeat([]byte("6"), 60))
+	write("etc/small150", data(150))
+	write("etc/block4096", data(4096))
+	write("etc/block4097", data(4097))
+	write("usr/lib/systemd/system/ssh.service", []byte("[Unit]\nDescription=OpenSSH\n[Service]\nExecStart=/usr/sbin/sshd -D\n[Install]\nWantedBy=multi-user.target\n"))
+	write("usr/lib/systemd/system/ecs.service", []byte("[Unit]\nDescription=ECS agent\n[Service]\nExecStart=/usr/bin/ecs\nRestart=always\n[Install]\nWantedBy=multi-user.target\n"))
+	write("usr/share/doc/deep/a/b/c/d/e/f/g/readme", []byte("deep\n"))
+	write("var/lib/medium.bin", data(300_000))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "var/empty-dir"), 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(dir, "etc/hostname"), 0o600))
+	require.NoError(t, os.Chmod(filepath.Join(dir, "var/lib/medium.bin"), 0o4755))
+
+	// A 20 MB file; sparse, its data runs are at the start, middle and end.
+	big := filepath.Join(dir, "var/lib/big.img")
+	const bigSize = 20 << 20
+	switch {
+	case o.NoBigFile:
+	case o.Sparse:
+		fh, err := os.Create(big)
+		require.NoError(t, err)
+		for _, off := range []int64{0, 10 << 20, bigSize - 5000} {
+			_, err := fh.WriteAt(data(5000+int(off%7)), off)
+			require.NoError(t, err)
+		}
+		require.NoError(t, fh.Truncate(bigSize))
+		require.NoError(t, fh.Close())
+		// Data far out, for triple-indirect blocks with 1 KiB blocks.
+		fh, err = os.Create(filepath.Join(dir, "var/lib/far.img"))
+		require.NoError(t, err)
+		_, err = fh.WriteAt(data(3000), 80<<20)
+		require.NoError(t, err)
+		require.NoError(t, fh.Close())
+		// Many data runs separated by holes: hundreds of extents.
+		fh, err = os.Create(filepath.Join(dir, "var/lib/frag.bin"))
+		require.NoError(t, err)
+		for i := range 300 {
+			_, err := fh.WriteAt(data(4096), int64(i)*3*4096)
+			require.NoError(t, err)
+		}
+		require.NoError(t, fh.Close())
+	default:
+		write("var/lib/big.img", data(bigSize))
+	}
+
+	for i := range o.BigDir {
+		write(fmt.Sprintf("big/entry-%05d.conf", i), fmt.Appendf(nil, "entry %d\n", i))
+	}
+	if o.NoSymlinks {
+		return
+	}
+	link := func(target, name string) {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.Symlink(target, p))
+	}
+	link("/usr/lib/systemd/system/ssh.service", "etc/systemd/system/multi-user.target.wants/ssh.service")
+	link("../../../usr/lib/systemd/system/ecs.service", "etc/systemd/system/multi-user.target.wants/ecs.service")
+	link("/dev/null", "etc/systemd/system/masked.service")
+	link("os-release", "etc/fast-link")
+	link("/"+strings.Repeat("long-component/", 5)+"target-of-a-slow-symlink", "etc/slow-link")
+	link(strings.Repeat("d123456789/", 45)+"end", "etc/remote-link") // 500 bytes: remote on XFS
+	link("/nonexistent/dangling", "etc/dangling")
+	link("usr/lib", "lib")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "var/fifo"), 0o600))
+}
+
+// ProtoFile writes a mkfs.xfs(8) proto file describing the tree at dir.
+func ProtoFile(t testing.TB, dir, protoPath string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("/dev/null\n0 0\nd--755 0 0\n")
+	var walk func(string, int)
+	walk = func(p string, depth int) {
+		ents, err := os.ReadDir(p)
+		require.NoError(t, err)
+		indent := strings.Repeat(" ", depth)
+		for _, e := range ents {
+			fi, err := e.Info()
+			require.NoError(t, err)
+			full := filepath.Join(p, e.Name())
+			perm := fi.Mode().Perm()
+			suid, sgid := "-", "-"
+			if fi.Mode()&fs.ModeSetuid != 0 {
+				suid = "u"
+			}
+			if fi.Mode()&fs.ModeSetgid != 0 {
+				sgid = "g"
+			}
+			mode := fmt.Sprintf("%s%s%03o 0 0", suid, sgid, perm)
+			switch {
+			case fi.IsDir():
+				fmt.Fprintf(&b, "%s%s d%s\n", indent, e.Name(), mode)
+				walk(full, depth+1)
+				fmt.Fprintf(&b, "%s$\n", indent)
+			case fi.Mode()&fs.ModeSymlink != 0:
+				target, err := os.Readlink(full)
+				require.NoError(t, err)
+				fmt.Fprintf(&b, "%s%s l%s %s\n", indent, e.Name(), mode, target)
+			case fi.Mode()&fs.ModeNamedPipe != 0:
+				fmt.Fprintf(&b, "%s%s p%s\n", indent, e.Name(), mode)
+			case fi.Mode().IsRegular():
+				fmt.Fprintf(&b, "%s%s -%s %s\n", indent, e.Name(), mode, full)
+			}
+		}
+	}
+	walk(dir, 1)
+	b.WriteString("$\n")
+	require.NoError(t, os.WriteFile(protoPath, []byte(b.String()), 0o644))
+}
+
+// CompareOptions says what Compare checks beyond names, types, sizes,
+// contents and link targets.
+type CompareOptions struct {
+	ModTimes bool // compare modification times to the second
+	Perms    bool // compare permission, setuid, setgid and sticky bits
+	// Extra names the entries of the image's root that mkfs adds
+	// (lost+found); they must exist and are otherwise ignored.
+	Extra []string
+}
+
+// Compare walks the host tree src and checks that fsys holds exactly the
+// same entries: every path, type, size, content hash and link target, and
+// the same directory listings. It returns the number of entries checked.
+func Compare(t testing.TB, src string, fsys rootfs.Source, o CompareOptions) int {
+	t.Helper()
+	checked := 0
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		rel, err := filepath.Rel(src, p)
+		require.NoError(t, err)
+		name := filepath.ToSlash(rel)
+		want, err := os.Lstat(p)
+		require.NoError(t, err)
+		got, err := fsys.Lstat(name)
+		if !assert.NoError(t, err, "lstat %s", name) {
+			return nil
+		}
+		checked++
+		assert.Equal(t, want.Mode().Type(), got.Mode().Type(), "type of %s", name)
+		if o.Perms {
+			keep := fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+			if want.Mode()&fs.ModeSymlink == 0 {
+				assert.Equal(t, want.Mode()&keep, got.Mode()&keep, "permissions of %s", name)
+			}
+		}
+		if o.ModTimes && want.Mode().IsRegular() {
+			assert.Equal(t, want.ModTime().Unix(), got.ModTime().Unix(), "mtime of %s", name)
+		}
+		wantBase := filepath.Base(p)
+		if name == "." {
+			wantBase = "."
+		}
+		assert.Equal(t, wantBase, got.Name(), "name of %s", name)
+		switch {
+		case want.IsDir():
+			wantList, err := os.ReadDir(p)
+			require.NoError(t, err)
+			gotList, err := fsys.ReadDir(name)
+			if !assert.NoError(t, err, "readdir %s", name) {
+				return nil
+			}
+			gotNames := dirNames(gotList)
+			if name == "." {
+				for _, x := range o.Extra {
+					assert.Contains(t, gotNames, x)
+					gotNames = slices.DeleteFunc(gotNames, func(n string) bool { return n == x })
+				}
+			}
+			assert.Equal(t, dirNames(wantList), gotNames, "listing of %s", name)
+			for _, e := range gotList {
+				wi, err := os.Lstat(filepath.Join(p, e.Name()))
+				if err == nil {
+					assert.Equal(t, wi.Mode().Type(), e.Type(), "entry type of %s/%s", name, e.Name())
+				}
+			}
+		case want.Mode()&fs.ModeSymlink != 0:
+			wantT, err := os.Readlink(p)
+			require.NoError(t, err)
+			gotT, err := fsys.ReadLink(name)
+			if assert.NoError(t, err, "readlink %s", name) {
+				assert.Equal(t, wantT, gotT, "target of %s", name)
+			}
+			assert.Equal(t, int64(len(wantT)), got.Size(), "size of link %s", name)
+		case want.Mode().IsRegular():
+			assert.Equal(t, want.Size(), got.Size(), "size of %s", name)
+			wantSum := hashFile(t, os.DirFS(src), name)
+			f, err := fsys.Open(name)
+			if !assert.NoError(t, err, "open %s", name) {
+				return nil
+			}
+			h := sha256.New()
+			_, err = io.Copy(h, f)
+			assert.NoError(t, err, "read %s", name)
+			assert.Equal(t, wantSum, fmt.Sprintf("%x", h.Sum(nil)), "content of %s", name)
+			assert.NoError(t, f.Close())
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return checked
+}
+
+func dirNames(list []fs.DirEntry) []string {
+	names := make([]string, 0, len(list))
+	for _, e := range list {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	return names
+}
+
+func hashFile(t testing.TB, fsys fs.FS, name string) string {
+	t.Helper()
+	f, err := fsys.Open(name)
+	require.NoError(t, err)
+	defer f.Close()
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	require.NoError(t, err)
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// CountingReaderAt counts the bytes and calls read through it.
+type CountingReaderAt struct {
+	R     io.ReaderAt
+	Bytes atomic.Int64
+	Calls atomic.Int64
+}
+
+// ReadAt reads from R and counts.
+func (c *CountingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.R.ReadAt(p, off)
+	c.Bytes.Add(int64(n))
+	c.Calls.Add(1)
+	return n, err
+}
+
+// Walk visits every entry of fsys below root, reading every regular file
+// to its end, and returns how many entries it visited or the first error.
+// It stops after limit entries so hostile images cannot make it unbounded.
+func Walk(fsys rootfs.Source, limit int) (int, error) {
+	visited := 0
+	var walk func(string, int) error
+	walk = func(dir string, depth int) error {
+		if depth > 64 {
+			return nil
+		}
+		list, err := fsys.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range list {
+			if visited >= limit {
+				return nil
+			}
+			visited++
+			name := e.Name()
+			if dir != "." {
+				name = dir + "/" + name
+			}
+			if !fs.ValidPath(name) {
+				return fmt.Errorf("invalid name %q", name)
+			}
+			fi, err := fsys.Lstat(name)
+			if err != nil {
+				return err
+			}
+			switch {
+			case fi.IsDir():
+				if err := walk(name, depth+1); err != nil {
+					return err
+				}
+			case fi.Mode()&fs.ModeSymlink != 0:
+				if _, err := fsys.ReadLink(name); err != nil {
+					return err
+				}
+			case fi.Mode().IsRegular():
+				f, err := fsys.Open(name)
+				if err != nil {
+					return err
+				}
+				_, err = io.Copy(io.Discard, io.LimitReader(f, 1<<20))
+				f.Close()
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	err := walk(".", 0)
+	return visited, err
+}
