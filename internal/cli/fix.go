@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/fix"
+	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/target"
+)
+
+// runFix implements `amilint fix TARGET [--dry-run]`: audit, plan the
+// disable/mask remediations of the findings at or above --fail-on as
+// systemctl --root would carry them out, apply them to the image directory,
+// and exit as a re-audit does.
+func runFix(e *env, args []string) int {
+	fs := newFlags(e, "fix")
+	fs.SetOutput(io.Discard)
+	var af auditFlags
+	af.register(fs)
+	dryRun := fs.Bool("dry-run", false, "print the plan without writing")
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint fix DIR [--dry-run] [--fail-on SEVERITY] [--profile NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
+	}
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	if len(pos) == 0 {
+		return fail(e, "fix", fmt.Errorf("a TARGET directory is required: fix writes to the image (the default %s is read-only; unpack it first)", target.DefaultTarget))
+	}
+	aud, failOn, err := af.auditor()
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	im, err := openTarget(e, pos, af.partition)
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	defer im.Close()
+	if im.Dir == "" {
+		return fail(e, "fix", fmt.Errorf("%s: a %s target is read-only; fix writes only to an unpacked image directory (unpack it, e.g. tar -x -C DIR, fix DIR, then repack)", im.Name, im.Kind))
+	}
+	res, err := aud.Audit(e.ctx, im.FS, finding.Target{Name: im.Name, Kind: im.Kind})
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	units := fix.Units(res.Report.Findings, failOn)
+	// Plan over the directory in readdir order, as systemctl walks it.
+	src, err := fix.OpenDir(im.Dir)
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	defer src.Close()
+	plan, err := fix.NewPlanSteps(rootfs.New(src), fix.Steps(units))
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	printPlan(e, im.Dir, plan, *dryRun)
+	if *dryRun {
+		return finding.ExitCode(res.Report.Findings, failOn)
+	}
+	if err := fix.Apply(im.Dir, plan); err != nil {
+		return fail(e, "fix", err)
+	}
+	// Re-audit what is now on disk.
+	again, err := target.Open(e.ctx, im.Dir, target.Options{})
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	defer again.Close()
+	after, err := aud.Audit(e.ctx, again.FS, finding.Target{Name: again.Name, Kind: again.Kind})
+	if err != nil {
+		return fail(e, "fix", err)
+	}
+	code := finding.ExitCode(after.Report.Findings, failOn)
+	for _, f := range after.Report.Findings {
+		if !f.Waived && f.Severity >= failOn {
+			fmt.Fprintf(e.stdout, "remaining: %s %s %s (remediation %s: not fixable by disable/mask)\n", f.Severity, f.RuleID, f.Unit, f.Remediation.Action)
+		}
+	}
+	if code == ExitOK {
+		fmt.Fprintf(e.stdout, "fixed: nothing at or above %s remains\n", failOn)
+	}
+	return code
+}
+
+func printPlan(e *env, dir string, plan *fix.Plan, dryRun bool) {
+	verb := "applying"
+	if dryRun {
+		verb = "would apply (dry run)"
+	}
+	if plan.Empty() {
+		fmt.Fprintln(e.stdout, "nothing to change")
+	} else {
+		fmt.Fprintf(e.stdout, "%s %d changes:\n", verb, len(plan.Changes))
+		for _, c := range plan.Changes {
+			fmt.Fprintln(e.stdout, "  "+c.String())
+		}
+	}
+	if cmds := plan.Commands(dir); len(cmds) > 0 {
+		fmt.Fprintln(e.stdout, "equivalent to:")
+		for _, c := range cmds {
+			fmt.Fprintln(e.stdout, "  "+c)
+		}
+	}
+	for _, n := range plan.Notes {
+		fmt.Fprintf(e.stderr, "amilint fix: %s %s: %s\n", n.Action, n.Unit, n.Text)
+	}
+}
