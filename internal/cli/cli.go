@@ -47,6 +47,7 @@ func commands() map[string]command {
 		"facts":   {"print the policy input document of an image", runFacts},
 		"diff":    {"compare two images: units enabled, started, masked, removed; findings added and resolved", runDiff},
 		"units":   {"list unit files of an image with their state and boot chain", runUnits},
+		"fix":     {"disable or mask what policy rejects in an image directory, as systemctl --root would (--dry-run: plan only)", runFix},
 		"report":  {"aggregate amilint JSON reports into one rollout report: report FILE...", runReport},
 		"version": {"print the version", runVersion},
 	}
