@@ -329,10 +329,12 @@ func BenchmarkNew(b *testing.B) {
 	require.NoError(b, err)
 	rd, err := rules.Data(rs)
 	require.NoError(b, err)
+	start := cpuTime()
 	for b.Loop() {
 		_, err := New(context.Background(), Config{Rules: rd})
 		require.NoError(b, err)
 	}
+	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
 func BenchmarkEvaluateDLAMI(b *testing.B) {
