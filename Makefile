@@ -4,8 +4,12 @@ GO ?= go
 BIN := bin/amilint
 PKGS := ./...
 FUZZTIME ?= 20s
+# CACHE keeps what is slow to build (Packer) across clones on one machine.
+CACHE ?= $(HOME)/.cache/amilint
+PACKER_BIN ?= $(CACHE)/packer-1.14.3
+PLUGIN_VERSION ?= 0.1.0
 
-.PHONY: help build test test-unit lint bench fuzz clean debian-root
+.PHONY: help build test test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -13,13 +17,32 @@ help: ## list targets
 build: ## build bin/amilint
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/amilint
 
-test: ## what CI runs: unit, differential and fuzz-seed tests
+test: test-unit test-plugin ## what CI runs: unit, differential and fuzz-seed tests of the engine and the Packer plugin
+
+test-unit: ## the engine's tests (root module)
 	$(GO) test -count=1 -timeout 30m $(PKGS)
+
+test-plugin: plugin-generate-check ## the Packer plugin's tests (its own module)
+	cd packer-plugin && GOFLAGS=-mod=mod $(GO) test -count=1 ./...
+
+plugin-generate-check: ## fail if regenerating the plugin's HCL2 spec changes it
+	cd packer-plugin && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/bin/packer-sdc github.com/hashicorp/packer-plugin-sdk/cmd/packer-sdc
+	cd packer-plugin && GOFLAGS=-mod=mod PATH=$(CURDIR)/bin:$$PATH $(GO) generate ./...
+	git diff --exit-code -- packer-plugin/provisioner
+
+plugin: ## build the release binary of the Packer plugin into dist/
+	cd packer-plugin && GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/dist/packer-plugin-amilint_v$(PLUGIN_VERSION)_x5.0_$$($(GO) env GOOS)_$$($(GO) env GOARCH) .
+
+e2e-packer: ## build Packer v1.14.3 (cached), then real packer builds over SSH with the plugin
+	packer-plugin/e2e/build-packer.sh $(PACKER_BIN)
+	cd packer-plugin && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/bin/packer-plugin-amilint . && \
+	  cd $(CURDIR)/bin && ./packer-sdc plugin-check packer-plugin-amilint
+	cd packer-plugin && GOFLAGS=-mod=mod PACKER_BIN=$(PACKER_BIN) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/
 
 lint: ## gofmt, go vet and staticcheck; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
 
 bench: ## benchmarks, with ratios against the peers measured in the same run
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
