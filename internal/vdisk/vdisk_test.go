@@ -252,3 +252,27 @@ func TestDetect(t *testing.T) {
 		assert.Equal(t, tt.want, vdisk.Detect(bytes.NewReader(b), int64(len(b))), "%q", tt.head)
 	}
 }
+
+// TestConcurrentReads reads one image from several goroutines at once: the
+// table and cluster caches are shared (run with -race to check them).
+func TestConcurrentReads(t *testing.T) {
+	raw := imagetest.Ext4(t, imagetest.Tree(t), "16M")
+	want, size := imagetest.FileSHA256(t, raw)
+	for _, img := range []string{
+		imagetest.Convert(t, raw, "qcow2", "-c", "-o", "cluster_size=4096"),
+		imagetest.Convert(t, raw, "vmdk", "-o", "subformat=streamOptimized"),
+	} {
+		d, _, _, err := openFile(t, img, vdisk.Options{})
+		require.NoError(t, err)
+		got := make(chan string, 4)
+		for range 4 {
+			go func() {
+				h := imagetest.SHA256(t, d, size)
+				got <- h
+			}()
+		}
+		for range 4 {
+			assert.Equal(t, want, <-got)
+		}
+	}
+}
