@@ -370,3 +370,39 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestCatalogAndPoliciesAgree checks that every generic rule of the catalog
+// has a policy package that declares it (METADATA custom.rule_id), and
+// every such package's rule is in the catalog: a generic rule without
+// logic, or logic without a rule, fails here.
+func TestCatalogAndPoliciesAgree(t *testing.T) {
+	rs, err := rules.Load()
+	require.NoError(t, err)
+	catalogIDs := map[string]bool{}
+	for _, r := range rs {
+		if r.Kind == "generic" {
+			catalogIDs[r.ID] = true
+		}
+	}
+	mods, err := DefaultModules(false)
+	require.NoError(t, err)
+	parsed, err := ParseModules(mods)
+	require.NoError(t, err)
+	policyIDs := map[string]bool{}
+	unitFamily := false
+	for _, m := range parsed {
+		for _, a := range m.Annotations {
+			if a.Scope != "package" {
+				continue
+			}
+			if id, ok := a.Custom["rule_id"].(string); ok {
+				policyIDs[id] = true
+			}
+			if a.Custom["kind"] == "unit" {
+				unitFamily = true
+			}
+		}
+	}
+	assert.Equal(t, catalogIDs, policyIDs)
+	assert.True(t, unitFamily, "a package decides the catalog's unit rules")
+}
