@@ -198,6 +198,7 @@ func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) 
 	if err != nil {
 		return nil, err
 	}
+	addFragments(fs, doc)
 	if a.cfg.Waivers != nil {
 		now := a.cfg.Now
 		if now.IsZero() {
@@ -206,6 +207,24 @@ func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) 
 		fs = a.cfg.Waivers.Apply(fs, t.Name, now)
 	}
 	return &Result{Inventory: inv, Facts: doc, Report: finding.NewReport(t, fs)}, nil
+}
+
+// addFragments records each unit finding's unit file in its evidence
+// ("fragment"), so reports can point at the file (SARIF locations).
+func addFragments(fs []finding.Finding, doc *facts.Document) {
+	for i := range fs {
+		u := doc.Units[fs[i].Unit]
+		if u == nil || u.Fragment == "" {
+			continue
+		}
+		if _, ok := fs[i].Evidence["fragment"]; ok {
+			continue
+		}
+		if fs[i].Evidence == nil {
+			fs[i].Evidence = map[string]any{}
+		}
+		fs[i].Evidence["fragment"] = u.Fragment
+	}
 }
 
 // Evaluate runs the policies over any facts-shaped document (the static

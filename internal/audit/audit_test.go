@@ -1,0 +1,63 @@
+package audit_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/facts"
+	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/rootfs"
+)
+
+func view(t *testing.T, name string) *rootfs.FS {
+	src, err := fixtures.Source(name)
+	require.NoError(t, err)
+	return rootfs.New(src)
+}
+
+func TestModelJoinsFilesAndBoot(t *testing.T) {
+	inv, err := audit.Model(view(t, "dlami"))
+	require.NoError(t, err)
+	assert.True(t, slices.IsSortedFunc(inv.Units, func(a, b facts.UnitInput) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		return 1
+	}))
+	byName := map[string]facts.UnitInput{}
+	for _, u := range inv.Units {
+		byName[u.Name] = u
+	}
+	ecs := byName["ecs.service"]
+	assert.Equal(t, "enabled", ecs.State)
+	assert.True(t, ecs.StartsAtBoot)
+	assert.NotEmpty(t, ecs.Options, "merged unit options come from the boot loader")
+	assert.Equal(t, "ecs.service", ecs.Chain[len(ecs.Chain)-1].To)
+	// Every unit with a start job is in the join, file or not.
+	for _, name := range inv.Boot.Start {
+		_, ok := byName[name]
+		assert.True(t, ok, name)
+	}
+}
+
+func TestAuditPointsFindingsAtTheirUnitFile(t *testing.T) {
+	a, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	res, err := a.Audit(context.Background(), view(t, "dlami"), finding.Target{Name: "fixture:dlami", Kind: "fixture"})
+	require.NoError(t, err)
+	assert.Equal(t, "Ubuntu 20.04.6 LTS", res.Report.Target.OS)
+	i := slices.IndexFunc(res.Report.Findings, func(f finding.Finding) bool { return f.RuleID == "ecs-agent-unconfigured" })
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, "/lib/systemd/system/ecs.service", res.Report.Findings[i].Evidence["fragment"])
+}
+
+func TestUnknownProfileIsAnError(t *testing.T) {
+	_, err := audit.New(audit.Config{Profile: "nope"})
+	assert.ErrorContains(t, err, `no profile "nope"`)
+}
