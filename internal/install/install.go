@@ -345,11 +345,8 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 	}
 	var dirs []string
 	for _, n := range []string{i.name, template} {
-		if n == "" {
-			continue
-		}
-		for _, sd := range x.search {
-			dirs = append(dirs, joinPath(sd.path, n+".d"))
+		if n != "" {
+			dirs = x.appendDropInDirs(dirs, n+".d")
 		}
 	}
 	files, _ := x.confFiles(dirs, ".conf")
@@ -614,11 +611,7 @@ func knownName(i *installInfo, name string) bool {
 // dash-prefix dirs, and last the type dir.
 func (x *index) loaderDropIns(unitName, listed string) []string {
 	var dirs []string
-	addName := func(n string) {
-		for _, sd := range x.search {
-			dirs = append(dirs, joinPath(sd.path, n+".d"))
-		}
-	}
+	addName := func(n string) { dirs = x.appendDropInDirs(dirs, n+".d") }
 	for _, n := range uniq(unitName, listed) {
 		addName(n)
 		if nameIsValid(n, nameInstance) {
@@ -633,6 +626,22 @@ func (x *index) loaderDropIns(unitName, listed string) []string {
 	addName(nameType(unitName))
 	_, shown := x.confFiles(dirs, ".conf")
 	return shown
+}
+
+// appendDropInDirs appends <search dir>/d for every search directory in
+// order, skipping those the index knows hold no such entry (a name the
+// index hides, like ".d", is still tried the slow way).
+func (x *index) appendDropInDirs(dirs []string, d string) []string {
+	hidden := hiddenOrBackup(d)
+	for _, sd := range x.search {
+		if sd.resolved == "" {
+			continue
+		}
+		if _, ok := sd.entries[d]; ok || hidden {
+			dirs = append(dirs, joinPath(sd.path, d))
+		}
+	}
+	return dirs
 }
 
 func uniq(a, b string) []string {
