@@ -85,7 +85,7 @@ func strengthOf(kind string) strength {
 	switch kind {
 	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor":
 		return pull
-	case "Wants", "Upholds", ".wants", "Sockets":
+	case "Wants", "Upholds", ".wants", "Sockets", "sysv":
 		return want
 	case "Requisite":
 		return verifyActive

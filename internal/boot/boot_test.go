@@ -366,3 +366,33 @@ func TestEscapeAndSlices(t *testing.T) {
 	assert.Equal(t, "-.slice", parentSlice("system.slice"))
 	assert.Equal(t, "", parentSlice("-.slice"))
 }
+
+func TestSysv(t *testing.T) {
+	exe := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: 0o755} }
+	m := with(base(),
+		"usr/lib/systemd/system-generators/systemd-sysv-generator", exe("#!"),
+		lib+"network-online.target", mfile("[Unit]\n"),
+		"etc/init.d/agent", exe("#!/bin/sh\n### BEGIN INIT INFO\n# Provides: agent agentd\n# Should-Start: $network\n### END INIT INFO\n"),
+		"etc/rc2.d/S05agent", mlink("../init.d/agent"),
+		"etc/rc2.d/K01agent", mlink("../init.d/agent"),
+		"etc/init.d/plain", mfile("#!/bin/sh\n"),
+		"etc/rc2.d/S01plain", mlink("../init.d/plain"),
+	)
+	g := load(t, m)
+	b := g.Boot()
+	require.NoError(t, b.Err)
+	assert.Contains(t, b.Start, "agent.service")
+	assert.Contains(t, b.Start, "network-online.target")
+	assert.NotContains(t, b.Start, "plain.service", "not executable")
+	assert.Equal(t, []finding.Edge{
+		{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/usr/lib/systemd/system/default.target"},
+		{From: "multi-user.target", To: "agent.service", Kind: "sysv", Source: "/etc/rc2.d/S05agent"},
+	}, b.Chain("agent.service"))
+	u := g.Unit("agentd.service")
+	assert.Equal(t, "agent.service", u.Name)
+	assert.Equal(t, "/etc/init.d/agent", u.SourcePath)
+	assert.Equal(t, "/run/systemd/generator.late/agent.service", u.Fragment)
+
+	masked := with(m, "etc/systemd/system-generators/systemd-sysv-generator", mlink("/dev/null"))
+	assert.NotContains(t, load(t, masked).Boot().Start, "agent.service")
+}

@@ -55,7 +55,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 			u.LoadError = fmt.Errorf("open %s: %w", u.Fragment, fs.ErrNotExist)
 			return
 		}
-		data, err := g.fsys.ReadFile(rootfs.Clean(u.Fragment))
+		data, err := g.readFragment(u.Fragment)
 		if err != nil {
 			u.State, u.LoadError = NotFound, fmt.Errorf("read %s: %w", u.Fragment, err)
 			return
@@ -83,6 +83,13 @@ func (g *Graph) fill(u *Unit, requested string) {
 			if name, ok := g.depLink(p, u); ok {
 				u.Deps = append(u.Deps, Dep{Kind: d.kind, Name: name, Source: "/" + p})
 			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, n := range append([]string{u.Name}, u.Names...) {
+		if !seen[n] {
+			seen[n] = true
+			u.Deps = append(u.Deps, g.genDeps[n]...)
 		}
 	}
 	for _, p := range g.dropinFiles(u, ".d", ".conf") {

@@ -65,8 +65,13 @@ type Unit struct {
 	// Names are every name of the unit, Name included, sorted.
 	Names []string
 	// Fragment is the image path of the unit file as found in the search
-	// path (for a linked or masked unit, the link itself), "" if none.
+	// path (for a linked or masked unit, the link itself), "" if none. A
+	// unit systemd-sysv-generator would make has its generated path under
+	// /run/systemd/generator.late, which exists only at run time.
 	Fragment string
+	// SourcePath is the file a generated unit is made from (the init
+	// script), "" for unit files.
+	SourcePath string
 	// DropIns are the image paths of the .conf drop-ins applied, in order.
 	DropIns []string
 	// Options are the merged settings of fragment and drop-ins in the
@@ -109,6 +114,9 @@ type Graph struct {
 	byName map[string][]string // fragment name -> names (unit_name_map)
 	cache  map[string]bool     // "dir/entry" for every entry of a search dir
 
+	generated map[string]genFile // generator output, by image path
+	genDeps   map[string][]Dep   // generator .wants links, by unit name
+
 	mu    sync.Mutex
 	units map[string]*Unit // every name loaded -> unit
 	boot  *Boot
@@ -146,6 +154,7 @@ func Load(fsys *rootfs.FS) (*Graph, error) {
 			g.addID(d, e)
 		}
 	}
+	g.sysv()
 	// The reverse map, keyed by the fragment's name (instantiated for
 	// instance aliases of templates), skipping masks and dangling links.
 	for name := range g.ids {
@@ -324,7 +333,7 @@ func (g *Graph) load(name string) *Unit {
 		return u
 	}
 	sort.Strings(names)
-	u := &Unit{Name: id, Names: names, Fragment: fragment}
+	u := &Unit{Name: id, Names: names, Fragment: fragment, SourcePath: g.sourcePath(fragment)}
 	for _, n := range names {
 		g.units[n] = u
 	}
@@ -385,6 +394,9 @@ const (
 
 // nullOrEmpty is systemd's null_or_empty_path on an image path.
 func (g *Graph) nullOrEmpty(p string) fileState {
+	if _, ok := g.generated[p]; ok {
+		return fileOK
+	}
 	fi, err := g.fsys.Stat(rootfs.Clean(p))
 	switch {
 	case errors.Is(err, rootfs.ErrMasked):

@@ -124,11 +124,8 @@ type oracle struct {
 	triggers map[string][]string
 }
 
-// runOracle runs systemd --test in root. With generators false, an empty
-// tmpfs hides the image's generators: amilint models the image at rest,
-// and generator output depends on the running machine (fstab, the kernel
-// command line, the cloud) or is a separate model (sysv-generator).
-func runOracle(t *testing.T, v variantRoot, generators bool) oracle {
+// runOracle runs systemd --test in the variant root.
+func runOracle(t *testing.T, v variantRoot) oracle {
 	t.Helper()
 	root := v.lower
 	stack := ""
@@ -137,12 +134,6 @@ func runOracle(t *testing.T, v variantRoot, generators bool) oracle {
 		require.NoError(t, os.Mkdir(root, 0o755))
 		stack = fmt.Sprintf("mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s \"$r\"\n", v.lower, v.upper, v.work)
 	}
-	hide := ""
-	if !generators {
-		hide = `for d in usr/lib/systemd/system-generators lib/systemd/system-generators etc/systemd/system-generators usr/local/lib/systemd/system-generators; do
-  if [ -d "$r/$d" ] && [ ! -L "$r/$d" ]; then mount -t tmpfs tmpfs "$r/$d"; fi
-done`
-	}
 	script := `set -e
 r=$1
 ` + stack + `mount -t proc proc "$r/proc"
@@ -150,7 +141,6 @@ mount -t sysfs -o ro sysfs "$r/sys"
 mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
 mount -t tmpfs tmpfs "$r/run"
 mount -t tmpfs tmpfs "$r/tmp"
-` + hide + `
 exec chroot --userspec=65534:65534 "$r" /lib/systemd/systemd --test --system --no-pager --log-target=console --log-level=notice`
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", root)
 	var stdout, stderr bytes.Buffer
@@ -230,10 +220,12 @@ type op struct {
 	path string // image path
 	link string // symlink target, or
 	text string // file content
+	exec bool   // executable
 }
 
 func file(p, text string) op   { return op{path: p, text: text} }
 func link(p, target string) op { return op{path: p, link: target} }
+func exe(p, text string) op    { return op{path: p, text: text, exec: true} }
 
 func apply(t *testing.T, root string, ops []op) {
 	t.Helper()
@@ -244,12 +236,33 @@ func apply(t *testing.T, root string, ops []op) {
 		case o.link != "":
 			require.NoError(t, os.Symlink(o.link, p))
 		default:
-			require.NoError(t, os.WriteFile(p, []byte(o.text), 0o644))
+			mode := os.FileMode(0o644)
+			if o.exec {
+				mode = 0o755
+			}
+			require.NoError(t, os.WriteFile(p, []byte(o.text), mode))
 		}
 	}
 }
 
 const svc = "[Service]\nExecStart=/bin/true\n"
+
+// maskGenerators masks every generator of the root but keep, as
+// /etc/systemd/system-generators/NAME -> /dev/null does. The model covers
+// systemd-sysv-generator; the others write units from the running machine
+// (fstab, the kernel command line, the cloud's data source), which an
+// image at rest does not determine.
+func maskGenerators(t *testing.T, root string, keep ...string) []op {
+	ents, err := os.ReadDir(filepath.Join(root, "usr/lib/systemd/system-generators"))
+	require.NoError(t, err)
+	var ops []op
+	for _, e := range ents {
+		if !slices.Contains(keep, e.Name()) {
+			ops = append(ops, link("/etc/systemd/system-generators/"+e.Name(), "/dev/null"))
+		}
+	}
+	return ops
+}
 
 // variants are unit trees built inside the Debian root, each exercising
 // loader features against systemd.
@@ -258,6 +271,28 @@ func variants(t *testing.T) map[string][]op {
 	require.NoError(t, err)
 	return map[string][]op{
 		"debian": nil,
+		"sysv": {
+			// An init script with an LSB header enabled by an rc link; one
+			// not enabled whose Provides: alias another unit wants and
+			// whose $facility it pulls in; one without a header; one
+			// shadowed by a native unit; one not executable.
+			exe("/etc/init.d/legacy-agent", "#!/bin/sh\n### BEGIN INIT INFO\n# Provides: legacy-agent agent-alias\n# Required-Start: $network $remote_fs\n# Default-Start: 2 3 4 5\n### END INIT INFO\n"),
+			link("/etc/rc3.d/S20legacy-agent", "../init.d/legacy-agent"),
+			exe("/etc/init.d/dormant", "#!/bin/sh\n### BEGIN INIT INFO\n# Provides: dormant dormant-alias $dormant-facility\n### END INIT INFO\n"),
+			file("/etc/systemd/system/needs-alias.service", "[Unit]\nWants=dormant-alias.service\n"+svc),
+			link("/etc/systemd/system/multi-user.target.wants/needs-alias.service", "/etc/systemd/system/needs-alias.service"),
+			exe("/etc/init.d/bare.sh", "#!/bin/sh\nexit 0\n"),
+			link("/etc/rc5.d/S01bare.sh", "../init.d/bare.sh"),
+			exe("/etc/init.d/shadowed", "#!/bin/sh\n"),
+			link("/etc/rc2.d/S01shadowed", "../init.d/shadowed"),
+			file("/etc/systemd/system/shadowed.service", "[Service]\nExecStart=/bin/true\n"),
+			file("/etc/systemd/system/dormant-facility.target", "[Unit]\nDescription=facility\n"),
+			file("/etc/init.d/noexec", "#!/bin/sh\n"),
+			link("/etc/rc2.d/S01noexec", "../init.d/noexec"),
+		},
+		"sysv-generator-masked": {
+			link("/etc/systemd/system-generators/systemd-sysv-generator", "/dev/null"),
+		},
 		"ecs-dlami": {
 			// The incident: a vendor unit enabled through
 			// multi-user.target.wants and default.target aliased to
@@ -374,11 +409,8 @@ func TestOracle(t *testing.T) {
 	root := debianRoot(t)
 	for name, ops := range variants(t) {
 		t.Run(name, func(t *testing.T) {
-			v := variantRoot{lower: root}
-			if ops != nil {
-				v = newVariant(t, root, ops)
-			}
-			want := runOracle(t, v, false)
+			v := newVariant(t, root, append(maskGenerators(t, root, "systemd-sysv-generator"), ops...))
+			want := runOracle(t, v)
 			got, g := modelStart(t, v)
 			onlySystemd, onlyModel := diff(want.start, got)
 			t.Logf("%s: systemd starts %d units, the model %d; only systemd: %v; only model: %v",
@@ -404,7 +436,7 @@ func TestOracle(t *testing.T) {
 // multi-user.target, whose .wants directory links ecs.service.
 func TestOracleChains(t *testing.T) {
 	root := debianRoot(t)
-	_, g := modelStart(t, newVariant(t, root, variants(t)["ecs-dlami"]))
+	_, g := modelStart(t, newVariant(t, root, append(maskGenerators(t, root), variants(t)["ecs-dlami"]...)))
 	b := g.Boot()
 	assert.Equal(t, "multi-user.target", b.Root)
 	assert.Equal(t, []finding.Edge{
@@ -427,8 +459,8 @@ func TestOracleChains(t *testing.T) {
 // they are logged, not modelled.
 func TestOracleGenerators(t *testing.T) {
 	root := debianRoot(t)
-	v := variantRoot{lower: root}
-	want := runOracle(t, v, true)
+	v := newVariant(t, root, nil)
+	want := runOracle(t, v)
 	got, _ := modelStart(t, v)
 	onlySystemd, onlyModel := diff(want.start, got)
 	t.Logf("with generators systemd starts %d units, the model %d; added by generators: %v",
