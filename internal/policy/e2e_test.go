@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/fstest"
@@ -78,10 +79,23 @@ func wantsChain(target, name string) []finding.Edge {
 	}
 }
 
+// engines caches one engine per profile: the catalog config is otherwise
+// the same in every test, and compiling is the slow part.
+var engines sync.Map
+
 func evaluate(t *testing.T, cfg Config, doc *facts.Document) []finding.Finding {
 	t.Helper()
-	e, err := New(context.Background(), cfg)
-	require.NoError(t, err)
+	require.Empty(t, cfg.PolicyDirs, "evaluate caches engines of the catalog config only")
+	require.Empty(t, cfg.DataFiles, "evaluate caches engines of the catalog config only")
+	var e *Engine
+	if v, ok := engines.Load(cfg.Profile); ok {
+		e = v.(*Engine)
+	} else {
+		var err error
+		e, err = New(context.Background(), cfg)
+		require.NoError(t, err)
+		engines.Store(cfg.Profile, e)
+	}
 	fs, err := e.Evaluate(context.Background(), doc)
 	require.NoError(t, err)
 	return fs
