@@ -128,6 +128,7 @@ func OpenDisk(name string, r io.ReaderAt, size int64, opt Options) (*Image, erro
 	}
 	var notes []string
 	var errs []error
+	var fallback *Image // with --partition: the first readable filesystem
 	for _, v := range vols {
 		src, fsName, err := openVolume(v)
 		if err != nil {
@@ -139,11 +140,18 @@ func OpenDisk(name string, r io.ReaderAt, size int64, opt Options) (*Image, erro
 			continue
 		}
 		view := rootfs.New(src)
-		if opt.Partition != 0 || hasOSRelease(view) {
-			detail := fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)
-			return &Image{Name: name, Kind: "disk", FS: view, Detail: detail}, nil
+		im := &Image{Name: name, Kind: "disk", FS: view,
+			Detail: fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)}
+		if hasOSRelease(view) {
+			return im, nil
+		}
+		if opt.Partition != 0 && fallback == nil {
+			fallback = im
 		}
 		notes = append(notes, v.desc+": "+fsName+" without os-release")
+	}
+	if fallback != nil {
+		return fallback, nil
 	}
 	if len(errs) > 0 {
 		// A damaged volume may be the root: say so rather than "no root".
