@@ -58,7 +58,7 @@ type Config struct {
 
 	// What to do with findings. `audit` (the default) fails the build when a
 	// finding at or above `fail_on` is not waived. `fix` disables or masks
-	// the units policy rejects, exactly as `systemctl disable|mask` would,
+	// the units policy rejects, exactly as `systemctl disable` or `mask` would,
 	// audits again, prints what it changed, and fails only if something at
 	// or above `fail_on` remains. `warn` reports and never fails.
 	Mode string `mapstructure:"mode"`
