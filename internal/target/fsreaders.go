@@ -3,12 +3,18 @@ package target
 import (
 	"io"
 
+	"github.com/amilint/amilint/internal/ext4"
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
-// openExt4 and openXFS plug the filesystem readers into disk images. They
-// are nil until internal/ext4 and internal/xfs land.
-var (
-	openExt4 func(r io.ReaderAt, size int64) (rootfs.Source, error)
-	openXFS  func(r io.ReaderAt, size int64) (rootfs.Source, error)
-)
+// openExt4 plugs internal/ext4 into disk images.
+func openExt4(r io.ReaderAt, size int64) (rootfs.Source, error) {
+	f, err := ext4.Open(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// openXFS is nil until internal/xfs lands.
+var openXFS func(r io.ReaderAt, size int64) (rootfs.Source, error)

@@ -1,0 +1,125 @@
+package target_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/internal/cli"
+	"github.com/amilint/amilint/internal/target"
+	"github.com/amilint/amilint/internal/vdisk/imagetest"
+)
+
+func units(t *testing.T, target string) (string, string, int) {
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), []string{"units", target, "-o", "tsv"}, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestUnitsOfImagesMatchTheirTree is the issue's acceptance check: for each
+// format, `amilint units IMAGE -o tsv` equals `amilint units DIR -o tsv`
+// of the tree the image was built from with Debian's own tools.
+func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "root")
+	require.NoError(t, fixtures.Materialize(fixtures.Default, dir))
+	want, stderr, code := units(t, dir)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, want, "ecs.service\tenabled")
+
+	fsImg := imagetest.Ext4(t, dir, "24M")
+	gpt := imagetest.GPTRoot(t, fsImg)
+	mbr := imagetest.MBRLogical(t, fsImg)
+	tarball := filepath.Join(t.TempDir(), "root.tar.zst")
+	imagetest.Run(t, "tar", "--zstd", "-cf", tarball, "-C", dir, ".")
+	for _, tc := range []struct {
+		name string
+		img  func(t *testing.T) string
+	}{
+		{"tar.zst", func(*testing.T) string { return tarball }},
+		{"raw ext4", func(*testing.T) string { return fsImg }},
+		{"raw gpt", func(*testing.T) string { return gpt }},
+		{"qcow2 compressed gpt", func(t *testing.T) string { return imagetest.Convert(t, gpt, "qcow2", "-c") }},
+		{"qcow2 v2 mbr logical", func(t *testing.T) string { return imagetest.Convert(t, mbr, "qcow2", "-o", "compat=0.10") }},
+		{"vmdk sparse", func(t *testing.T) string {
+			return imagetest.Convert(t, mbr, "vmdk", "-o", "subformat=monolithicSparse")
+		}},
+		{"vmdk streamOptimized", func(t *testing.T) string {
+			return imagetest.Convert(t, gpt, "vmdk", "-o", "subformat=streamOptimized")
+		}},
+		{"vhd dynamic", func(t *testing.T) string { return imagetest.Convert(t, gpt, "vpc", "-o", "subformat=dynamic") }},
+		{"vhd fixed", func(t *testing.T) string { return imagetest.Convert(t, mbr, "vpc", "-o", "subformat=fixed") }},
+		{"vhdx", func(t *testing.T) string { return imagetest.Convert(t, gpt, "vhdx") }},
+		{"lvm in qcow2", func(t *testing.T) string { return imagetest.Convert(t, imagetest.LVMDisk(t, fsImg), "qcow2") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, stderr, code := units(t, tc.img(t))
+			require.Equal(t, 0, code, stderr)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// TestBrokenImagesExit2 checks the CLI contract: a corrupt image is a clear
+// error on stderr and exit code 2, never a result.
+func TestBrokenImagesExit2(t *testing.T) {
+	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	qcow := imagetest.Convert(t, imagetest.GPTRoot(t, fsImg), "qcow2")
+	b, err := os.ReadFile(qcow)
+	require.NoError(t, err)
+	write := func(b []byte) string {
+		p := filepath.Join(t.TempDir(), "bad")
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	for _, tc := range []struct {
+		name, path, msg string
+	}{
+		{"truncated qcow2", write(b[:len(b)/3]), "corrupt"},
+		{"wrong magic", write(append([]byte("QFI\xfb\x00\x00\x00\x07"), b[8:]...)), "qcow2 version 7"},
+		{"no filesystem", write(make([]byte, 1<<20)), "no root filesystem found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := units(t, tc.path)
+			assert.Equal(t, 2, code)
+			assert.Empty(t, out)
+			assert.Contains(t, stderr, tc.msg)
+		})
+	}
+}
+
+// TestPartitionChoice checks automatic root finding and --partition on a
+// disk with two filesystems, only one of them an OS root.
+func TestPartitionChoice(t *testing.T) {
+	rootImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	data := filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.MkdirAll(data, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(data, "marker"), []byte("data partition\n"), 0o644))
+	dataImg := imagetest.Ext4(t, data, "8M")
+	disk := imagetest.MBRLogical(t, rootImg)
+	imagetest.Place(t, dataImg, disk, 2048*512) // partition 1
+
+	for _, tc := range []struct {
+		part   int
+		file   string
+		detail string
+	}{
+		{0, "etc/hostname", "partition 5"},
+		{5, "etc/hostname", "partition 5"},
+		{1, "marker", "partition 1"},
+	} {
+		im, err := target.Open(context.Background(), disk, target.Options{Partition: tc.part})
+		require.NoError(t, err)
+		_, err = im.FS.ReadFile(tc.file)
+		assert.NoError(t, err)
+		assert.Contains(t, im.Detail, tc.detail)
+		im.Close()
+	}
+	_, err := target.Open(context.Background(), disk, target.Options{Partition: 6})
+	assert.ErrorContains(t, err, "partition 6: no known filesystem")
+}
