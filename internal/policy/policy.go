@@ -212,7 +212,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	pq, err := rego.New(
 		rego.Query(EntryPoint),
 		rego.Compiler(c),
-		rego.Store(inmem.NewFromObject(data)),
+		rego.Store(newStore(data)),
 		rego.SetRegoVersion(ast.RegoV1),
 		rego.StrictBuiltinErrors(true),
 	).PrepareForEval(ctx)
@@ -377,5 +377,8 @@ func truncate(s string) string {
 	return s
 }
 
-// newStore is the store the tester uses: data as Data builds it.
-func newStore(data map[string]any) storage.Store { return inmem.NewFromObject(data) }
+// newStore is the store of data as Data builds it (already JSON-shaped, so
+// the store need not round-trip it again).
+func newStore(data map[string]any) storage.Store {
+	return inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(false))
+}
