@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
@@ -101,4 +102,40 @@ func TestNameIsValid(t *testing.T) {
 	for _, tc := range tests {
 		assert.Equal(t, tc.want, nameIsValid(tc.name, tc.kind), tc.name)
 	}
+}
+
+// countingSource counts the reads List makes of each name.
+type countingSource struct {
+	rootfs.Source
+	readDirs map[string]int
+	reads    map[string]int
+}
+
+func (c *countingSource) ReadDir(name string) ([]fs.DirEntry, error) {
+	c.readDirs[name]++
+	return c.Source.ReadDir(name)
+}
+
+func (c *countingSource) Open(name string) (fs.File, error) {
+	c.reads[name]++
+	return c.Source.Open(name)
+}
+
+// TestListReadsEachDirectoryOnce checks the single indexed pass: however
+// many units there are, every directory is listed and every file read at
+// most once (systemctl rescans every .wants directory per unit).
+func TestListReadsEachDirectoryOnce(t *testing.T) {
+	tree, err := fixtures.Tree("dlami")
+	require.NoError(t, err)
+	src := &countingSource{Source: tree, readDirs: map[string]int{}, reads: map[string]int{}}
+	units, err := List(rootfs.New(src))
+	require.NoError(t, err)
+	require.Greater(t, len(units), 100)
+	for name, n := range src.readDirs {
+		assert.Equal(t, 1, n, "directory %s listed %d times", name, n)
+	}
+	for name, n := range src.reads {
+		assert.Equal(t, 1, n, "file %s read %d times", name, n)
+	}
+	assert.Contains(t, src.readDirs, "etc/systemd/system/multi-user.target.wants")
 }
