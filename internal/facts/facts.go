@@ -85,11 +85,12 @@ type Document struct {
 type Image struct {
 	// OSRelease holds every os-release field (ID, VERSION_ID, PRETTY_NAME…).
 	OSRelease map[string]string `json:"os_release"`
-	// MachineID is "present", "empty", "uninitialized" or "missing".
+	// MachineID is "present", "empty", "uninitialized", "missing" or
+	// "unreadable" (a directory, a link loop, over 1 MiB).
 	MachineID string `json:"machine_id"`
 	// FirstBootPresets reports whether systemd will treat the first boot
-	// as a first boot and apply presets to every unit
-	// (machine-id missing or "uninitialized").
+	// as a first boot and apply presets to every unit (machine-id
+	// missing, unreadable or "uninitialized").
 	FirstBootPresets bool `json:"first_boot_presets"`
 }
 

@@ -158,10 +158,13 @@ func TestBuildMachineID(t *testing.T) {
 		first bool
 	}{
 		{"missing", fstest.MapFS{"etc/os-release": file("ID=debian\n")}, "missing", true},
+		{"os-release dir falls back", fstest.MapFS{"etc/os-release/x": file(""), "usr/lib/os-release": file("ID=debian\n"), "etc/machine-id": file("")}, "empty", false},
 		{"empty", fstest.MapFS{"etc/machine-id": file("")}, "empty", false},
 		{"uninitialized", fstest.MapFS{"etc/machine-id": file("uninitialized\n")}, "uninitialized", true},
 		{"masked", fstest.MapFS{"etc/machine-id": &fstest.MapFile{Data: []byte("/dev/null"), Mode: 0o777 | 1<<27}}, "empty", false},
 		{"present", fstest.MapFS{"etc/machine-id": file("abc\n")}, "present", false},
+		{"directory", fstest.MapFS{"etc/machine-id/x": file("abc\n")}, "unreadable", true},
+		{"loop", fstest.MapFS{"etc/machine-id": &fstest.MapFile{Data: []byte("machine-id"), Mode: 0o777 | 1<<27}}, "unreadable", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,4 +287,24 @@ func TestBuildRejectsDuplicateUnits(t *testing.T) {
 	require.Error(t, err)
 	_, err = Build(nil, nil, Options{})
 	require.Error(t, err)
+}
+
+func TestBuildOSReleaseFallback(t *testing.T) {
+	tests := []struct {
+		name string
+		m    fstest.MapFS
+		id   string
+	}{
+		{"etc", fstest.MapFS{"etc/os-release": file("ID=ubuntu\n"), "usr/lib/os-release": file("ID=debian\n")}, "ubuntu"},
+		{"etc is a directory", fstest.MapFS{"etc/os-release/x": file(""), "usr/lib/os-release": file("ID=debian\n")}, "debian"},
+		{"etc link to usr/lib", fstest.MapFS{"etc/os-release": &fstest.MapFile{Data: []byte("../usr/lib/os-release"), Mode: 0o777 | 1<<27}, "usr/lib/os-release": file("ID=debian\n")}, "debian"},
+		{"none", fstest.MapFS{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Build(rootfs.New(tt.m), nil, Options{})
+			require.NoError(t, err)
+			assert.Equal(t, tt.id, d.Image.OSRelease["ID"])
+		})
+	}
 }

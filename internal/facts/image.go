@@ -32,12 +32,11 @@ var systemConfDirs = []string{
 func readImage(fsys *rootfs.FS) (Image, error) {
 	im := Image{OSRelease: map[string]string{}}
 	for _, p := range []string{"etc/os-release", "usr/lib/os-release"} {
+		// Like systemd's os-release lookup, a file that cannot be read
+		// (missing, a directory, a loop, a mask) falls through to the next.
 		b, err := readLimited(fsys, p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
 		if err != nil {
-			return im, fmt.Errorf("read %s: %w", p, err)
+			continue
 		}
 		im.OSRelease = ParseEnv(b).Keys
 		break
@@ -50,7 +49,9 @@ func readImage(fsys *rootfs.FS) (Image, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		im.MachineID = "missing"
 	case err != nil:
-		return im, fmt.Errorf("read etc/machine-id: %w", err)
+		// A directory, a link loop, an oversized file: systemd cannot
+		// read it either and, with a warning, takes it as a first boot.
+		im.MachineID = "unreadable"
 	default:
 		switch strings.TrimSpace(string(b)) {
 		case "":
@@ -62,9 +63,9 @@ func readImage(fsys *rootfs.FS) (Image, error) {
 		}
 	}
 	// systemd 252 (src/core/main.c) takes a boot as the first boot when
-	// /etc/machine-id is missing or says "uninitialized", and then applies
-	// presets to every unit (manager_preset_all).
-	im.FirstBootPresets = im.MachineID == "missing" || im.MachineID == "uninitialized"
+	// reading /etc/machine-id fails or it says "uninitialized" (an empty
+	// file is not a first boot), and then applies presets to every unit.
+	im.FirstBootPresets = im.MachineID == "missing" || im.MachineID == "uninitialized" || im.MachineID == "unreadable"
 	return im, nil
 }
 
