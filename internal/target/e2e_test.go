@@ -3,6 +3,7 @@ package target_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,15 +23,29 @@ func units(t *testing.T, target string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// scan returns `amilint scan TARGET -o json` without the target's name and
+// kind, which differ between an image and its tree by design.
+func scan(t *testing.T, target string) (map[string]any, int) {
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), []string{"scan", target, "-o", "json", "--fail-on", "critical"}, &out, &errb)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &doc), "scan %s: %s", target, errb.String())
+	delete(doc, "target")
+	return doc, code
+}
+
 // TestUnitsOfImagesMatchTheirTree is the issue's acceptance check: for each
 // format, `amilint units IMAGE -o tsv` equals `amilint units DIR -o tsv`
-// of the tree the image was built from with Debian's own tools.
+// of the tree the image was built from with Debian's own tools, and `scan`
+// gives the same report.
 func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "root")
 	require.NoError(t, fixtures.Materialize(fixtures.Default, dir))
 	want, stderr, code := units(t, dir)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, want, "ecs.service\tenabled")
+	wantScan, wantCode := scan(t, dir)
+	require.NotEmpty(t, wantScan["findings"], "the DLAMI fixture has findings")
 
 	fsImg := imagetest.Ext4(t, dir, "24M")
 	gpt := imagetest.GPTRoot(t, fsImg)
@@ -58,9 +73,13 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 		{"lvm in qcow2", func(t *testing.T) string { return imagetest.Convert(t, imagetest.LVMDisk(t, fsImg), "qcow2") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, stderr, code := units(t, tc.img(t))
+			img := tc.img(t)
+			got, stderr, code := units(t, img)
 			require.Equal(t, 0, code, stderr)
 			assert.Equal(t, want, got)
+			gotScan, gotCode := scan(t, img)
+			assert.Equal(t, wantCode, gotCode)
+			assert.Equal(t, wantScan, gotScan)
 		})
 	}
 }
