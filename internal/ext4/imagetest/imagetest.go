@@ -108,6 +108,13 @@ func BuildTree(t testing.TB, dir string, o Options) {
 		write("var/lib/big.img", data(bigSize))
 	}
 
+	// Directories of 5, 100 and 400 entries: on XFS short-form, block
+	// and leaf directories (big/ is a node directory).
+	for _, n := range []int{5, 100, 400} {
+		for i := range n {
+			write(fmt.Sprintf("sizes/d%d/file-%04d", n, i), nil)
+		}
+	}
 	for i := range o.BigDir {
 		write(fmt.Sprintf("big/entry-%05d.conf", i), fmt.Appendf(nil, "entry %d\n", i))
 	}
