@@ -35,6 +35,9 @@ type Boot struct {
 	// ActivatedBy maps a unit to the started trigger units that activate
 	// it, whether or not it also starts at boot; sorted.
 	ActivatedBy map[string][]string
+	// Conflicted maps a unit whose start job a Conflicts= removed (or that
+	// required such a unit) to the unit it conflicted with.
+	Conflicted map[string]string
 	// Err is set when systemd would fail the transaction (ErrTransaction).
 	Err error
 
@@ -123,6 +126,7 @@ type txEdge struct {
 func (g *Graph) computeBoot() *Boot {
 	b := &Boot{
 		ActivatedBy: map[string][]string{},
+		Conflicted:  map[string]string{},
 		start:       map[string]bool{},
 		step:        map[string][]finding.Edge{},
 		parent:      map[string]string{},
@@ -172,8 +176,16 @@ func (g *Graph) computeBoot() *Boot {
 			order = append(order, e.to)
 		}
 	}
+	deleted, err := g.resolveConflicts(root, order, taken)
+	if err != nil {
+		b.Err = err
+		return b
+	}
+	for u, by := range deleted {
+		b.Conflicted[u.Name] = by.Name
+	}
 	for _, u := range order {
-		if !activeAtBoot(u.Name) {
+		if !activeAtBoot(u.Name) && deleted[u] == nil {
 			b.start[u.Name] = true
 			b.Start = append(b.Start, u.Name)
 		}
@@ -208,6 +220,77 @@ func (g *Graph) computeBoot() *Boot {
 		sort.Strings(l)
 	}
 	return b
+}
+
+// resolveConflicts applies Conflicts= between units of the transaction as
+// transaction_merge_jobs does. When X has a start job and Conflicts=Y, Y
+// gets a stop job that matters to the anchor if X's start does, and X a
+// stop job (from Y's ConflictedBy) that never does; each unit's
+// unmergeable start/stop pair is resolved by deleting the job that does
+// not matter (matter: reachable from the anchor through Requires-like
+// edges only), and deleting a job deletes the jobs that required it. So:
+// if only X matters, Y's start goes; if only Y matters, the stop of Y goes
+// and X's start with it; if both matter the transaction fails. If neither
+// matters systemd drops one of the two in hash-table order, which varies
+// from run to run (the oracle test showed both outcomes); the model drops
+// Y. Jobs the dropped unit pulled in stay: an isolate transaction collects
+// no garbage. It returns the deleted units and, for each, the unit its
+// conflict was with.
+func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]txEdge) (map[*Unit]*Unit, error) {
+	matters := map[*Unit]bool{root: true}
+	queue := []*Unit{root}
+	requiredBy := map[*Unit][]*Unit{}
+	for _, u := range order {
+		for _, e := range taken[u] {
+			if strengthOf(e.dep.Kind) == pull {
+				requiredBy[e.to] = append(requiredBy[e.to], u)
+			}
+		}
+	}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, e := range taken[u] {
+			if strengthOf(e.dep.Kind) == pull && !matters[e.to] {
+				matters[e.to] = true
+				queue = append(queue, e.to)
+			}
+		}
+	}
+	in := map[*Unit]bool{}
+	for _, u := range order {
+		in[u] = true
+	}
+	deleted := map[*Unit]*Unit{}
+	var drop func(u, by *Unit)
+	drop = func(u, by *Unit) {
+		deleted[u] = by
+		for _, v := range requiredBy[u] {
+			if deleted[v] == nil {
+				drop(v, by)
+			}
+		}
+	}
+	for _, x := range order {
+		for _, d := range x.Deps {
+			if d.Kind != "Conflicts" || deleted[x] != nil {
+				continue
+			}
+			y := g.load(d.Name)
+			if y == nil || y == x || !in[y] || deleted[y] != nil || activeAtBoot(y.Name) {
+				continue
+			}
+			switch {
+			case matters[x] && matters[y]:
+				return nil, fmt.Errorf("start %s: %w: %s conflicts with %s and both are required", root.Name, ErrTransaction, x.Name, y.Name)
+			case matters[y]:
+				drop(x, y)
+			default:
+				drop(y, x)
+			}
+		}
+	}
+	return deleted, nil
 }
 
 // addJobs adds root's start job and its dependencies' to the transaction

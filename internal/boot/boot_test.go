@@ -396,3 +396,31 @@ func TestSysv(t *testing.T) {
 	masked := with(m, "etc/systemd/system-generators/systemd-sysv-generator", mlink("/dev/null"))
 	assert.NotContains(t, load(t, masked).Boot().Start, "agent.service")
 }
+
+func TestConflicts(t *testing.T) {
+	m := with(base(),
+		etc+"e.service", mfile("[Unit]\nConflicts=f.service\n"+svc0),
+		etc+"f.service", mfile("[Unit]\nWants=c.service\n"+svc0),
+		etc+"c.service", mfile(svc0),
+		etc+"d.service", mfile("[Unit]\nRequires=f.service\n"+svc0),
+		etc+"multi-user.target.requires/e.service", mlink("../e.service"),
+		etc+"multi-user.target.wants/f.service", mlink("../f.service"),
+		etc+"multi-user.target.wants/d.service", mlink("../d.service"),
+		etc+"g.service", mfile("[Unit]\nConflicts=h.service\n"+svc0),
+		etc+"h.service", mfile(svc0),
+		etc+"multi-user.target.wants/g.service", mlink("../g.service"),
+		etc+"multi-user.target.requires/h.service", mlink("../h.service"),
+	)
+	b := load(t, m).Boot()
+	require.NoError(t, b.Err)
+	assert.Equal(t, []string{"basic.target", "c.service", "e.service", "h.service", "multi-user.target", "sysinit.target"}, b.Start)
+	assert.Equal(t, map[string]string{"f.service": "e.service", "d.service": "e.service", "g.service": "h.service"}, b.Conflicted)
+
+	both := with(base(),
+		etc+"e.service", mfile("[Unit]\nConflicts=h.service\n"+svc0),
+		etc+"h.service", mfile(svc0),
+		etc+"multi-user.target.requires/e.service", mlink("../e.service"),
+		etc+"multi-user.target.requires/h.service", mlink("../h.service"),
+	)
+	assert.ErrorIs(t, load(t, both).Boot().Err, ErrTransaction)
+}

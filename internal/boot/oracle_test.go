@@ -290,6 +290,24 @@ func variants(t *testing.T) map[string][]op {
 			file("/etc/init.d/noexec", "#!/bin/sh\n"),
 			link("/etc/rc2.d/S01noexec", "../init.d/noexec"),
 		},
+		"conflicts": {
+			// e, required by the target, conflicts with f, only wanted: f's
+			// start goes, d (Requires=f) with it, c (wanted by f) stays.
+			// g, only wanted, conflicts with h, required: g's start goes.
+			// (Two units both only wanted that conflict are resolved by
+			// systemd in random order; that case is not compared.)
+			file("/etc/systemd/system/e.service", "[Unit]\nConflicts=f.service\n"+svc),
+			file("/etc/systemd/system/f.service", "[Unit]\nWants=c.service\n"+svc),
+			file("/etc/systemd/system/c.service", svc),
+			file("/etc/systemd/system/d.service", "[Unit]\nRequires=f.service\n"+svc),
+			link("/etc/systemd/system/multi-user.target.requires/e.service", "/etc/systemd/system/e.service"),
+			link("/etc/systemd/system/multi-user.target.wants/f.service", "/etc/systemd/system/f.service"),
+			link("/etc/systemd/system/multi-user.target.wants/d.service", "/etc/systemd/system/d.service"),
+			file("/etc/systemd/system/g.service", "[Unit]\nConflicts=h.service\n"+svc),
+			file("/etc/systemd/system/h.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/g.service", "/etc/systemd/system/g.service"),
+			link("/etc/systemd/system/multi-user.target.requires/h.service", "/etc/systemd/system/h.service"),
+		},
 		"sysv-generator-masked": {
 			link("/etc/systemd/system-generators/systemd-sysv-generator", "/dev/null"),
 		},
