@@ -45,77 +45,139 @@ func (s *Seconds) UnmarshalJSON(b []byte) error {
 // ErrTimeSpan reports a value that is not a systemd time span.
 var ErrTimeSpan = errors.New("invalid time span")
 
-// timeUnits maps systemd's time-span suffixes to microseconds, as
-// parse_time() in systemd 252's src/basic/time-util.c knows them. A month is
-// 30.44 days and a year 365.25 days there too.
-var timeUnits = map[string]float64{
-	"seconds": 1e6, "second": 1e6, "sec": 1e6, "s": 1e6,
-	"minutes": 60e6, "minute": 60e6, "min": 60e6,
-	"months": 2629800e6, "month": 2629800e6, "M": 2629800e6,
-	"msec": 1e3, "ms": 1e3,
-	"m":     60e6,
-	"hours": 3600e6, "hour": 3600e6, "hr": 3600e6, "h": 3600e6,
-	"days": 86400e6, "day": 86400e6, "d": 86400e6,
-	"weeks": 604800e6, "week": 604800e6, "w": 604800e6,
-	"years": 31557600e6, "year": 31557600e6, "y": 31557600e6,
-	"usec": 1, "us": 1, "µs": 1, "μs": 1,
-	"nsec": 1e-3, "ns": 1e-3,
+// timeUnits are systemd 252's time-span suffixes in microseconds, in the
+// order extract_multiplier() (src/basic/time-util.c) tries them as prefixes.
+var timeUnits = []struct {
+	suffix string
+	usec   uint64
+}{
+	{"seconds", usecPerSec}, {"second", usecPerSec}, {"sec", usecPerSec}, {"s", usecPerSec},
+	{"minutes", usecPerMinute}, {"minute", usecPerMinute}, {"min", usecPerMinute},
+	{"months", usecPerMonth}, {"month", usecPerMonth}, {"M", usecPerMonth},
+	{"msec", 1000}, {"ms", 1000}, {"m", usecPerMinute},
+	{"hours", usecPerHour}, {"hour", usecPerHour}, {"hr", usecPerHour}, {"h", usecPerHour},
+	{"days", usecPerDay}, {"day", usecPerDay}, {"d", usecPerDay},
+	{"weeks", usecPerWeek}, {"week", usecPerWeek}, {"w", usecPerWeek},
+	{"years", usecPerYear}, {"year", usecPerYear}, {"y", usecPerYear},
+	{"usec", 1}, {"us", 1}, {"\u03bcs", 1}, {"\u00b5s", 1},
 }
 
-// maxSpan bounds a span, so a hostile value cannot overflow into nonsense:
-// systemd's usec_t is 64 bits; anything at or past it is refused.
-const maxSpanUsec = float64(math.MaxUint64 - 1)
+const (
+	usecPerSec    = 1_000_000
+	usecPerMinute = 60 * usecPerSec
+	usecPerHour   = 60 * usecPerMinute
+	usecPerDay    = 24 * usecPerHour
+	usecPerWeek   = 7 * usecPerDay
+	usecPerMonth  = 2_629_800 * usecPerSec  // 30.44 days
+	usecPerYear   = 31_557_600 * usecPerSec // 365.25 days
+	usecInfinity  = math.MaxUint64
+)
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(s string) string {
+	for s != "" && isSpace(s[0]) {
+		s = s[1:]
+	}
+	return s
+}
+
+func digits(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
 
 // ParseSeconds parses a systemd time span ("10s", "100ms", "1min 30s",
 // "1.5h", "infinity"); a bare number is seconds, as for RestartSec= and
-// StartLimitIntervalSec=. It never panics and refuses negative numbers,
-// unknown units and empty input with an error wrapping ErrTimeSpan.
+// StartLimitIntervalSec=. It is parse_sec() of systemd 252 in whole
+// microseconds, so it accepts and refuses what systemd does (a
+// differential test checks it against systemd-analyze timespan). Errors
+// wrap ErrTimeSpan; it never panics.
 func ParseSeconds(v string) (Seconds, error) {
-	s := strings.TrimSpace(v)
-	if s == "infinity" {
+	bad := func(why string) (Seconds, error) {
+		return 0, fmt.Errorf("parse time span %q: %s: %w", truncate(v), why, ErrTimeSpan)
+	}
+	p := skipSpace(v)
+	if strings.TrimRight(p, " \t\n\r") == "infinity" {
 		return Infinity, nil
 	}
-	if s == "" {
-		return 0, fmt.Errorf("parse time span %q: %w", v, ErrTimeSpan)
-	}
-	var total float64
-	for s != "" {
-		// A number: digits with at most one dot, no sign.
-		i := 0
-		dots := 0
-		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
-			if s[i] == '.' {
-				dots++
+	var usec uint64
+	something := false
+	for {
+		p = skipSpace(p)
+		if p == "" {
+			if !something {
+				return bad("empty")
 			}
-			i++
+			break
 		}
-		if i == 0 || dots > 1 || s[:i] == "." {
-			return 0, fmt.Errorf("parse time span %q: %w", v, ErrTimeSpan)
+		if p[0] == '-' {
+			return bad("negative")
 		}
-		n, err := strconv.ParseFloat(s[:i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse time span %q: %w", v, ErrTimeSpan)
+		// strtoll: an optional '+', then digits.
+		q := p
+		if q[0] == '+' {
+			q = q[1:]
 		}
-		s = strings.TrimLeft(s[i:], " \t")
-		// A unit: letters (and µ), possibly none, meaning seconds.
-		j := 0
-		for j < len(s) && s[j] != ' ' && s[j] != '\t' && (s[j] < '0' || s[j] > '9') && s[j] != '.' {
-			j++
-		}
-		mult := 1e6
-		if j > 0 {
-			m, ok := timeUnits[s[:j]]
-			if !ok {
-				return 0, fmt.Errorf("parse time span %q: unknown unit %q: %w", v, s[:j], ErrTimeSpan)
+		n := digits(q)
+		var l uint64
+		if n > 0 {
+			var err error
+			if l, err = strconv.ParseUint(q[:n], 10, 64); err != nil || l > math.MaxInt64 {
+				return bad("out of range")
 			}
-			mult = m
 		}
-		s = strings.TrimLeft(s[j:], " \t")
-		total += n * mult
-		if math.IsInf(total, 0) || math.IsNaN(total) || total >= maxSpanUsec {
-			return 0, fmt.Errorf("parse time span %q: out of range: %w", v, ErrTimeSpan)
+		e := q[n:]
+		var frac string
+		switch {
+		case e != "" && e[0] == '.':
+			frac = e[1 : 1+digits(e[1:])]
+			p = e[1+len(frac):]
+		case n == 0:
+			return bad("not a number")
+		default:
+			p = e
+		}
+		rest := skipSpace(p)
+		spaced := len(rest) < len(p)
+		multiplier, unit := uint64(usecPerSec), false
+		for _, u := range timeUnits {
+			if strings.HasPrefix(rest, u.suffix) {
+				multiplier, rest, unit = u.usec, rest[len(u.suffix):], true
+				break
+			}
+		}
+		if !unit && !spaced && rest != "" {
+			// Neither a unit nor whitespace follows the number: "12.34.56".
+			return bad("unexpected " + strconv.Quote(truncate(rest)))
+		}
+		p = rest
+		if l >= usecInfinity/multiplier {
+			return bad("out of range")
+		}
+		k := l * multiplier
+		if k >= usecInfinity-usec {
+			return bad("out of range")
+		}
+		usec += k
+		something = true
+		if e != "" && e[0] == '.' {
+			if frac == "" {
+				return bad("no digits after '.'")
+			}
+			m := multiplier / 10
+			for i := 0; i < len(frac); i++ {
+				k := uint64(frac[i]-'0') * m
+				if k >= usecInfinity-usec {
+					return bad("out of range")
+				}
+				usec += k
+				m /= 10
+			}
 		}
 	}
-	// systemd counts in whole microseconds.
-	return Seconds(math.Floor(total) / 1e6), nil
+	return Seconds(float64(usec) / 1e6), nil
 }
