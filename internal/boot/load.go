@@ -110,9 +110,10 @@ type Graph struct {
 	fsys *rootfs.FS
 	dirs []string // search path directories that exist, in precedence
 
-	ids    map[string]idEntry  // systemd's unit_id_map
-	byName map[string][]string // fragment name -> names (unit_name_map)
-	cache  map[string]bool     // "dir/entry" for every entry of a search dir
+	ids    map[string]idEntry   // systemd's unit_id_map
+	byName map[string][]string  // fragment name -> names (unit_name_map)
+	cache  map[string]bool      // "dir/entry" for every entry of a search dir
+	states map[string]fileState // nullOrEmpty results by image path
 
 	generated map[string]genFile // generator output, by image path
 	genDeps   map[string][]Dep   // generator .wants links, by unit name
@@ -138,6 +139,7 @@ func Load(fsys *rootfs.FS) (*Graph, error) {
 		ids:    map[string]idEntry{},
 		byName: map[string][]string{},
 		cache:  map[string]bool{},
+		states: map[string]fileState{},
 		units:  map[string]*Unit{},
 	}
 	for _, d := range unit.SearchPath {
@@ -397,6 +399,15 @@ func (g *Graph) nullOrEmpty(p string) fileState {
 	if _, ok := g.generated[p]; ok {
 		return fileOK
 	}
+	if st, ok := g.states[p]; ok {
+		return st
+	}
+	st := g.statFile(p)
+	g.states[p] = st
+	return st
+}
+
+func (g *Graph) statFile(p string) fileState {
 	fi, err := g.fsys.Stat(rootfs.Clean(p))
 	switch {
 	case errors.Is(err, rootfs.ErrMasked):

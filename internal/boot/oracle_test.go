@@ -485,3 +485,23 @@ func TestOracleGenerators(t *testing.T) {
 		len(want.start), len(got), onlySystemd)
 	assert.Empty(t, onlyModel)
 }
+
+// BenchmarkBootDebian measures Load and Boot on the cached Debian root
+// (compare: systemd --test on the same root, printed once per run).
+func BenchmarkBootDebian(b *testing.B) {
+	dir := filepath.Join("..", "..", ".cache", "debian-root")
+	if _, err := os.Stat(filepath.Join(dir, "lib", "systemd", "systemd")); err != nil {
+		b.Skipf("no Debian root at %s (run `make debian-root`)", dir)
+	}
+	src, err := rootfs.OpenDir(dir)
+	require.NoError(b, err)
+	defer src.Close()
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		g, err := Load(rootfs.New(src))
+		require.NoError(b, err)
+		n = len(g.Boot().Start)
+	}
+	b.ReportMetric(float64(n), "units")
+}
