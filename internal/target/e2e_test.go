@@ -50,6 +50,7 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 	fsImg := imagetest.Ext4(t, dir, "24M")
 	gpt := imagetest.GPTRoot(t, fsImg)
 	mbr := imagetest.MBRLogical(t, fsImg)
+	xfsImg := imagetest.XFS(t, dir, "300M")
 	tarball := filepath.Join(t.TempDir(), "root.tar.zst")
 	imagetest.Run(t, "tar", "--zstd", "-cf", tarball, "-C", dir, ".")
 	for _, tc := range []struct {
@@ -71,6 +72,10 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 		{"vhd fixed", func(t *testing.T) string { return imagetest.Convert(t, mbr, "vpc", "-o", "subformat=fixed") }},
 		{"vhdx", func(t *testing.T) string { return imagetest.Convert(t, gpt, "vhdx") }},
 		{"lvm in qcow2", func(t *testing.T) string { return imagetest.Convert(t, imagetest.LVMDisk(t, fsImg), "qcow2") }},
+		{"xfs raw", func(*testing.T) string { return xfsImg }},
+		{"xfs gpt vmdk", func(t *testing.T) string {
+			return imagetest.Convert(t, imagetest.GPTBig(t, xfsImg, 320<<20), "vmdk", "-o", "subformat=monolithicSparse")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			img := tc.img(t)

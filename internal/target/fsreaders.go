@@ -5,6 +5,7 @@ import (
 
 	"github.com/amilint/amilint/internal/ext4"
 	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/xfs"
 )
 
 // openExt4 plugs internal/ext4 into disk images.
@@ -16,5 +17,11 @@ func openExt4(r io.ReaderAt, size int64) (rootfs.Source, error) {
 	return f, nil
 }
 
-// openXFS is nil until internal/xfs lands.
-var openXFS func(r io.ReaderAt, size int64) (rootfs.Source, error)
+// openXFS plugs internal/xfs into disk images.
+func openXFS(r io.ReaderAt, size int64) (rootfs.Source, error) {
+	f, err := xfs.Open(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	ext4imagetest "github.com/amilint/amilint/internal/ext4/imagetest"
 )
 
 // Blank makes a sparse file of size bytes.
@@ -144,5 +146,29 @@ func LVMDisk(t testing.TB, fsImg string) string {
 	Sfdisk(t, p, "label: dos\nstart=2048, type=8e\n")
 	segs := LVM(t, p, 1<<20, 63<<20)
 	FillLV(t, p, 1<<20, segs, fsImg)
+	return p
+}
+
+// XFS builds an XFS v5 filesystem image of size (at least 300M, mkfs.xfs's
+// minimum; the file is sparse) holding dir, from a mkfs.xfs proto file.
+func XFS(t testing.TB, dir, size string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	proto := filepath.Join(tmp, "proto")
+	ext4imagetest.ProtoFile(t, dir, proto)
+	img := filepath.Join(tmp, "fs.xfs")
+	Run(t, "truncate", "-s", size, img)
+	Run(t, "mkfs.xfs", "-q", "-f", "-p", proto, img)
+	return img
+}
+
+// GPTBig is a sparse GPT disk of size bytes whose partition 2 (from 9 MiB
+// to the end) holds fsImg, copied sparsely.
+func GPTBig(t testing.TB, fsImg string, size int64) string {
+	t.Helper()
+	p := Blank(t, size)
+	Run(t, "sgdisk", "-n", "1:2048:+8M", "-t", "1:ef00", "-n", "2:0:0", "-t", "2:8300", p)
+	Run(t, "dd", "if="+fsImg, "of="+p, "bs=1M", "conv=notrunc,sparse", "status=none",
+		"oflag=seek_bytes", fmt.Sprintf("seek=%d", (2048+16384)*512))
 	return p
 }
