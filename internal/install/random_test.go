@@ -270,6 +270,20 @@ func (g *treeGen) build() {
 			g.put(file, g.content())
 		}
 	}
+	// Linked directories: a drop-in directory and a whole search directory
+	// that are relative links (absolute ones would send systemctl to the
+	// host, which opendir()s them outside --root).
+	if g.chance(0.1) && len(g.units) > 0 {
+		u, d := g.pick(g.units), g.dir()
+		up := strings.Repeat("../", strings.Count(g.realDir(d), "/")+1)
+		g.put(d+"/"+u[strings.LastIndexByte(u, '/')+1:]+".d", "-> "+up+"opt/dropins")
+		g.put("opt/dropins/50-x.conf", g.content())
+	}
+	if g.chance(0.05) {
+		g.put("usr/local/lib/systemd/system", "-> ../../../../opt/local")
+		g.put("opt/local/"+g.name(), g.content())
+		g.put("etc/systemd/system/"+g.name(), "-> /usr/local/lib/systemd/system/"+g.name())
+	}
 	// Odd entries: directories named like units, hidden and backup files.
 	if g.chance(0.1) {
 		g.put(g.dir()+"/"+g.name()+"/", "")
