@@ -5,6 +5,16 @@
 // index of the unit directories per call, and never writes.
 //
 // Paths in its results are image-absolute ("/lib/systemd/system/ecs.service").
+//
+// # Differences from systemctl --root
+//
+// One, on purpose: systemctl opens the search directories and drop-in
+// directories through the host's kernel, so an absolute link to a
+// directory, or a relative one climbing above the root, makes it read the
+// host's files. This package resolves every link inside the image. The
+// search path is Debian's systemd 252 one (/lib/systemd/system before
+// /usr/lib/systemd/system); systemd 252 does not count .upholds links or
+// UpheldBy= for enablement, and neither does this package.
 package install
 
 import (
