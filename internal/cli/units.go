@@ -139,7 +139,11 @@ func writeUnitsText(w io.Writer, units []install.UnitFile, presets *install.Pres
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "UNIT FILE\tSTATE\tPRESET")
 	for _, u := range units {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Name, u.State, presets.Query(u.Name))
+		preset := "-"
+		if u.State.ShowsPreset() {
+			preset = string(presets.Query(u.Name))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Name, u.State, preset)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -80,6 +80,7 @@ func TestUnitsTextAndJSON(t *testing.T) {
 	assert.Contains(t, out, "UNIT FILE")
 	assert.Regexp(t, `(?m)^ecs\.service +enabled +enable$`, out)
 	assert.Regexp(t, `(?m)^off\.service +disabled +disable$`, out)
+	assert.Regexp(t, `(?m)^ecs-alias\.service +alias +-$`, out)
 	assert.Contains(t, out, "\n7 unit files listed.\n")
 
 	code, out, errs = runUnitsCLI("units", "-o", "json", dir)

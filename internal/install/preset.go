@@ -119,6 +119,17 @@ func (p *Presets) Query(name string) PresetAction {
 	return PresetEnable
 }
 
+// ShowsPreset reports whether systemctl list-unit-files prints a vendor
+// preset for a unit in state s: not for aliases, static, generated and
+// transient units, which enable/disable cannot change.
+func (s State) ShowsPreset() bool {
+	switch s {
+	case Alias, Static, Generated, Transient:
+		return false
+	}
+	return true
+}
+
 // Preset evaluates the image's presets for every unit file List returns.
 func Preset(fsys *rootfs.FS) (map[string]PresetAction, error) {
 	units, err := List(fsys)

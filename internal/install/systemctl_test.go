@@ -62,15 +62,6 @@ func systemctlList(t testing.TB, dir string) map[string]refEntry {
 	return got
 }
 
-// showsPreset are the states for which list-unit-files prints a preset.
-func showsPreset(s State) bool {
-	switch s {
-	case Alias, Static, Generated, Transient:
-		return false
-	}
-	return true
-}
-
 // ours lists dir with this package, in the same shape.
 func ours(t testing.TB, dir string) (map[string]refEntry, []UnitFile) {
 	t.Helper()
@@ -85,7 +76,7 @@ func ours(t testing.TB, dir string) (map[string]refEntry, []UnitFile) {
 	got := map[string]refEntry{}
 	for _, u := range units {
 		e := refEntry{state: string(u.State), preset: "-"}
-		if showsPreset(u.State) {
+		if u.State.ShowsPreset() {
 			e.preset = string(ps.Query(u.Name)) + "d"
 		}
 		got[u.Name] = e
