@@ -2,6 +2,7 @@ package vdisk_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,39 +13,28 @@ import (
 	"github.com/amilint/amilint/internal/vdisk/imagetest"
 )
 
-// FuzzOpen feeds arbitrary bytes to every container reader (chosen by the
-// magic, as Open does) and reads a spread of blocks: errors are fine,
-// panics and hangs are not. The seeds are tiny real images of each format,
-// made by qemu-img when the test runs.
-func FuzzOpen(f *testing.F) {
-	dir := f.TempDir()
-	raw := filepath.Join(dir, "seed.raw")
-	b := make([]byte, 256<<10)
+// seeds converts a small patterned raw disk with qemu-img once per
+// conversion and adds the results to f's corpus.
+func seeds(f *testing.F, convs ...[]string) {
+	raw := filepath.Join(f.TempDir(), "seed.raw")
+	b := make([]byte, 128<<10)
 	for i := 0; i < len(b); i += 4096 {
 		copy(b[i:], "amilint seed block")
 		b[i+100] = byte(i >> 12)
 	}
 	require.NoError(f, os.WriteFile(raw, b, 0o644))
-	f.Add(b[:4096])
-	for _, c := range []struct {
-		format string
-		args   []string
-	}{
-		{"qcow2", []string{"-o", "cluster_size=512"}},
-		{"qcow2", []string{"-c", "-o", "cluster_size=4096,compat=0.10"}},
-		{"qcow2", []string{"-c", "-o", "cluster_size=4096,compression_type=zstd"}},
-		{"vmdk", []string{"-o", "subformat=monolithicSparse"}},
-		{"vmdk", []string{"-o", "subformat=streamOptimized"}},
-		{"vpc", []string{"-o", "subformat=dynamic"}},
-		{"vpc", []string{"-o", "subformat=fixed"}},
-		{"vhdx", []string{"-o", "block_size=1M"}},
-	} {
-		img, err := os.ReadFile(imagetest.Convert(f, raw, c.format, c.args...))
+	for _, c := range convs {
+		img, err := os.ReadFile(imagetest.Convert(f, raw, c[0], c[1:]...))
 		require.NoError(f, err)
 		f.Add(img)
 	}
+}
+
+// fuzzDisk runs open on arbitrary bytes and reads a spread of blocks:
+// errors are fine, panics and hangs are not.
+func fuzzDisk(f *testing.F, open func(r io.ReaderAt, size int64) (vdisk.Disk, error)) {
 	f.Fuzz(func(t *testing.T, data []byte) {
-		d, _, err := vdisk.Open(bytes.NewReader(data), int64(len(data)), vdisk.Options{})
+		d, err := open(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			return
 		}
@@ -53,4 +43,41 @@ func FuzzOpen(f *testing.F) {
 			_, _ = d.ReadAt(buf, d.Size()/32*i)
 		}
 	})
+}
+
+// The seeds are tiny real images made by qemu-img when the test runs; each
+// format has its own target so one format's large seeds (VHD and VHDX
+// allocate whole megabyte blocks) do not slow the others' fuzzing.
+
+func FuzzOpen(f *testing.F) {
+	f.Add([]byte("QFI\xfb\x00\x00\x00\x03"))
+	f.Add([]byte("KDMV\x01\x00\x00\x00"))
+	f.Add(append(make([]byte, 512), "conectix"...))
+	f.Add(make([]byte, 4096))
+	fuzzDisk(f, func(r io.ReaderAt, size int64) (vdisk.Disk, error) {
+		d, _, err := vdisk.Open(r, size, vdisk.Options{})
+		return d, err
+	})
+}
+
+func FuzzQCOW2(f *testing.F) {
+	seeds(f, []string{"qcow2", "-o", "cluster_size=512"},
+		[]string{"qcow2", "-c", "-o", "cluster_size=4096,compat=0.10"},
+		[]string{"qcow2", "-c", "-o", "cluster_size=4096,compression_type=zstd"})
+	fuzzDisk(f, func(r io.ReaderAt, size int64) (vdisk.Disk, error) { return vdisk.OpenQCOW2(r, size, nil) })
+}
+
+func FuzzVMDK(f *testing.F) {
+	seeds(f, []string{"vmdk", "-o", "subformat=monolithicSparse"}, []string{"vmdk", "-o", "subformat=streamOptimized"})
+	fuzzDisk(f, vdisk.OpenVMDK)
+}
+
+func FuzzVHD(f *testing.F) {
+	seeds(f, []string{"vpc", "-o", "subformat=dynamic"}, []string{"vpc", "-o", "subformat=fixed"})
+	fuzzDisk(f, vdisk.OpenVHD)
+}
+
+func FuzzVHDX(f *testing.F) {
+	seeds(f, []string{"vhdx", "-o", "block_size=1M"})
+	fuzzDisk(f, vdisk.OpenVHDX)
 }
