@@ -335,6 +335,18 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge)
 		if strengthOf(d.Kind) != pass {
 			continue
 		}
+		if unit.IsTemplate(d.Name) {
+			// Left only where systemd does not resolve a template
+			// either: it cannot load one as a unit ("missing the
+			// instance name"), so the dependency is dropped, or fails
+			// a Requires=.
+			if pass == want {
+				continue
+			}
+			stack = stack[:len(stack)-1]
+			result, returned = false, true
+			continue
+		}
 		du := g.load(d.Name)
 		if du == nil {
 			continue

@@ -83,7 +83,7 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 		}
 	case "timer", "path":
 		if n := g.lastName(u, requested, sectionOf(t), "Unit"); n != "" {
-			u.Deps = append(u.Deps, Dep{Kind: t, Name: n, Source: self})
+			u.Deps = append(u.Deps, Dep{Kind: t, Name: resolveTemplate(n, requested), Source: self})
 		} else {
 			u.Deps = append(u.Deps, Dep{Kind: t, Name: changeSuffix(u.Name, "service"), Source: self})
 		}
@@ -131,13 +131,28 @@ func (g *Graph) depNames(u *Unit, id, v string) []string {
 			u.Problems = append(u.Problems, fmt.Sprintf("%q: %v", w, err))
 			continue
 		}
-		if !unit.Valid(n) {
+		if n = resolveTemplate(n, id); !unit.Valid(n) {
 			u.Problems = append(u.Problems, fmt.Sprintf("%q: not a valid unit name", n))
 			continue
 		}
 		out = append(out, n)
 	}
 	return out
+}
+
+// resolveTemplate is systemd's resolve_template: a dependency on a template
+// ("foo@.service") means the instance of the depending unit id, or, when
+// id has no instance, the instance named by id's prefix: Wants=foo@.service
+// in bar.service means foo@bar.service.
+func resolveTemplate(name, id string) string {
+	if !unit.IsTemplate(name) {
+		return name
+	}
+	inst, ok := unit.Instance(id)
+	if !ok {
+		inst = unit.Prefix(id)
+	}
+	return unit.WithInstance(name, inst)
 }
 
 // printfName is systemd's unit_name_printf for a unit named id: %n %N %p

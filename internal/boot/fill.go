@@ -288,5 +288,5 @@ func (g *Graph) depLink(p string, u *Unit) (string, bool) {
 		u.Problems = append(u.Problems, fmt.Sprintf("/%s: not a valid unit name", p))
 		return "", false
 	}
-	return name, true
+	return resolveTemplate(name, u.Name), true
 }

@@ -342,7 +342,9 @@ func variants(t *testing.T) map[string][]op {
 			// A masked started unit, a masked .wants link, Requires= on a
 			// masked and on a missing unit, Requisite=, a unit refused for
 			// its settings, an empty (masking) unit file, a .wants regular
-			// file (ignored).
+			// file (ignored), templates named without an
+			// instance (systemd instantiates them with the depending unit's
+			// instance or prefix).
 			link("/etc/systemd/system/cron.service", "/dev/null"),
 			link("/etc/systemd/system/multi-user.target.wants/rsyslog.service", "/dev/null"),
 			file("/etc/systemd/system/needs-masked.service", "[Unit]\nRequires=cron.service\nWants=wanted-by-needs-masked.service\n"+svc),
@@ -362,6 +364,13 @@ func variants(t *testing.T) map[string][]op {
 			file("/etc/systemd/system/multi-user.target.wants/regular.service", svc),
 			file("/etc/systemd/system/regular.service", svc),
 			link("/etc/systemd/system/multi-user.target.wants/dangling.service", "/nowhere/dangling.service"),
+			file("/etc/systemd/system/tmpl@.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/tmpl@.service", "/etc/systemd/system/tmpl@.service"),
+			file("/etc/systemd/system/wants-template.service", "[Unit]\nWants=tmpl@.service\n"+svc),
+			link("/etc/systemd/system/multi-user.target.wants/wants-template.service", "/etc/systemd/system/wants-template.service"),
+			file("/etc/systemd/system/requires-template.service", "[Unit]\nRequires=tmpl@.service\nWants=after-template.service\n"+svc),
+			file("/etc/systemd/system/after-template.service", svc),
+			link("/etc/systemd/system/multi-user.target.wants/requires-template.service", "/etc/systemd/system/requires-template.service"),
 			file("/etc/systemd/system/dangling.service", svc),
 		},
 		"aliases-templates-dropins": {
