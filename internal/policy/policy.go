@@ -380,5 +380,5 @@ func truncate(s string) string {
 // newStore is the store of data as Data builds it (already JSON-shaped, so
 // the store need not round-trip it again).
 func newStore(data map[string]any) storage.Store {
-	return inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(false))
+	return inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true))
 }
