@@ -95,7 +95,7 @@ func openFile(spec string, opt Options) (*Image, error) {
 			return nil, err
 		}
 	}
-	im.closer, im.counter = f, counter
+	im.closer, im.counter = closers{f, im.closer}, counter
 	return im, nil
 }
 
@@ -107,13 +107,26 @@ func openFile(spec string, opt Options) (*Image, error) {
 // close r.
 func OpenDisk(name string, r io.ReaderAt, size int64, opt Options) (*Image, error) {
 	var dopt vdisk.Options
+	var backing io.Closer
 	if opt.Backing != "" {
-		b, err := openBacking(opt.Backing)
+		b, f, err := openBacking(opt.Backing)
 		if err != nil {
 			return nil, fmt.Errorf("open target %s: %w", name, err)
 		}
-		dopt.Backing = b
+		dopt.Backing, backing = b, f
 	}
+	im, err := openDisk(name, r, size, opt, dopt)
+	if err != nil {
+		if backing != nil {
+			backing.Close()
+		}
+		return nil, err
+	}
+	im.closer = backing
+	return im, nil
+}
+
+func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Options) (*Image, error) {
 	disk, format, err := vdisk.Open(r, size, dopt)
 	if err != nil {
 		return nil, fmt.Errorf("open target %s: %w", name, err)
@@ -161,22 +174,36 @@ func OpenDisk(name string, r io.ReaderAt, size int64, opt Options) (*Image, erro
 		name, ErrNoRoot, format, tab.Scheme, strings.Join(notes, "; "))
 }
 
-func openBacking(path string) (vdisk.Disk, error) {
+// openBacking opens a backing file's guest disk; the caller closes the file.
+func openBacking(path string) (vdisk.Disk, io.Closer, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open backing file: %w", err)
+		return nil, nil, fmt.Errorf("open backing file: %w", err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("open backing file: %w", err)
+		f.Close()
+		return nil, nil, fmt.Errorf("open backing file: %w", err)
 	}
-	// The backing file lives as long as the process: images are opened
-	// once per run.
 	d, _, err := vdisk.Open(f, fi.Size(), vdisk.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("open backing file %s: %w", path, err)
+		f.Close()
+		return nil, nil, fmt.Errorf("open backing file %s: %w", path, err)
 	}
-	return d, nil
+	return d, f, nil
+}
+
+// closers closes several things, reporting every failure.
+type closers []io.Closer
+
+func (c closers) Close() error {
+	var errs []error
+	for _, x := range c {
+		if x != nil {
+			errs = append(errs, x.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // volumes lists the candidate volumes of a disk in table order, LVM

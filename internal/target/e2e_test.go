@@ -147,3 +147,23 @@ func TestPartitionChoice(t *testing.T) {
 	_, err := target.Open(context.Background(), disk, target.Options{Partition: 6})
 	assert.ErrorContains(t, err, "partition 6: no known filesystem")
 }
+
+// TestBackingFile opens a qcow2 overlay: refused alone (exit 2 via the
+// CLI), read through when its backing file is given.
+func TestBackingFile(t *testing.T) {
+	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	base := imagetest.Convert(t, imagetest.GPTRoot(t, fsImg), "qcow2")
+	child := filepath.Join(t.TempDir(), "child.qcow2")
+	imagetest.Run(t, "qemu-img", "create", "-q", "-f", "qcow2", "-b", base, "-F", "qcow2", child)
+
+	_, stderr, code := units(t, child)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "backing file")
+
+	im, err := target.Open(context.Background(), child, target.Options{Backing: base})
+	require.NoError(t, err)
+	b, err := im.FS.ReadFile("etc/hostname")
+	require.NoError(t, err)
+	assert.Equal(t, "image\n", string(b))
+	require.NoError(t, im.Close())
+}
