@@ -60,5 +60,11 @@ debian-root: ## build the cached Debian 12 root (.cache/debian-root) the systemd
 e2e-html: ## render the HTML reports in headless Chromium; screenshots kept in dist/e2e-html
 	AMILINT_ARTIFACTS=$(CURDIR)/dist/e2e-html $(GO) test -count=1 -run 'Chromium|BlankScreenshot' -v ./internal/report/
 
+LIVE_ROOT ?= .cache/live-root
+.PHONY: e2e-live
+e2e-live: build ## boot systemd in systemd-nspawn (crash loop + enabled ecs.service), audit it with amilint live; root, ~1 min
+	@test -x $(LIVE_ROOT)/lib/systemd/systemd || { rm -rf $(LIVE_ROOT).partial && debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm $(LIVE_ROOT).partial && mv $(LIVE_ROOT).partial $(LIVE_ROOT); }
+	time AMILINT_E2E_ROOT=$(abspath $(LIVE_ROOT)) AMILINT_E2E_BIN=$(abspath $(BIN)) $(GO) test -tags e2e -count=1 -timeout 15m -run TestE2ELive -v ./internal/cli/
+
 clean: ## remove build outputs
 	rm -rf bin dist

@@ -18,11 +18,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 )
+
+// propertyWorkers bounds the concurrent Properties.GetAll calls.
+const propertyWorkers = 8
 
 // DefaultRestartThreshold is the restart count at or above which a service
 // is crash-looping.
@@ -169,20 +173,36 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 	for _, f := range files {
 		get(path.Base(f.Path)).FileState = f.Type
 	}
+	var services []*Unit
 	for _, l := range loaded {
 		u := get(l.Name)
 		u.Loaded, u.LoadState, u.ActiveState, u.SubState = true, l.LoadState, l.ActiveState, l.SubState
-		if !strings.HasSuffix(l.Name, ".service") || l.LoadState != "loaded" {
-			continue
+		if strings.HasSuffix(l.Name, ".service") && l.LoadState == "loaded" {
+			services = append(services, u)
 		}
-		props, err := c.conn.GetUnitTypePropertiesContext(ctx, l.Name, "Service")
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("properties of %s: %w", l.Name, err)
+	}
+	// One Properties.GetAll per service, a few in flight at once: the bus
+	// round trips, not the work, are the cost.
+	work := make(chan *Unit)
+	var wg sync.WaitGroup
+	for range min(propertyWorkers, len(services)) {
+		wg.Go(func() {
+			for u := range work {
+				props, err := c.conn.GetUnitTypePropertiesContext(ctx, u.Name, "Service")
+				if err != nil {
+					continue // the unit went away between the two calls, or ctx ended
+				}
+				ApplyServiceProperties(u, props)
 			}
-			continue // the unit went away between the two calls
-		}
-		ApplyServiceProperties(u, props)
+		})
+	}
+	for _, u := range services {
+		work <- u
+	}
+	close(work)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("service properties: %w", err)
 	}
 	snap := &Snapshot{Time: time.Now(), Units: make([]Unit, 0, len(byName))}
 	for _, u := range byName {

@@ -1,0 +1,304 @@
+//go:build e2e
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// e2eReport is the part of `amilint live -o json` the end-to-end test reads.
+type e2eReport struct {
+	Schema   string `json:"schema"`
+	Findings []struct {
+		RuleID string `json:"rule_id"`
+		Unit   string `json:"unit"`
+	} `json:"findings"`
+	Live struct {
+		Systemd struct {
+			Units []struct {
+				Name      string `json:"name"`
+				FileState string `json:"file_state"`
+				NRestarts uint32 `json:"n_restarts"`
+			} `json:"units"`
+			CrashLooping        []string `json:"crash_looping"`
+			ContainerPerRestart []string `json:"container_per_restart"`
+		} `json:"systemd"`
+	} `json:"live"`
+}
+
+const crashloopUnit = `[Unit]
+Description=A unit that fails at once and is restarted forever
+StartLimitIntervalSec=0
+
+[Service]
+Restart=on-failure
+RestartSec=1
+ExecStart=/bin/false
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// dockerStub satisfies ecs.service's Requires=docker.service without a Docker engine.
+const dockerStub = `[Unit]
+Description=Stand-in for the Docker engine
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+`
+
+// ecsInit behaves as amazon-ecs-init does on a host that is no ECS
+// cluster member: pre-start succeeds, start exits 1 (as in
+// aws/amazon-ecs-agent#1309).
+const ecsInit = `#!/bin/sh
+case "$1" in
+start) echo "Agent exited with code 1" >&2; exit 1 ;;
+*) exit 0 ;;
+esac
+`
+
+func writeFile(t *testing.T, name, data string, mode os.FileMode) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(name), 0o755))
+	require.NoError(t, os.WriteFile(name, []byte(data), mode))
+}
+
+// run runs a command bounded by timeout and returns its combined output.
+func run(ctx context.Context, timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// childOf finds the process whose parent is ppid (the container's init).
+func childOf(ppid int) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parens.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			return pid
+		}
+	}
+	return 0
+}
+
+func restarts(ctx context.Context, initPID int, unit string) int {
+	out, err := run(ctx, 10*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+		"systemctl", "show", "-p", "NRestarts", "--value", unit)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func checkReport(t *testing.T, how string, code int, out []byte) {
+	t.Helper()
+	var rep e2eReport
+	require.NoError(t, json.Unmarshal(out, &rep), "%s: %s", how, out)
+	assert.Equal(t, ExitFindings, code, how)
+	s := rep.Live.Systemd
+	assert.Greater(t, len(s.Units), 50, "%s: a booted Debian has many units", how)
+	assert.Contains(t, s.CrashLooping, "crashloop.service", how)
+	assert.Contains(t, s.CrashLooping, "ecs.service", how)
+	assert.Equal(t, []string{"ecs.service"}, s.ContainerPerRestart, how)
+	i := slices.IndexFunc(s.Units, func(u struct {
+		Name      string `json:"name"`
+		FileState string `json:"file_state"`
+		NRestarts uint32 `json:"n_restarts"`
+	}) bool {
+		return u.Name == "ecs.service"
+	})
+	require.GreaterOrEqual(t, i, 0, how)
+	assert.Equal(t, "enabled", s.Units[i].FileState, how)
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, f.RuleID+" "+f.Unit)
+	}
+	for _, want := range []string{"live-unit-crashloop crashloop.service", "live-unit-crashloop ecs.service", "live-container-per-restart ecs.service"} {
+		assert.Contains(t, got, want, how)
+	}
+}
+
+// TestE2ELive boots a real systemd in systemd-nspawn with a crash-looping
+// unit and the vendor's enabled ecs.service, and audits it with
+// `amilint live` both from inside the container (nsenter) and from the
+// host through the container's bus socket.
+func TestE2ELive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the end-to-end test needs root (overlayfs, systemd-nspawn, nsenter)")
+	}
+	began := time.Now()
+	phase := func(name string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), name) }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	repo, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	root := os.Getenv("AMILINT_E2E_ROOT")
+	if root == "" {
+		root = filepath.Join(repo, ".cache", "live-root")
+	}
+	if _, err := os.Stat(filepath.Join(root, "lib/systemd/systemd")); err != nil {
+		t.Fatalf("no Debian root with systemd at %s (make e2e-live debootstraps one): %v", root, err)
+	}
+
+	tmp := t.TempDir()
+	upper, work, merged := filepath.Join(tmp, "upper"), filepath.Join(tmp, "work"), filepath.Join(tmp, "merged")
+	for _, d := range []string{upper, work, merged} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	sys := filepath.Join(upper, "etc/systemd/system")
+	ecs, err := os.ReadFile(filepath.Join(repo, "fixtures/trees/dlami/root/lib/systemd/system/ecs.service"))
+	require.NoError(t, err)
+	// usr/lib, not lib: on merged-/usr Debian, /lib is a symlink a directory
+	// in the upper layer would hide.
+	writeFile(t, filepath.Join(upper, "usr/lib/systemd/system/ecs.service"), string(ecs), 0o644)
+	writeFile(t, filepath.Join(sys, "crashloop.service"), crashloopUnit, 0o644)
+	writeFile(t, filepath.Join(sys, "docker.service"), dockerStub, 0o644)
+	writeFile(t, filepath.Join(upper, "usr/libexec/amazon-ecs-init"), ecsInit, 0o755)
+	wants := filepath.Join(sys, "multi-user.target.wants")
+	require.NoError(t, os.MkdirAll(wants, 0o755))
+	require.NoError(t, os.Symlink("/lib/systemd/system/ecs.service", filepath.Join(wants, "ecs.service")))
+	require.NoError(t, os.Symlink("/etc/systemd/system/crashloop.service", filepath.Join(wants, "crashloop.service")))
+
+	// The binary run inside the container: AMILINT_E2E_BIN (make e2e-live
+	// passes bin/amilint), or one built now.
+	bin := filepath.Join(upper, "usr/local/bin/amilint")
+	if src := os.Getenv("AMILINT_E2E_BIN"); src != "" {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		writeFile(t, bin, string(b), 0o755)
+	} else {
+		build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/amilint")
+		build.Dir = repo
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "build a static amilint: %s", out)
+	}
+	phase("static amilint in place")
+
+	require.NoError(t, unix.Mount("overlay", merged, "overlay", 0,
+		fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", root, upper, work)))
+	t.Cleanup(func() {
+		if err := unix.Unmount(merged, 0); err != nil {
+			_ = unix.Unmount(merged, unix.MNT_DETACH)
+		}
+	})
+
+	console, err := os.Create(filepath.Join(tmp, "console.log"))
+	require.NoError(t, err)
+	defer console.Close()
+	nspawn := exec.Command("systemd-nspawn", "-D", merged, "-b", "--register=no", "--keep-unit",
+		"--volatile=overlay", "--console=pipe")
+	nspawn.Stdout, nspawn.Stderr = console, console
+	nspawn.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, nspawn.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- nspawn.Wait() }()
+	t.Cleanup(func() {
+		// SIGTERM asks nspawn to halt the container; SIGKILL if it will not.
+		_ = nspawn.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = nspawn.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(console.Name())
+			t.Logf("container console (tail):\n%s", tail(string(b), 3000))
+		}
+	})
+
+	var initPID int
+	require.Eventually(t, func() bool { initPID = childOf(nspawn.Process.Pid); return initPID > 0 },
+		30*time.Second, 100*time.Millisecond, "the container's init appears")
+	// is-system-running --wait answers "offline" until the bus is up.
+	var state string
+	require.Eventually(t, func() bool {
+		out, _ := run(ctx, 60*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+			"systemctl", "is-system-running", "--wait")
+		state = strings.TrimSpace(out)
+		return state == "running" || state == "degraded"
+	}, 120*time.Second, 500*time.Millisecond, "systemd finishes booting")
+	phase("booted: " + state)
+
+	// Wait, bounded, until both units have been restarted at least as often
+	// as the default crash-loop threshold, so the audit does not depend on
+	// the instant it samples them.
+	require.Eventually(t, func() bool {
+		return restarts(ctx, initPID, "crashloop.service") >= 3 && restarts(ctx, initPID, "ecs.service") >= 3
+	}, 90*time.Second, 500*time.Millisecond, "both units crash-loop")
+	phase("both units restarted 3 times")
+
+	// Inside the container: the static binary talks to the real PID 1 over
+	// the system bus.
+	cmd := exec.CommandContext(ctx, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+		"/usr/local/bin/amilint", "live", "-o", "json", "--collect", "systemd", "--sample", "2s")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	require.NotEqual(t, ExitError, code, "stderr: %s", stderr.String())
+	checkReport(t, "inside via nsenter", code, stdout.Bytes())
+	phase("audited from inside (nsenter)")
+
+	// From the host: through the container's bus socket.
+	socket := fmt.Sprintf("/proc/%d/root/run/dbus/system_bus_socket", initPID)
+	var hout, herr bytes.Buffer
+	code = Run(ctx, []string{"live", "-o", "json", "--collect", "systemd", "--bus", socket, "--sample", "2s"}, &hout, &herr)
+	require.NotEqual(t, ExitError, code, "stderr: %s", herr.String())
+	checkReport(t, "host via the bus socket", code, hout.Bytes())
+	phase("audited from the host (bus socket)")
+
+	var text bytes.Buffer
+	Run(ctx, []string{"live", "--collect", "systemd", "--bus", socket, "--sample", "1s"}, &text, &herr)
+	t.Logf("amilint live (text):\n%s", text.String())
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
