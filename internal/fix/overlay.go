@@ -19,10 +19,25 @@ type overlay struct {
 	removed map[string]bool   // names (resolved) that no longer exist
 	links   map[string]string // added symlinks: name -> target
 	dirs    map[string]bool   // added directories
+	// The image does not change while a plan is computed: its answers
+	// are cached.
+	cachedLstat    map[string]lstatResult
+	cachedReadLink map[string]linkResult
+}
+
+type lstatResult struct {
+	fi  fs.FileInfo
+	err error
+}
+
+type linkResult struct {
+	target string
+	err    error
 }
 
 func newOverlay(base rootfs.Source) *overlay {
-	return &overlay{base: base, removed: map[string]bool{}, links: map[string]string{}, dirs: map[string]bool{}}
+	return &overlay{base: base, removed: map[string]bool{}, links: map[string]string{}, dirs: map[string]bool{},
+		cachedLstat: map[string]lstatResult{}, cachedReadLink: map[string]linkResult{}}
 }
 
 func (o *overlay) remove(name string) {
@@ -74,7 +89,12 @@ func (o *overlay) Lstat(name string) (fs.FileInfo, error) {
 	if o.gone(name) {
 		return nil, notExist("lstat", name)
 	}
-	return o.base.Lstat(name)
+	r, ok := o.cachedLstat[name]
+	if !ok {
+		r.fi, r.err = o.base.Lstat(name)
+		o.cachedLstat[name] = r
+	}
+	return r.fi, r.err
 }
 
 // ReadLink returns a link's target as it will be.
@@ -85,7 +105,12 @@ func (o *overlay) ReadLink(name string) (string, error) {
 	if o.gone(name) {
 		return "", notExist("readlink", name)
 	}
-	return o.base.ReadLink(name)
+	r, ok := o.cachedReadLink[name]
+	if !ok {
+		r.target, r.err = o.base.ReadLink(name)
+		o.cachedReadLink[name] = r
+	}
+	return r.target, r.err
 }
 
 // ReadDir lists a directory as it will be: the image's entries in the

@@ -292,18 +292,12 @@ func (pl *planner) rmdirParents(r, display string) {
 // name, refused when something else is there already. Names with no unit
 // file in the image are skipped with a note (systemctl would mask them).
 func (pl *planner) mask(units []string) error {
-	present := map[string]bool{}
-	if files, err := install.List(rootfs.New(pl.ov)); err == nil {
-		for _, f := range files {
-			present[f.Name] = true
-		}
-	}
 	var todo []string
 	for _, u := range units {
 		switch {
 		case !install.ValidName(u):
 			pl.note(Mask, u, "invalid", "not a valid unit name; skipped")
-		case !present[u] && !pl.hasTemplate(present, u):
+		case !pl.present(u):
 			pl.note(Mask, u, "not-found", "no unit file in the image; not masked")
 		default:
 			todo = append(todo, u)
@@ -321,9 +315,23 @@ func (pl *planner) mask(units []string) error {
 	return nil
 }
 
-func (pl *planner) hasTemplate(present map[string]bool, u string) bool {
-	t, ok := install.TemplateName(u)
-	return ok && t != u && present[t]
+// present reports whether the image has a unit file (or link) named u, or
+// its template, in a directory of the search path.
+func (pl *planner) present(u string) bool {
+	fsys := rootfs.New(pl.ov)
+	names := []string{u}
+	if t, ok := install.TemplateName(u); ok && t != u {
+		names = append(names, t)
+	}
+	for _, n := range names {
+		for _, dir := range install.SearchPath {
+			fi, err := fsys.Lstat(rootfs.Clean(dir + "/" + n))
+			if err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (pl *planner) maskOne(u string) error {
