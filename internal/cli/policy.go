@@ -18,7 +18,7 @@ func (s *policyFileList) Set(v string) error { *s = append(*s, v); return nil }
 // compiled with the embedded default policies, in-process.
 func runPolicy(e *env, args []string) int {
 	if len(args) == 0 || args[0] != "test" {
-		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE]... [-v] DIR..."))
+		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE]... [--rules DIR]... [--profile NAME] [--run REGEXP] [-v] DIR..."))
 	}
 	fs := newFlags(e, "policy test")
 	var data, ruleDirs policyFileList
@@ -26,6 +26,7 @@ func runPolicy(e *env, args []string) int {
 	fs.Var(&ruleDirs, "rules", "rules `DIR` merged over the embedded catalog in data.rules (repeatable)")
 	profile := fs.String("profile", "", "profile `NAME` the tests see as data.params.profile")
 	verbose := fs.Bool("v", false, "print every test, not only failures")
+	run := fs.String("run", "", "run only the tests whose package.name matches `REGEXP`")
 	dirs, err := parse(fs, args[1:])
 	if err != nil {
 		return fail(e, "policy test", err)
@@ -46,7 +47,7 @@ func runPolicy(e *env, args []string) int {
 		return fail(e, "policy test", err)
 	}
 	cfg.DataFiles, cfg.Profile = data, *profile
-	res, err := policy.RunTests(e.ctx, mods, cfg)
+	res, err := policy.RunTestsMatching(e.ctx, mods, cfg, *run)
 	if err != nil {
 		return fail(e, "policy test", err)
 	}

@@ -82,6 +82,12 @@ func TestPolicyTest(t *testing.T) {
 	}{
 		{"pass", map[string]string{"p/no_telnet.rego": userPolicy, "p/no_telnet_test.rego": userTests},
 			[]string{"--data", data, "-v"}, ExitOK, []string{"PASS: data.amilint.rules.no_telnet_test.test_not_at_boot", "2 passed, 0 failed, 0 errors"}, ""},
+		{"run filter", map[string]string{"p/no_telnet.rego": userPolicy, "p/no_telnet_test.rego": userTests},
+			[]string{"--data", data, "--run", "not_at_boot$"}, ExitOK, []string{"1 passed, 0 failed, 0 errors"}, ""},
+		{"run filter matches nothing", map[string]string{"p/no_telnet.rego": userPolicy, "p/no_telnet_test.rego": userTests},
+			[]string{"--run", "nothing"}, ExitError, nil, "no tests found"},
+		{"bad run filter", map[string]string{"p/no_telnet.rego": userPolicy, "p/no_telnet_test.rego": userTests},
+			[]string{"--run", "("}, ExitError, nil, "error parsing regexp"},
 		{"fail without the data", map[string]string{"no_telnet.rego": userPolicy, "no_telnet_test.rego": userTests},
 			nil, ExitFindings, []string{"FAIL: data.amilint.rules.no_telnet_test.test_reported_through_the_entry_point", "1 passed, 1 failed"}, ""},
 		{"runtime error", map[string]string{"x_test.rego": "package x\n\ntest_div if {\n\t1 / 0 == 1\n}\n"},

@@ -32,6 +32,12 @@ type TestResult struct {
 // the data Data(cfg) builds. Compile errors are errors; failing tests are
 // results.
 func RunTests(ctx context.Context, mods []Module, cfg Config) ([]TestResult, error) {
+	return RunTestsMatching(ctx, mods, cfg, "")
+}
+
+// RunTestsMatching is RunTests for the tests whose "package.test_name"
+// matches the regular expression run ("" runs every test).
+func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string) ([]TestResult, error) {
 	defaults, err := DefaultModules(false)
 	if err != nil {
 		return nil, err
@@ -58,6 +64,7 @@ func RunTests(ctx context.Context, mods []Module, cfg Config) ([]TestResult, err
 		CapturePrintOutput(true).
 		RaiseBuiltinErrors(true).
 		SetModules(parsed).
+		Filter(run).
 		RunTests(ctx, txn)
 	if err != nil {
 		return nil, fmt.Errorf("compile tests: %w", err)
