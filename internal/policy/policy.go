@@ -8,6 +8,7 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -363,12 +364,14 @@ func decodeFindings(v any) ([]finding.Finding, error) {
 		return nil, fmt.Errorf("evaluate policies: %w", err)
 	}
 	slices.SortStableFunc(out, func(a, b finding.Finding) int {
-		return cmpStrings(a.RuleID+"\x00"+a.Unit+"\x00"+a.Message, b.RuleID+"\x00"+b.Unit+"\x00"+b.Message)
+		return cmp.Or(
+			strings.Compare(a.RuleID, b.RuleID),
+			strings.Compare(a.Unit, b.Unit),
+			strings.Compare(a.Message, b.Message),
+		)
 	})
 	return out, nil
 }
-
-func cmpStrings(a, b string) int { return strings.Compare(a, b) }
 
 func truncate(s string) string {
 	if len(s) > 200 {
