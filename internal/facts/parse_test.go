@@ -1,12 +1,19 @@
 package facts
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
+	"os"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/unit"
 )
 
 func TestParseSeconds(t *testing.T) {
@@ -213,5 +220,38 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("no words and no error for %q", s)
 		}
 		_ = spawnsContainer(s)
+	})
+}
+
+// FuzzBuildUnit builds the facts of an arbitrary unit file: whatever the
+// options say, Build returns a document that marshals, or an error.
+func FuzzBuildUnit(f *testing.F) {
+	for _, name := range []string{"ecs.service", "amazon-ssm-agent.service"} {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("[Service]\nExecStart=@%n \"x\nRestartSec=1..s\nEnvironmentFile=-rel\nEnvironmentFile=/etc/../../x\nExecSearchPath=::\n[Unit]\nStartLimitBurst=-1\n"))
+	fsys := rootfs.New(fstest.MapFS{
+		"usr/bin/x":      exe(),
+		"etc/env":        file("A=1\n"),
+		"bin":            &fstest.MapFile{Data: []byte("usr/bin"), Mode: 0o777 | 1<<27},
+		"etc/loop":       &fstest.MapFile{Data: []byte("loop"), Mode: 0o777 | 1<<27},
+		"etc/machine-id": file("uninitialized\n"),
+	})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		opts, err := unit.Parse(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		d, err := Build(fsys, []UnitInput{{Name: "fuzz@1.service", Options: opts, StartsAtBoot: true}}, Options{})
+		if err != nil {
+			return
+		}
+		if _, err := json.Marshal(d); err != nil {
+			t.Fatalf("marshal: %v", err)
+		}
 	})
 }
