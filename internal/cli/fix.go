@@ -78,9 +78,14 @@ func runFix(e *env, args []string) int {
 	}
 	code := finding.ExitCode(after.Report.Findings, failOn)
 	for _, f := range after.Report.Findings {
-		if !f.Waived && f.Severity >= failOn {
-			fmt.Fprintf(e.stdout, "remaining: %s %s %s (remediation %s: not fixable by disable/mask)\n", f.Severity, f.RuleID, f.Unit, f.Remediation.Action)
+		if f.Waived || f.Severity < failOn {
+			continue
 		}
+		why := "not fixable by disable/mask"
+		if f.Remediation.Action == fix.Disable || f.Remediation.Action == fix.Mask {
+			why = "not fully applied; see the notes above"
+		}
+		fmt.Fprintf(e.stdout, "remaining: %s %s %s (remediation %s: %s)\n", f.Severity, f.RuleID, f.Unit, f.Remediation.Action, why)
 	}
 	if code == ExitOK {
 		fmt.Fprintf(e.stdout, "fixed: nothing at or above %s remains\n", failOn)

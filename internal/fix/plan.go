@@ -216,7 +216,7 @@ func (pl *planner) removeMarked(set map[string]bool, r, display string) (bool, e
 		}
 		return false, fmt.Errorf("read %s: %w", display, err)
 	}
-	any := false
+	removedAny := false
 	for _, e := range ents {
 		n := e.Name()
 		if install.HiddenOrBackup(n) {
@@ -229,7 +229,7 @@ func (pl *planner) removeMarked(set map[string]bool, r, display string) (bool, e
 			if err != nil {
 				return false, err
 			}
-			any = any || got
+			removedAny = removedAny || got
 		case e.Type()&fs.ModeSymlink != 0:
 			if !install.ValidName(n) {
 				continue
@@ -262,10 +262,10 @@ func (pl *planner) removeMarked(set map[string]bool, r, display string) (bool, e
 			pl.plan.Changes = append(pl.plan.Changes, Change{Op: OpUnlink, Path: shown})
 			pl.rmdirParents(child, shown)
 			set[shown] = true
-			any = true
+			removedAny = true
 		}
 	}
-	return any, nil
+	return removedAny, nil
 }
 
 // rmdirParents ports rmdir_parents(p, config_path): the emptied parents of
@@ -435,7 +435,7 @@ func (pl *planner) mkdirAll(p string) (string, error) {
 	return cur, nil
 }
 
-// Sorted returns units sorted and without duplicates.
+// sorted returns units sorted and without duplicates.
 func sorted(units []string) []string {
 	out := slices.Clone(units)
 	slices.Sort(out)
