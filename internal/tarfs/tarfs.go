@@ -5,7 +5,8 @@
 // their target's content; whiteouts are ignored; a later entry for the same
 // name replaces an earlier one, as extraction would. Contents of an
 // uncompressed tarball are re-read from their offsets; a compressed one's
-// are kept in memory up to a cap. It never writes anything.
+// small files are kept in memory (up to a cap) and larger ones are streamed
+// again from the tarball when opened. It never writes anything.
 package tarfs
 
 import (
@@ -28,13 +29,15 @@ import (
 // ErrCorrupt reports a tarball that cannot be read to its end.
 var ErrCorrupt = errors.New("corrupt tarball")
 
-// ErrTooLarge reports a compressed tarball whose file contents exceed
-// Options.MaxMemory.
+// ErrTooLarge reports a compressed tarball whose small files' contents
+// exceed Options.MaxMemory, or one with more than Options.MaxEntries
+// entries.
 var ErrTooLarge = errors.New("tarball too large to hold in memory")
 
 // Defaults for Options.
 const (
 	DefaultMaxMemory  = 1 << 30
+	DefaultMaxHeld    = 64 << 10
 	DefaultMaxEntries = 4 << 20
 )
 
@@ -44,6 +47,11 @@ type Options struct {
 	// compressed tarball (0 means DefaultMaxMemory). An uncompressed
 	// tarball's contents are re-read from it and do not count.
 	MaxMemory int64
+	// MaxHeld is the size up to which a compressed tarball's files are
+	// held in memory (0 means DefaultMaxHeld); larger files are streamed
+	// again from the tarball when opened, which costs a decompression of
+	// everything before them.
+	MaxHeld int64
 	// MaxEntries caps the number of entries indexed (0 means
 	// DefaultMaxEntries).
 	MaxEntries int
@@ -106,7 +114,9 @@ func headerChecksumOK(b []byte) bool {
 // FS is an indexed tarball. It is safe for concurrent use.
 type FS struct {
 	root *node
-	ra   io.ReaderAt // the tarball, for contents of an uncompressed one
+	ra   io.ReaderAt       // the tarball, for contents of an uncompressed one
+	sec  *io.SectionReader // the tarball, to stream a compressed one again
+	comp Compression       // how sec is compressed
 }
 
 type node struct {
@@ -116,7 +126,8 @@ type node struct {
 	mtime    time.Time
 	link     string // symbolic link target
 	data     []byte // content held in memory
-	off      int64  // content offset in the tarball when data is nil
+	off      int64  // content offset in an uncompressed tarball; -1 otherwise
+	entry    int    // ordinal of the entry holding the content, to stream it again
 	children map[string]*node
 }
 
@@ -128,38 +139,67 @@ func Open(r io.ReaderAt, size int64, opt Options) (*FS, error) {
 	if opt.MaxEntries <= 0 {
 		opt.MaxEntries = DefaultMaxEntries
 	}
+	if opt.MaxHeld <= 0 {
+		opt.MaxHeld = DefaultMaxHeld
+	}
 	comp, ok := Detect(r)
 	if !ok {
 		return nil, fmt.Errorf("open tarball: %w: no tar header", ErrCorrupt)
 	}
 	sec := io.NewSectionReader(r, 0, size)
-	t := &FS{root: &node{mode: fs.ModeDir | 0o755, children: map[string]*node{}}}
+	t := &FS{root: &node{mode: fs.ModeDir | 0o755, children: map[string]*node{}}, sec: sec, comp: comp}
 	var stream io.Reader
-	switch comp {
-	case Plain:
+	if comp == Plain {
 		t.ra = r
 		stream = sec
-	case Gzip:
-		zr, err := gzip.NewReader(bufio.NewReader(sec))
+	} else {
+		zr, err := t.decompress()
 		if err != nil {
-			return nil, fmt.Errorf("open tarball: gzip: %w: %v", ErrCorrupt, err)
+			return nil, fmt.Errorf("open tarball: %w", err)
 		}
 		defer zr.Close()
 		stream = zr
-	case Zstd:
-		zr, err := zstd.NewReader(bufio.NewReader(sec), zstd.WithDecoderConcurrency(1))
-		if err != nil {
-			return nil, fmt.Errorf("open tarball: zstd: %w: %v", ErrCorrupt, err)
-		}
-		defer zr.Close()
-		stream = zr
-	default:
-		return nil, fmt.Errorf("open tarball: %s compression is not supported: decompress it first", comp)
 	}
 	if err := t.index(stream, sec, comp == Plain, opt); err != nil {
 		return nil, fmt.Errorf("open tarball: %w", err)
 	}
 	return t, nil
+}
+
+// decompress starts decompressing the tarball from its beginning.
+func (t *FS) decompress() (io.ReadCloser, error) {
+	sec := io.NewSectionReader(t.sec, 0, t.sec.Size())
+	switch t.comp {
+	case Gzip:
+		zr, err := gzip.NewReader(bufio.NewReader(sec))
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w: %v", ErrCorrupt, err)
+		}
+		return zr, nil
+	case Zstd:
+		zr, err := zstd.NewReader(bufio.NewReader(sec), zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w: %v", ErrCorrupt, err)
+		}
+		return zr.IOReadCloser(), nil
+	}
+	return nil, fmt.Errorf("%s compression is not supported: decompress the tarball first", t.comp)
+}
+
+// stream reads the tarball again up to entry and returns its content.
+func (t *FS) stream(entry int, size int64) (io.Reader, io.Closer, error) {
+	zr, err := t.decompress()
+	if err != nil {
+		return nil, nil, err
+	}
+	tr := tar.NewReader(zr)
+	for i := 0; i <= entry; i++ {
+		if _, err := tr.Next(); err != nil {
+			zr.Close()
+			return nil, nil, fmt.Errorf("%w: entry %d on a second reading: %v", ErrCorrupt, entry+1, err)
+		}
+	}
+	return io.LimitReader(tr, size), zr, nil
 }
 
 // index reads every header once. For a plain tarball sec is also the
@@ -204,6 +244,11 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, opt Opti
 				place(t, name, n)
 				continue
 			}
+			n.off, n.entry = -1, entries-1
+			if hdr.Size > opt.MaxHeld {
+				place(t, name, n) // streamed again when opened
+				continue
+			}
 			if held+hdr.Size > opt.MaxMemory || hdr.Size < 0 {
 				return fmt.Errorf("%w: file contents exceed %d bytes at %s (decompress the tarball: a plain tar is read in place)", ErrTooLarge, opt.MaxMemory, name)
 			}
@@ -214,7 +259,6 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, opt Opti
 			}
 			held += hdr.Size
 			n.data = buf
-			n.off = -1
 		case tar.TypeDir:
 			n.size = 0
 		case tar.TypeSymlink:
@@ -378,11 +422,17 @@ func (t *FS) Open(name string) (fs.File, error) {
 	case n.mode.IsDir():
 		f.dir = n.entries()
 	case n.mode.IsRegular() && n.data != nil:
-		f.r = io.NewSectionReader(bytes.NewReader(n.data), 0, int64(len(n.data)))
-	case n.mode.IsRegular():
+		f.r = bytes.NewReader(n.data)
+	case n.mode.IsRegular() && n.off >= 0:
 		f.r = io.NewSectionReader(t.ra, n.off, n.size)
+	case n.mode.IsRegular():
+		r, c, err := t.stream(n.entry, n.size)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		f.r, f.c = r, c
 	default:
-		f.r = io.NewSectionReader(bytes.NewReader(nil), 0, 0)
+		f.r = bytes.NewReader(nil)
 	}
 	return f, nil
 }
@@ -404,18 +454,30 @@ func (i info) Sys() any           { return nil }
 type file struct {
 	n    *node
 	name string
-	r    *io.SectionReader
+	r    io.Reader
+	c    io.Closer // the decompressor of a streamed file
+	read int64
 	dir  []fs.DirEntry
 }
 
 func (f *file) Stat() (fs.FileInfo, error) { return f.n.info(f.name), nil }
-func (f *file) Close() error               { return nil }
+
+func (f *file) Close() error {
+	if f.c != nil {
+		return f.c.Close()
+	}
+	return nil
+}
 
 func (f *file) Read(p []byte) (int, error) {
 	if f.r == nil {
 		return 0, &fs.PathError{Op: "read", Path: f.name, Err: errors.New("is a directory")}
 	}
 	n, err := f.r.Read(p)
+	if err == io.EOF && f.c != nil && f.read+int64(n) < f.n.size {
+		err = fmt.Errorf("%w: %s: content ends early", ErrCorrupt, f.name)
+	}
+	f.read += int64(n)
 	if err != nil && err != io.EOF {
 		return n, &fs.PathError{Op: "read", Path: f.name, Err: err}
 	}

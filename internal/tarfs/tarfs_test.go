@@ -112,6 +112,10 @@ func TestTarballsMatchTheirTree(t *testing.T) {
 			tf, err := openTar(t, out, tarfs.Options{})
 			require.NoError(t, err)
 			assert.Equal(t, want, snapshot(t, tf))
+			// Every file streamed again from the tarball, none held.
+			tf2, err := openTar(t, out, tarfs.Options{MaxHeld: 1})
+			require.NoError(t, err)
+			assert.Equal(t, want, snapshot(t, tf2))
 
 			// Through the chroot view: the absolute enablement link
 			// resolves inside the tarball.
