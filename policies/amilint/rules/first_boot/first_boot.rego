@@ -21,6 +21,7 @@ findings contains f if {
 	some name, u in input.units
 	u.preset == "enable"
 	u.state == "disabled"
+	presettable(name, u)
 	f := lib.finding(
 		object.union({"id": rule_id}, rule), name, sprintf(
 			"%s is disabled in the image, but /etc/machine-id is %s, so systemd applies presets at first boot and its preset enables it",
@@ -28,4 +29,12 @@ findings contains f if {
 		),
 		u.chain,
 	)
+}
+
+# A template can only be enabled by a preset through its DefaultInstance=.
+presettable(name, _) if not contains(name, "@.")
+
+presettable(name, u) if {
+	contains(name, "@.")
+	count(object.get(u, ["directives", "Install", "DefaultInstance"], [])) > 0
 }

@@ -26,3 +26,19 @@ test_preset_disable if {
 test_already_enabled if {
 	count(first_boot.findings) == 0 with input as inp(true, "enable", "enabled") with data.rules as rules
 }
+
+test_template_without_default_instance if {
+	inp := {
+		"image": {"first_boot_presets": true, "machine_id": "uninitialized"},
+		"units": {"serial-getty@.service": {"preset": "enable", "state": "disabled", "chain": [], "directives": {"Install": {"WantedBy": ["getty.target"]}}}},
+	}
+	count(first_boot.findings) == 0 with input as inp with data.rules as rules
+}
+
+test_template_with_default_instance if {
+	inp := {
+		"image": {"first_boot_presets": true, "machine_id": "uninitialized"},
+		"units": {"x@.service": {"preset": "enable", "state": "disabled", "chain": [], "directives": {"Install": {"DefaultInstance": ["a"]}}}},
+	}
+	count(first_boot.findings) == 1 with input as inp with data.rules as rules
+}
