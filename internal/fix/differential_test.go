@@ -2,6 +2,7 @@ package fix
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -17,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
@@ -395,5 +398,40 @@ func TestDifferentialRandom(t *testing.T) {
 	t.Logf("exercised: %v", stats)
 	for _, k := range []string{OpUnlink, OpSymlink, OpRmdir, "refused", "not-found", "masked"} {
 		assert.Positive(t, stats[k], "no tree exercised %q", k)
+	}
+}
+
+// TestDifferentialFindings runs what `amilint fix` runs on the fixtures:
+// the remediations of every finding, disable then mask, against systemctl
+// disable then systemctl mask.
+func TestDifferentialFindings(t *testing.T) {
+	needSystemctl(t)
+	aud, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	for _, name := range []string{"dlami", "dlami-ecs-configured", "hardened", "hardened-firstboot"} {
+		t.Run(name, func(t *testing.T) {
+			a, b := copies(t, func(dir string) { require.NoError(t, fixtures.Materialize(name, dir)) })
+			src, err := OpenDir(b)
+			require.NoError(t, err)
+			res, err := aud.Audit(context.Background(), rootfs.New(src), finding.Target{Name: b, Kind: "dir"})
+			src.Close()
+			require.NoError(t, err)
+			steps := Steps(Units(res.Report.Findings, finding.Info))
+			p := planDir(t, b, steps)
+			var want []Change
+			for _, s := range p.Steps {
+				want = append(want, systemctl(t, a, s.Action, s.Units)...)
+			}
+			require.NoError(t, Apply(b, p))
+			assert.Equal(t, want, linkChanges(p))
+			assert.Equal(t, snapshot(t, a), snapshot(t, b))
+			if name == "dlami" {
+				assert.Contains(t, p.Changes, Change{Op: OpUnlink, Path: "/etc/systemd/system/multi-user.target.wants/ecs.service"})
+			}
+			if name == "dlami-ecs-configured" {
+				assert.NotContains(t, p.Changes, Change{Op: OpUnlink, Path: "/etc/systemd/system/multi-user.target.wants/ecs.service"})
+			}
+			assert.Empty(t, planDir(t, b, steps).Changes, "idempotent")
+		})
 	}
 }

@@ -112,6 +112,13 @@ func TestInvalidActionAndNames(t *testing.T) {
 	assert.Len(t, p.Notes, 2)
 	_, err = NewPlan(nil, Disable, nil)
 	require.Error(t, err)
+	// A service with a SysV script: the rc.d links are not fix's, and the
+	// plan says so.
+	p, err = NewPlan(rootfs.New(src), Disable, []string{"apport.service"})
+	require.NoError(t, err)
+	require.NotEmpty(t, p.Notes)
+	assert.Equal(t, "sysv", p.Notes[0].Kind)
+	assert.Contains(t, p.Notes[0].Text, "/etc/init.d/apport exists")
 }
 
 // TestEscapeWritesNothingOutside: an image whose /etc/systemd/system, or a

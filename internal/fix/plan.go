@@ -60,7 +60,8 @@ func (c Change) String() string {
 type Note struct {
 	Action string `json:"action"`
 	Unit   string `json:"unit"`
-	// Kind is "not-found", "masked", "dangling", "refused", "invalid" or "error".
+	// Kind is "not-found", "masked", "dangling", "refused", "invalid",
+	// "sysv" or "error".
 	Kind string `json:"kind"`
 	Text string `json:"text"`
 }
@@ -163,6 +164,15 @@ func (pl *planner) disable(units []string) error {
 		return nil
 	}
 	pl.plan.Steps = append(pl.plan.Steps, Step{Action: Disable, Units: valid})
+	for _, u := range valid {
+		// systemctl also runs systemd-sysv-install (update-rc.d) for a
+		// service with a SysV script; that is outside install.c and fix.
+		if script, ok := strings.CutSuffix(u, ".service"); ok {
+			if _, err := rootfs.New(pl.ov).Lstat(rootfs.Clean("/etc/init.d/" + script)); err == nil {
+				pl.note(Disable, u, "sysv", fmt.Sprintf("/etc/init.d/%s exists: its /etc/rc?.d links are left as they are (systemctl would also run systemd-sysv-install disable %s)", script, script))
+			}
+		}
+	}
 	marked, skips, err := install.MarkForRemoval(rootfs.New(pl.ov), valid)
 	if err != nil {
 		return err
