@@ -143,3 +143,38 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// TestMetadataRingWraps moves the current metadata text so that it runs
+// off the end of the metadata area and continues after its header, as lvm2
+// writes it once the ring fills up.
+func TestMetadataRingWraps(t *testing.T) {
+	path, _ := pv(t)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want, err := open(t, path)
+	require.NoError(t, err)
+
+	le := binary.LittleEndian
+	mda := int64(4096)
+	size := int64(le.Uint64(b[mda+32:]))
+	loc := b[mda+40:]
+	off, n := int64(le.Uint64(loc)), int64(le.Uint64(loc[8:]))
+	text := bytes.Clone(b[mda+off : mda+off+n])
+	clear(b[mda+512 : mda+size])
+	newOff := size - 100
+	copy(b[mda+newOff:mda+size], text[:100])
+	copy(b[mda+512:], text[100:])
+	le.PutUint64(loc, uint64(newOff))
+	le.PutUint32(b[mda:], lvmCRC(b[mda+4:mda+512]))
+	p := filepath.Join(t.TempDir(), "wrapped.raw")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+
+	got, err := open(t, p)
+	require.NoError(t, err)
+	assert.Equal(t, want.Name, got.Name)
+	require.Len(t, got.LVs, len(want.LVs))
+	for i := range want.LVs {
+		assert.Equal(t, want.LVs[i].Name, got.LVs[i].Name)
+		assert.Equal(t, want.LVs[i].Size(), got.LVs[i].Size())
+	}
+}
