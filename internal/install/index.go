@@ -1,6 +1,9 @@
 package install
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -276,14 +279,27 @@ func (x *index) readFile(r string) ([]byte, error) {
 // readRaw reads the regular file at the resolved path r, uncached. It is
 // safe for concurrent use when the Source is.
 func (x *index) readRaw(r string) ([]byte, error) {
-	if rf, ok := x.src.(fs.ReadFileFS); ok {
-		return rf.ReadFile(fsName(r))
+	f, err := x.src.Open(fsName(r))
+	if err != nil {
+		return nil, err
 	}
-	return fs.ReadFile(openOnly{x.src}, fsName(r))
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", r, err)
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("read %s: %w", r, errTooLarge)
+	}
+	return data, nil
 }
 
-// openOnly hides a Source's other methods from fs.ReadFile.
-type openOnly struct{ fs.FS }
+// maxFileSize bounds what is read of one unit, drop-in or preset file. A
+// hostile image cannot make amilint read gigabytes; such a file is "bad"
+// (systemd would read it, 1 MiB per line at most).
+const maxFileSize = 64 << 20
+
+var errTooLarge = errors.New("file larger than 64 MiB")
 
 // readFileFollow reads p following every link inside the image.
 func (x *index) readFileFollow(p string) ([]byte, error) {
