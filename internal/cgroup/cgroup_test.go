@@ -1,8 +1,11 @@
 package cgroup_test
 
 import (
+	"context"
 	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -264,4 +267,32 @@ func FuzzParseStat(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStraceNoMemoryStat runs one host reading in a child process (this
+// test binary) under strace and checks, from the kernel's side, that no
+// open(2) of any kind names a memory.stat file.
+func TestStraceNoMemoryStat(t *testing.T) {
+	if os.Getenv("AMILINT_STRACE_CHILD") == "1" {
+		_, err := cgroup.NewReader("/").Read()
+		require.NoError(t, err)
+		return
+	}
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace is not installed (.ci/run installs it)")
+	}
+	trace := filepath.Join(t.TempDir(), "trace")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, strace, "-f", "-e", "trace=open,openat,openat2", "-o", trace,
+		os.Args[0], "-test.run=^TestStraceNoMemoryStat$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "AMILINT_STRACE_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "/proc/cgroups", "the trace saw the reader's opens")
+	assert.Contains(t, string(b), "cgroup.stat")
+	assert.NotContains(t, string(b), "memory.stat")
 }

@@ -29,6 +29,9 @@ type Zombies struct {
 	Dir string
 	// Made is how many were made.
 	Made int
+	// Refused is the kernel's refusal to make more, when it stopped
+	// MakeWithThread early (ENOSPC: no memcg id left).
+	Refused error
 	// base is the kernel's count of memory cgroups before any was made.
 	base int
 }
@@ -115,7 +118,8 @@ func MakeWithProcesses(tb testing.TB, n, size int) *Zombies {
 // moves back to the root and removes the cgroup. The kernel charges the
 // page cache to the thread's memcg, so each removed cgroup stays tracked,
 // exactly as with MakeWithProcesses. It stops early when deadline passes
-// and reports how many it made.
+// or the kernel refuses more memory cgroups (Refused), and reports how
+// many it made.
 func MakeWithThread(tb testing.TB, n, size int, deadline time.Time) *Zombies {
 	tb.Helper()
 	z := begin(tb)
@@ -133,6 +137,11 @@ func MakeWithThread(tb testing.TB, n, size int, deadline time.Time) *Zombies {
 			}
 			cg := filepath.Join(z.Hierarchy, fmt.Sprintf("amilint-t%d-%d", os.Getpid(), i))
 			if err := os.Mkdir(cg, 0o755); err != nil {
+				if errors.Is(err, unix.ENOSPC) {
+					// The kernel's memcg id space (64k) is full.
+					z.Refused = err
+					break
+				}
 				errc <- fmt.Errorf("make %d: %w", i, err)
 				return
 			}
