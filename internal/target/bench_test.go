@@ -36,13 +36,13 @@ func benchTree(b *testing.B) string {
 
 var (
 	benchOnce   sync.Once
-	benchImages struct{ dir, raw, qcow2 string }
+	benchImages struct{ dir, raw, qcow2, tarZst string }
 )
 
 // images builds (once per tree, cached in the user cache directory across
 // runs) a 4 GiB sparse raw GPT disk whose partition 2 is an ext4
-// filesystem holding the tree, and a qcow2 of it.
-func images(b *testing.B) (dir, raw, qcow2 string) {
+// filesystem holding the tree, a qcow2 of it, and a tar.zst of the tree.
+func images(b *testing.B) (dir, raw, qcow2, tarZst string) {
 	benchOnce.Do(func() {
 		tree := benchTree(b)
 		fi, err := os.Stat(tree)
@@ -54,6 +54,12 @@ func images(b *testing.B) (dir, raw, qcow2 string) {
 		benchImages.dir = tree
 		benchImages.raw = filepath.Join(out, "disk.raw")
 		benchImages.qcow2 = filepath.Join(out, "disk.qcow2")
+		benchImages.tarZst = filepath.Join(out, "root.tar.zst")
+		if _, err := os.Stat(benchImages.tarZst); err != nil {
+			require.NoError(b, os.MkdirAll(out, 0o755))
+			imagetest.Run(b, "tar", "--zstd", "-cf", benchImages.tarZst+".tmp", "-C", tree, ".")
+			require.NoError(b, os.Rename(benchImages.tarZst+".tmp", benchImages.tarZst))
+		}
 		if _, err := os.Stat(benchImages.qcow2); err == nil {
 			return
 		}
@@ -70,14 +76,14 @@ func images(b *testing.B) (dir, raw, qcow2 string) {
 		imagetest.Run(b, "qemu-img", "convert", "-f", "raw", "-O", "qcow2", benchImages.raw, benchImages.qcow2+".tmp")
 		require.NoError(b, os.Rename(benchImages.qcow2+".tmp", benchImages.qcow2))
 	})
-	return benchImages.dir, benchImages.raw, benchImages.qcow2
+	return benchImages.dir, benchImages.raw, benchImages.qcow2, benchImages.tarZst
 }
 
 // BenchmarkOpenImage measures opening a target and finding its root (the
 // partition holding os-release), and reports the bytes of the image file
 // read and their share of the image.
 func BenchmarkOpenImage(b *testing.B) {
-	dir, raw, qcow2 := images(b)
+	dir, raw, qcow2, _ := images(b)
 	for _, tc := range []struct{ name, path string }{{"dir", dir}, {"raw", raw}, {"qcow2", qcow2}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var read int64
@@ -95,10 +101,11 @@ func BenchmarkOpenImage(b *testing.B) {
 }
 
 // BenchmarkUnits measures the whole unit file scan (`amilint units`) of
-// the same tree as a directory, a raw disk and a qcow2.
+// the same tree as a directory, a raw disk, a qcow2 and a tar.zst (which
+// is decompressed whole to be indexed).
 func BenchmarkUnits(b *testing.B) {
-	dir, raw, qcow2 := images(b)
-	for _, tc := range []struct{ name, path string }{{"dir", dir}, {"raw", raw}, {"qcow2", qcow2}} {
+	dir, raw, qcow2, tarZst := images(b)
+	for _, tc := range []struct{ name, path string }{{"dir", dir}, {"raw", raw}, {"qcow2", qcow2}, {"tar.zst", tarZst}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var read int64
 			var n int
