@@ -66,6 +66,8 @@ func Detect(r io.ReaderAt, size int64) Format {
 			return VHDX
 		case string(head[:8]) == "conectix":
 			return VHD
+		case string(head[:8]) == "# Disk D":
+			return VMDK // a text descriptor; OpenVMDK explains
 		}
 	}
 	if size >= 512 {

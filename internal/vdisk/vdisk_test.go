@@ -236,6 +236,25 @@ func TestVMDKFooter(t *testing.T) {
 	assert.Equal(t, want, imagetest.SHA256(t, d, size))
 }
 
+// TestVMDKDescriptor checks that a text descriptor (monolithicFlat) is
+// refused with the extent to open instead, and that the flat extent reads
+// as the raw disk it is.
+func TestVMDKDescriptor(t *testing.T) {
+	raw := imagetest.Ext4(t, imagetest.Tree(t), "16M")
+	want, size := imagetest.FileSHA256(t, raw)
+	dir := t.TempDir()
+	desc := filepath.Join(dir, "disk.vmdk")
+	imagetest.Run(t, "qemu-img", "convert", "-f", "raw", "-O", "vmdk", "-o", "subformat=monolithicFlat", raw, desc)
+	_, format, _, err := openFile(t, desc, vdisk.Options{})
+	require.ErrorIs(t, err, vdisk.ErrUnsupported)
+	assert.Equal(t, vdisk.VMDK, format)
+	assert.ErrorContains(t, err, "disk-flat.vmdk")
+	d, format, _, err := openFile(t, filepath.Join(dir, "disk-flat.vmdk"), vdisk.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, vdisk.Raw, format)
+	assert.Equal(t, want, imagetest.SHA256(t, d, size))
+}
+
 func TestDetect(t *testing.T) {
 	for _, tt := range []struct {
 		head []byte

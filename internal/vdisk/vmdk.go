@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // VMDK sparse extent flags and constants, from VMware's Virtual Disk Format
@@ -62,6 +63,9 @@ func OpenVMDK(r io.ReaderAt, fileSize int64) (Disk, error) {
 		return nil, err
 	}
 	if string(b[:4]) != "KDMV" {
+		if strings.HasPrefix(string(b[:]), "# Disk DescriptorFile") {
+			return nil, descriptorError(b[:])
+		}
 		return nil, corruptf("vmdk: bad magic %q", b[:4])
 	}
 	h := parseVMDKHeader(b[:])
@@ -193,6 +197,25 @@ func (d *vmdkDisk) readBlock(p []byte, blk, within int64) error {
 	}
 	copy(p, g[within:])
 	return nil
+}
+
+// descriptorError explains a VMDK text descriptor: its data lives in
+// separate extent files, which (when flat) are raw disks amilint reads
+// directly.
+func descriptorError(b []byte) error {
+	createType := "?"
+	var extents []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "createType="); ok {
+			createType = strings.Trim(v, `"`)
+		}
+		if f := strings.Fields(line); len(f) >= 4 && (f[0] == "RW" || f[0] == "RDONLY") {
+			extents = append(extents, strings.Trim(f[3], `"`))
+		}
+	}
+	return fmt.Errorf("vmdk descriptor file (createType %s): the disk is in its extent files %q; give a flat extent (a raw disk) or convert with qemu-img: %w",
+		createType, extents, ErrUnsupported)
 }
 
 // grain decompresses the compressed grain at off, which must hold guest
