@@ -102,35 +102,29 @@ func (p *envParser) skipComment(i int) int {
 }
 
 // value parses a value starting at i and returns it and the index of the
-// newline (or end) that ends it.
+// newline (or end) that ends it. It is the value half of systemd's
+// parse_env_file_internal state machine: quotes open only where a value
+// starts or right after a closing quote (PRE_VALUE, which also skips
+// blanks); elsewhere they are literal; trailing blanks of unquoted text
+// are dropped.
 func (p *envParser) value(i int) (string, int) {
 	s := p.src
 	var b strings.Builder
-	// Leading whitespace is dropped; trailing unquoted whitespace too, so
-	// remember where the last quoted or escaped byte ended.
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-		i++
-	}
-	keep := 0 // length of b that must survive right-trimming
+	const (
+		preValue = iota
+		unquoted
+	)
+	state := preValue
+	trail := -1 // start of trailing blanks of unquoted text, -1 if none
 	for i < len(s) {
 		c := s[i]
-		switch c {
-		case '\n':
-			return b.String()[:max(keep, len(strings.TrimRight(b.String(), " \t\r")))], i
-		case '\\':
-			if i+1 >= len(s) {
-				i++
-				continue
-			}
-			if s[i+1] == '\n' {
-				p.line++
-				i += 2
-				continue
-			}
-			b.WriteByte(s[i+1])
-			keep = b.Len()
-			i += 2
-		case '\'':
+		if c == '\n' {
+			break
+		}
+		switch {
+		case state == preValue && (c == ' ' || c == '\t' || c == '\r'):
+			i++
+		case state == preValue && c == '\'':
 			j := strings.IndexByte(s[i+1:], '\'')
 			if j < 0 {
 				p.problem(p.line, "unterminated single quote")
@@ -141,47 +135,71 @@ func (p *envParser) value(i int) (string, int) {
 			seg := s[i+1 : i+1+j]
 			p.line += strings.Count(seg, "\n")
 			b.WriteString(seg)
-			keep = b.Len()
 			i += j + 2
-		case '"':
-			i++
-			closed := false
-			for i < len(s) {
-				d := s[i]
-				if d == '"' {
-					closed = true
-					i++
-					break
-				}
-				if d == '\\' && i+1 < len(s) {
-					switch e := s[i+1]; e {
-					case '"', '\\', '`', '$':
-						b.WriteByte(e)
-					case '\n':
-						p.line++
-					default:
-						b.WriteByte('\\')
-						b.WriteByte(e)
-					}
-					i += 2
-					continue
-				}
-				if d == '\n' {
-					p.line++
-				}
-				b.WriteByte(d)
+		case state == preValue && c == '"':
+			i = p.doubleQuoted(&b, i+1)
+		case c == '\\':
+			state = unquoted
+			if i+1 >= len(s) {
 				i++
+				continue
 			}
-			if !closed {
-				p.problem(p.line, "unterminated double quote")
+			if s[i+1] == '\n' {
+				p.line++ // an escaped newline is eaten entirely
+			} else {
+				b.WriteByte(s[i+1])
+				trail = -1
 			}
-			keep = b.Len()
+			i += 2
 		default:
+			state = unquoted
+			if c == ' ' || c == '\t' || c == '\r' {
+				if trail < 0 {
+					trail = b.Len()
+				}
+			} else {
+				trail = -1
+			}
 			b.WriteByte(c)
 			i++
 		}
 	}
-	return b.String()[:max(keep, len(strings.TrimRight(b.String(), " \t\r")))], i
+	v := b.String()
+	if state == unquoted && trail >= 0 {
+		v = v[:trail]
+	}
+	return v, i
+}
+
+// doubleQuoted reads a double-quoted section starting after its opening
+// quote into b and returns the index after the closing quote.
+func (p *envParser) doubleQuoted(b *strings.Builder, i int) int {
+	s := p.src
+	for i < len(s) {
+		d := s[i]
+		switch {
+		case d == '"':
+			return i + 1
+		case d == '\\' && i+1 < len(s):
+			switch e := s[i+1]; e {
+			case '"', '\\', '`', '$':
+				b.WriteByte(e)
+			case '\n':
+				p.line++
+			default:
+				b.WriteByte('\\')
+				b.WriteByte(e)
+			}
+			i += 2
+			continue
+		case d == '\n':
+			p.line++
+		}
+		b.WriteByte(d)
+		i++
+	}
+	p.problem(p.line, "unterminated double quote")
+	return i
 }
 
 // validEnvName is systemd's env_name_is_valid: letters, digits and '_',

@@ -92,6 +92,8 @@ func TestParseEnv(t *testing.T) {
 		{"last wins", "A=1\nA=2\n", map[string]string{"A": "2"}, 0},
 		{"quoted spaces kept", `A="  "` + "\n", map[string]string{"A": "  "}, 0},
 		{"hash in value is literal", "A=x#y\n", map[string]string{"A": "x#y"}, 0},
+		{"quotes mid value are literal", "A=a \"b c\"\n", map[string]string{"A": `a "b c"`}, 0},
+		{"quoted sections join across blanks", "A=\"a\" 'b'  \n", map[string]string{"A": "ab"}, 0},
 		{"no equals", "ECS_CLUSTER\nB=1", map[string]string{"B": "1"}, 1},
 		{"bad name", "1A=x\nA-B=y\n", map[string]string{}, 2},
 		{"unterminated double", `A="abc`, map[string]string{"A": "abc"}, 1},
