@@ -220,3 +220,34 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestGPT4KSectors reads a GPT written by sgdisk on a loop device with
+// 4096-byte logical sectors, checked against sfdisk's reading of it.
+func TestGPT4KSectors(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a 4K-sector loop device needs root")
+	}
+	p := imagetest.Blank(t, 64<<20)
+	loop := strings.TrimSpace(imagetest.Run(t, "losetup", "-f", "--show", "-b", "4096", p))
+	imagetest.Run(t, "sgdisk", "-n", "1:0:+8M", "-t", "1:ef00", "-n", "2:0:0", "-t", "2:8300", "-c", "2:root", loop)
+	var out struct {
+		Partitiontable struct {
+			Sectorsize int64
+			Partitions []struct{ Start, Size int64 }
+		}
+	}
+	err := json.Unmarshal([]byte(imagetest.Run(t, "sfdisk", "-J", loop)), &out)
+	imagetest.Run(t, "losetup", "-d", loop)
+	require.NoError(t, err)
+	require.Equal(t, int64(4096), out.Partitiontable.Sectorsize)
+
+	tab, err := read(t, p)
+	require.NoError(t, err)
+	assert.Equal(t, partition.GPT, tab.Scheme)
+	require.Len(t, tab.Partitions, len(out.Partitiontable.Partitions))
+	for i, q := range out.Partitiontable.Partitions {
+		assert.Equal(t, q.Start*4096, tab.Partitions[i].Start)
+		assert.Equal(t, q.Size*4096, tab.Partitions[i].Size)
+	}
+	assert.Equal(t, "root", tab.Partitions[1].Name)
+}
