@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -65,7 +66,14 @@ type volume struct {
 	size   int64
 }
 
-// openFile opens a regular file target: a tarball or a disk image.
+// isBlockDevice reports whether a mode is a block device's (an attached
+// volume read as a raw disk).
+func isBlockDevice(m fs.FileMode) bool {
+	return m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0
+}
+
+// openFile opens a regular file or block device target: a tarball or a
+// disk image.
 func openFile(spec string, opt Options) (*Image, error) {
 	f, err := os.Open(spec)
 	if err != nil {
@@ -76,11 +84,19 @@ func openFile(spec string, opt Options) (*Image, error) {
 		f.Close()
 		return nil, fmt.Errorf("open target: %w", err)
 	}
+	size := fi.Size()
+	if isBlockDevice(fi.Mode()) {
+		// A device's size is where seeking to its end lands.
+		if size, err = f.Seek(0, io.SeekEnd); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open target %s: size of device: %w", spec, err)
+		}
+	}
 	counter := vdisk.NewCounter(f)
 	var im *Image
-	if vdisk.Detect(counter, fi.Size()) == vdisk.Raw {
+	if vdisk.Detect(counter, size) == vdisk.Raw {
 		if _, ok := tarfs.Detect(counter); ok {
-			src, err := tarfs.Open(counter, fi.Size(), tarfs.Options{})
+			src, err := tarfs.Open(counter, size, tarfs.Options{})
 			if err != nil {
 				f.Close()
 				return nil, fmt.Errorf("open target %s: %w", spec, err)
@@ -89,7 +105,7 @@ func openFile(spec string, opt Options) (*Image, error) {
 		}
 	}
 	if im == nil {
-		im, err = OpenDisk(spec, counter, fi.Size(), opt)
+		im, err = OpenDisk(spec, counter, size, opt)
 		if err != nil {
 			f.Close()
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -166,4 +167,21 @@ func TestBackingFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "image\n", string(b))
 	require.NoError(t, im.Close())
+}
+
+// TestBlockDevice reads an attached volume (a loop device over a GPT disk
+// image) as a raw disk, without mounting it.
+func TestBlockDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a loop device needs root")
+	}
+	dir := imagetest.Tree(t)
+	want, stderr, code := units(t, dir)
+	require.Equal(t, 0, code, stderr)
+	disk := imagetest.GPTRoot(t, imagetest.Ext4(t, dir, "24M"))
+	loop := strings.TrimSpace(imagetest.Run(t, "losetup", "-f", "--show", "-r", disk))
+	defer imagetest.Run(t, "losetup", "-d", loop)
+	got, stderr, code := units(t, loop)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, want, got)
 }

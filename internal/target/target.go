@@ -88,7 +88,7 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 		}
 		return &Image{Name: spec, Kind: "dir", FS: rootfs.New(d), Dir: spec, closer: d}, nil
 	}
-	if fi.Mode().IsRegular() {
+	if fi.Mode().IsRegular() || isBlockDevice(fi.Mode()) {
 		return openFile(spec, opt)
 	}
 	return nil, fmt.Errorf("open target %s: %w", spec, ErrUnsupported)
