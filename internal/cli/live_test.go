@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -113,4 +117,67 @@ func TestLiveErrors(t *testing.T) {
 	code, line, _ := runCLI(t, "live", "--npd", "--collect", "systemd", "--bus", t.TempDir()+"/no-bus", "--sample", "10ms")
 	assert.Equal(t, 2, code)
 	assert.True(t, strings.HasPrefix(line, "amilint: systemd: "), line)
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLiveServe runs `amilint live --serve 127.0.0.1:0`, scrapes it and
+// stops it through its context.
+func TestLiveServe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"live", "--serve", "127.0.0.1:0", "--collect", "cgroup,cpu", "--sample", "50ms"}, &stdout, &stderr)
+	}()
+	addr := regexp.MustCompile(`on (127\.0\.0\.1:\d+)`)
+	var base string
+	require.Eventually(t, func() bool {
+		m := addr.FindStringSubmatch(stderr.String())
+		if m != nil {
+			base = "http://" + m[1]
+		}
+		return m != nil
+	}, 10*time.Second, 20*time.Millisecond)
+	client := &http.Client{Timeout: 5 * time.Second}
+	require.Eventually(t, func() bool {
+		resp, err := client.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 50*time.Millisecond)
+	resp, err := client.Get(base + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "amilint_memcg_tracked ")
+	assert.Contains(t, string(body), `amilint_core_busy_ratio{cpu="0",mode="system"}`)
+
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, ExitOK, code)
+	case <-time.After(10 * time.Second):
+		t.Fatal("amilint live --serve did not stop with its context")
+	}
 }
