@@ -133,6 +133,36 @@ func (f *FS) Open(name string) (fs.File, error) {
 	return &file{fs: f, n: n, name: baseName(name)}, nil
 }
 
+// MaxReadFile bounds what ReadFile reads: an image's inode may claim any
+// size (a sparse file needs no blocks), and reading a whole file is never
+// worth holding more than this in memory. Open streams files of any size.
+const MaxReadFile = 64 << 20
+
+// ErrTooLarge reports a ReadFile of a file over MaxReadFile bytes.
+var ErrTooLarge = errors.New("file too large to read whole")
+
+// ReadFile reads the whole named regular file, which must not be a link
+// and must hold at most MaxReadFile bytes.
+func (f *FS) ReadFile(name string) ([]byte, error) {
+	fl, err := f.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	n := fl.(*file).n
+	if !n.isRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("not a regular file: %w", fs.ErrInvalid)}
+	}
+	if n.size > MaxReadFile {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%d bytes, over %d: %w", n.size, MaxReadFile, ErrTooLarge)}
+	}
+	b := make([]byte, n.size)
+	got, err := fl.(*file).ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:got], nil
+}
+
 // ReadDir lists the named directory, sorted by name, without following
 // links in its entries.
 func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {

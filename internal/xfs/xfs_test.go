@@ -244,53 +244,9 @@ type noLinks struct{ f *FS }
 func (n noLinks) Open(name string) (fs.File, error)          { return n.f.Open(name) }
 func (n noLinks) ReadDir(name string) ([]fs.DirEntry, error) { return n.f.ReadDir(name) }
 
-// Compact images keep only an image's non-zero 1 KiB units outside the
-// log, so fuzz inputs stay small although mkfs.xfs makes 300 MB at least:
-// a count, the units' numbers, then their contents. compactReader serves
-// such an image as a device of compactSize bytes, zeros elsewhere.
-const (
-	compactUnit = 1024
-	compactSize = 300 << 20
-)
-
-type compactReader struct{ units map[uint32][]byte }
-
-func newCompactReader(b []byte) *compactReader {
-	c := &compactReader{units: map[uint32][]byte{}}
-	if len(b) < 4 {
-		return c
-	}
-	n := int(binary.BigEndian.Uint32(b))
-	n = min(n, (len(b)-4)/(4+compactUnit))
-	data := b[4+4*n:]
-	for i := range n {
-		c.units[binary.BigEndian.Uint32(b[4+4*i:])] = data[i*compactUnit : (i+1)*compactUnit]
-	}
-	return c
-}
-
-func (c *compactReader) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off >= compactSize {
-		return 0, io.EOF
-	}
-	n := 0
-	for n < len(p) && off+int64(n) < compactSize {
-		pos := off + int64(n)
-		u := c.units[uint32(pos/compactUnit)]
-		in := int(pos % compactUnit)
-		chunk := p[n:min(len(p), n+compactUnit-in)]
-		if u == nil {
-			clear(chunk)
-		} else {
-			copy(chunk, u[in:])
-		}
-		n += len(chunk)
-	}
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
+// compactSize is the device size of the compact images: mkfs.xfs makes
+// 300 MB at least, of which a tiny tree uses a few dozen KiB.
+const compactSize = 300 << 20
 
 // compact turns an image file into a compact image, leaving out the log.
 func compact(t testing.TB, img string) []byte {
@@ -310,56 +266,11 @@ func compact(t testing.TB, img string) []byte {
 	require.NoError(t, err)
 	logFrom := int64(logDisk) << f.blockLog
 	logTo := logFrom + int64(binary.BigEndian.Uint32(sb[0x60:]))<<f.blockLog
-	var idx []uint32
-	var data []byte
-	zero := make([]byte, compactUnit)
-	u := make([]byte, compactUnit)
-	for off := int64(0); off < compactSize; off += compactUnit {
-		if off >= logFrom && off < logTo {
-			continue
-		}
-		// Skip holes quickly: the image file is sparse.
-		next, err := fh.Seek(off, 3) // SEEK_DATA
-		if err != nil {
-			break
-		}
-		if next > off {
-			off = next&^(compactUnit-1) - compactUnit
-			continue
-		}
-		_, err = fh.ReadAt(u, off)
-		require.NoError(t, err)
-		if !bytes.Equal(u, zero) {
-			idx = append(idx, uint32(off/compactUnit))
-			data = append(data, u...)
-		}
-	}
-	out := binary.BigEndian.AppendUint32(nil, uint32(len(idx)))
-	for _, i := range idx {
-		out = binary.BigEndian.AppendUint32(out, i)
-	}
-	return append(out, data...)
+	return imagetest.Compact(t, fh, fi.Size(), func(off int64) bool { return off >= logFrom && off < logTo })
 }
 
-// patch writes p at device offset off, unit by unit.
-func (c *compactReader) patch(off int64, p []byte) {
-	for len(p) > 0 {
-		k := uint32(off / compactUnit)
-		u := make([]byte, compactUnit)
-		copy(u, c.units[k])
-		in := int(off % compactUnit)
-		n := copy(u[in:], p)
-		c.units[k] = u
-		p, off = p[n:], off+int64(n)
-	}
-}
-
-func (c *compactReader) clone() *compactReader {
-	d := &compactReader{units: make(map[uint32][]byte, len(c.units))}
-	for k, v := range c.units {
-		d.units[k] = v
-	}
-	return d
+func newCompactReader(b []byte) *imagetest.CompactReader {
+	return imagetest.NewCompactReader(b, compactSize)
 }
 
 // smallImages builds tiny trees as compact images for corruption and
@@ -433,17 +344,17 @@ func TestCorruptImages(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		mutate  func(c *compactReader)
+		mutate  func(c *imagetest.CompactReader)
 		size    int64
 		openErr error
 		walkErr error
 	}{
-		{name: "bad magic", mutate: func(c *compactReader) { c.patch(0, []byte("YFSB")) }, openErr: ErrCorrupt},
-		{name: "v4", mutate: func(c *compactReader) { c.patch(0x64, u16(0xb4a4)) }, openErr: ErrUnsupported},
+		{name: "bad magic", mutate: func(c *imagetest.CompactReader) { c.Patch(0, []byte("YFSB")) }, openErr: ErrCorrupt},
+		{name: "v4", mutate: func(c *imagetest.CompactReader) { c.Patch(0x64, u16(0xb4a4)) }, openErr: ErrUnsupported},
 		{name: "truncated", size: compactSize / 2, openErr: ErrCorrupt},
-		{name: "unknown incompat feature", mutate: func(c *compactReader) { c.patch(0xD8, u32(0x80000001)) }, openErr: ErrUnsupported},
-		{name: "root inode number mismatch", mutate: func(c *compactReader) { c.patch(rootOff+0x98, u64(ok.rootIno+1)) }, openErr: ErrCorrupt},
-		{name: "bmap btree block points at itself", mutate: func(c *compactReader) {
+		{name: "unknown incompat feature", mutate: func(c *imagetest.CompactReader) { c.Patch(0xD8, u32(0x80000001)) }, openErr: ErrUnsupported},
+		{name: "root inode number mismatch", mutate: func(c *imagetest.CompactReader) { c.Patch(rootOff+0x98, u64(ok.rootIno+1)) }, openErr: ErrCorrupt},
+		{name: "bmap btree block points at itself", mutate: func(c *imagetest.CompactReader) {
 			// Make the first child of big/'s root a level-1 node pointing
 			// at itself: a child of the root must be at level 0.
 			maxrecs := (len(big.fork) - 4) / 16
@@ -451,33 +362,33 @@ func TestCorruptImages(t *testing.T) {
 			d, err := ok.daddr(ptr)
 			require.NoError(t, err)
 			blk := int64(d) << ok.blockLog
-			c.patch(blk+4, u16(1))
-			c.patch(blk+6, u16(1))
-			c.patch(blk+bmbtHdrSize, u64(0))
-			c.patch(blk+bmbtHdrSize+8*((ok.blockSize-bmbtHdrSize)/16), u64(ptr))
+			c.Patch(blk+4, u16(1))
+			c.Patch(blk+6, u16(1))
+			c.Patch(blk+bmbtHdrSize, u64(0))
+			c.Patch(blk+bmbtHdrSize+8*((ok.blockSize-bmbtHdrSize)/16), u64(ptr))
 		}, walkErr: ErrCorrupt},
-		{name: "bmap btree root deeper than allowed", mutate: func(c *compactReader) {
-			c.patch(bigOff+coreSize, u16(maxBmbtLevel+1))
+		{name: "bmap btree root deeper than allowed", mutate: func(c *imagetest.CompactReader) {
+			c.Patch(bigOff+coreSize, u16(maxBmbtLevel+1))
 		}, walkErr: ErrCorrupt},
-		{name: "extent past the filesystem", mutate: func(c *compactReader) {
+		{name: "extent past the filesystem", mutate: func(c *imagetest.CompactReader) {
 			rec := bytes.Clone(file.fork[:16])
 			rec[7] |= 0x1F // startblock's high bits: far outside every AG
-			c.patch(fileOff+coreSize, rec)
+			c.Patch(fileOff+coreSize, rec)
 		}, walkErr: ErrCorrupt},
-		{name: "too many extents for the fork", mutate: func(c *compactReader) {
-			c.patch(fileOff+0x4C, u32(1000))
+		{name: "too many extents for the fork", mutate: func(c *imagetest.CompactReader) {
+			c.Patch(fileOff+0x4C, u32(1000))
 		}, walkErr: ErrCorrupt},
-		{name: "directory data block magic", mutate: func(c *compactReader) {
+		{name: "directory data block magic", mutate: func(c *imagetest.CompactReader) {
 			r, err := ok.mapBlock(big, 0)
 			require.NoError(t, err)
-			c.patch(int64(r.disk)<<ok.blockLog, []byte("JUNK"))
+			c.Patch(int64(r.disk)<<ok.blockLog, []byte("JUNK"))
 		}, walkErr: ErrCorrupt},
-		{name: "directory size beyond the filesystem", mutate: func(c *compactReader) {
-			c.patch(bigOff+0x38, u64(1<<62))
+		{name: "directory size beyond the filesystem", mutate: func(c *imagetest.CompactReader) {
+			c.Patch(bigOff+0x38, u64(1<<62))
 		}, walkErr: ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := base.clone()
+			c := base.Clone()
 			if tc.mutate != nil {
 				tc.mutate(c)
 			}

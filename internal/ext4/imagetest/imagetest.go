@@ -8,6 +8,8 @@ package imagetest
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -309,10 +311,12 @@ func (c *CountingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // Walk visits every entry of fsys below root, reading every regular file
-// to its end, and returns how many entries it visited or the first error.
-// It stops after limit entries so hostile images cannot make it unbounded.
+// (up to 1 MiB of each, 8 MiB in all), and returns how many entries it
+// visited or the first error. It stops after limit entries so hostile
+// images cannot make it unbounded.
 func Walk(fsys rootfs.Source, limit int) (int, error) {
 	visited := 0
+	budget := int64(8 << 20)
 	var walk func(string, int) error
 	walk = func(dir string, depth int) error {
 		if depth > 64 {
@@ -352,7 +356,8 @@ func Walk(fsys rootfs.Source, limit int) (int, error) {
 				if err != nil {
 					return err
 				}
-				_, err = io.Copy(io.Discard, io.LimitReader(f, 1<<20))
+				n, err := io.Copy(io.Discard, io.LimitReader(f, min(budget, 1<<20)))
+				budget -= n
 				f.Close()
 				if err != nil {
 					return err
@@ -363,4 +368,107 @@ func Walk(fsys rootfs.Source, limit int) (int, error) {
 	}
 	err := walk(".", 0)
 	return visited, err
+}
+
+// CompactUnit is the granularity of compact images.
+const CompactUnit = 512
+
+// Compact encodes the non-zero CompactUnit-sized units of a device of size
+// bytes, except those skip names, as a compact image: a big-endian count,
+// the units' numbers, then their contents. Fuzz inputs stay small this way
+// although the images mkfs makes are large and mostly zeros; mutating the
+// numbers moves blocks around, which is fair game for a fuzzer too.
+func Compact(t testing.TB, r io.ReaderAt, size int64, skip func(off int64) bool) []byte {
+	t.Helper()
+	var idx []uint32
+	var data []byte
+	zero := make([]byte, CompactUnit)
+	chunk := make([]byte, 1<<20)
+	for base := int64(0); base < size; base += int64(len(chunk)) {
+		c := chunk[:min(int64(len(chunk)), size-base)]
+		n, err := r.ReadAt(c, base)
+		if err != nil && !errors.Is(err, io.EOF) {
+			require.NoError(t, err)
+		}
+		for off := 0; off+CompactUnit <= n; off += CompactUnit {
+			u := c[off : off+CompactUnit]
+			if (skip != nil && skip(base+int64(off))) || bytes.Equal(u, zero) {
+				continue
+			}
+			idx = append(idx, uint32((base+int64(off))/CompactUnit))
+			data = append(data, u...)
+		}
+	}
+	out := binary.BigEndian.AppendUint32(nil, uint32(len(idx)))
+	for _, i := range idx {
+		out = binary.BigEndian.AppendUint32(out, i)
+	}
+	return append(out, data...)
+}
+
+// CompactReader serves a compact image as a device of Size bytes, zeros
+// wherever the image holds no unit.
+type CompactReader struct {
+	Size  int64
+	units map[uint32][]byte
+}
+
+// NewCompactReader decodes a compact image, however malformed: it keeps
+// the units that the input holds whole.
+func NewCompactReader(b []byte, size int64) *CompactReader {
+	c := &CompactReader{Size: size, units: map[uint32][]byte{}}
+	if len(b) < 4 {
+		return c
+	}
+	n := int(min(binary.BigEndian.Uint32(b), uint32((len(b)-4)/(4+CompactUnit))))
+	data := b[4+4*n:]
+	for i := range n {
+		c.units[binary.BigEndian.Uint32(b[4+4*i:])] = data[i*CompactUnit : (i+1)*CompactUnit]
+	}
+	return c
+}
+
+// ReadAt reads from the device.
+func (c *CompactReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off >= c.Size {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && off+int64(n) < c.Size {
+		pos := off + int64(n)
+		u := c.units[uint32(pos/CompactUnit)]
+		in := int(pos % CompactUnit)
+		chunk := p[n:min(len(p), n+CompactUnit-in, int(c.Size-pos)+n)]
+		if u == nil {
+			clear(chunk)
+		} else {
+			copy(chunk, u[in:])
+		}
+		n += len(chunk)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Patch writes p at device offset off, copying the units it changes.
+func (c *CompactReader) Patch(off int64, p []byte) {
+	for len(p) > 0 {
+		k := uint32(off / CompactUnit)
+		u := make([]byte, CompactUnit)
+		copy(u, c.units[k])
+		n := copy(u[off%CompactUnit:], p)
+		c.units[k] = u
+		p, off = p[n:], off+int64(n)
+	}
+}
+
+// Clone returns a copy that Patch can change independently.
+func (c *CompactReader) Clone() *CompactReader {
+	d := &CompactReader{Size: c.Size, units: make(map[uint32][]byte, len(c.units))}
+	for k, v := range c.units {
+		d.units[k] = v
+	}
+	return d
 }
