@@ -74,16 +74,6 @@ func nameType(n string) string {
 	return n[strings.LastIndexByte(n, '.')+1:]
 }
 
-// nameClassify returns the kind of a valid name, or 0.
-func nameClassify(n string) nameKind {
-	for _, k := range []nameKind{namePlain, nameInstance, nameTemplate} {
-		if nameIsValid(n, k) {
-			return k
-		}
-	}
-	return 0
-}
-
 // nameInstanceOf ports unit_name_to_instance: the kind and the text between
 // the first '@' and the last '.'.
 func nameInstanceOf(n string) (nameKind, string, error) {

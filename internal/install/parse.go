@@ -92,14 +92,9 @@ func readLines(data []byte) ([]string, error) {
 	return lines, nil
 }
 
-// installSections is the section list install.c passes to config_parse:
-// [Install] is parsed, the others are known and skipped silently.
-var ignoredSections = map[string]bool{
-	"Unit": true, "Automount": true, "Device": true, "Mount": true, "Path": true, "Scope": true,
-	"Service": true, "Slice": true, "Socket": true, "Swap": true, "Target": true, "Timer": true,
-}
-
-// knownSections are the literal entries of that list.
+// knownSections is the section list install.c passes to config_parse:
+// [Install] is parsed; the "-" entries (known, skipped silently) only
+// matter literally, since a section named "-Unit" is a known one too.
 var knownSections = map[string]bool{
 	"Install": true, "-Unit": true, "-Automount": true, "-Device": true, "-Mount": true, "-Path": true,
 	"-Scope": true, "-Service": true, "-Slice": true, "-Socket": true, "-Swap": true, "-Target": true,
@@ -232,7 +227,7 @@ func (p *parser) assign(key, value string) error {
 		}
 		printed, err := p.spec.printf(value, info)
 		if err != nil {
-			return fmt.Errorf("DefaultInstance=%q: %w", value, err)
+			return fmt.Errorf("expand DefaultInstance=%q: %w", value, err)
 		}
 		if printed != "" && !instanceIsValid(printed) {
 			return fmt.Errorf("%w %q", errBadInstance, printed)
@@ -243,7 +238,7 @@ func (p *parser) assign(key, value string) error {
 		for {
 			word, r, ok, err := extractWord(rest, false, false)
 			if err != nil {
-				return fmt.Errorf("Also=%q: %w", value, err)
+				return fmt.Errorf("parse Also=%q: %w", value, err)
 			}
 			if !ok {
 				break
@@ -251,14 +246,14 @@ func (p *parser) assign(key, value string) error {
 			rest = r
 			printed, err := p.spec.printf(word, info)
 			if err != nil {
-				return fmt.Errorf("Also=%q: %w", word, err)
+				return fmt.Errorf("expand Also=%q: %w", word, err)
 			}
 			if p.also != nil {
 				if err := p.also(printed); err != nil {
 					return err
 				}
 			} else if !nameIsValid(printed, nameAny) {
-				return fmt.Errorf("Also=%q: %w", printed, errInvalid)
+				return fmt.Errorf("add Also=%q: %w", printed, errInvalid)
 			}
 			info.also = append(info.also, printed)
 			if rest == "" {
