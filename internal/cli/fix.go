@@ -36,7 +36,7 @@ func runFix(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "fix", err)
 	}
-	im, err := openTarget(e, pos, af.partition)
+	im, err := openTarget(e, pos, af.disk)
 	if err != nil {
 		return fail(e, "fix", err)
 	}

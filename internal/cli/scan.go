@@ -31,7 +31,18 @@ type auditFlags struct {
 	rules, policies, data listFlag
 	profile, waivers      string
 	failOn                string
-	partition             int
+	disk                  diskFlags
+}
+
+// diskFlags choose how a disk image target is read.
+type diskFlags struct {
+	partition int
+	backing   string
+}
+
+func (d *diskFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&d.partition, "partition", 0, "partition number of a disk image holding the root (0: find the one with os-release)")
+	fs.StringVar(&d.backing, "backing", "", "backing file of a qcow2 overlay image (refused without it)")
 }
 
 func (a *auditFlags) register(fs *flag.FlagSet) {
@@ -41,7 +52,7 @@ func (a *auditFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.profile, "profile", "", "role profile: a default-deny allowlist of units started at boot (e.g. k8s-gpu-node)")
 	fs.StringVar(&a.waivers, "waivers", "", "waivers file (YAML)")
 	fs.StringVar(&a.failOn, "fail-on", "high", "lowest severity that makes the exit code 1: info, low, medium, high, critical")
-	fs.IntVar(&a.partition, "partition", 0, "partition number of a disk image holding the root (0: find it)")
+	a.disk.register(fs)
 }
 
 // auditor validates the shared flags and builds the auditor.
@@ -75,7 +86,7 @@ func ruleMeta(aud *audit.Auditor) map[string]report.RuleMeta {
 }
 
 // openTarget opens the one positional TARGET, or the embedded default.
-func openTarget(e *env, pos []string, partition int) (*target.Image, error) {
+func openTarget(e *env, pos []string, d diskFlags) (*target.Image, error) {
 	// Without a TARGET, the embedded DLAMI-like image is audited; reports
 	// name it as their target.
 	spec := target.DefaultTarget
@@ -86,13 +97,13 @@ func openTarget(e *env, pos []string, partition int) (*target.Image, error) {
 	default:
 		return nil, fmt.Errorf("one TARGET expected, got %d", len(pos))
 	}
-	return target.Open(e.ctx, spec, targetOptions(e, partition))
+	return target.Open(e.ctx, spec, targetOptions(e, d))
 }
 
 // targetOptions are the options of target.Open, with a progress line on
 // stderr for remote snapshots when stderr is a terminal.
-func targetOptions(e *env, partition int) target.Options {
-	opt := target.Options{Partition: partition}
+func targetOptions(e *env, d diskFlags) target.Options {
+	opt := target.Options{Partition: d.partition, Backing: d.backing}
 	if report.IsTerminal(e.stderr) {
 		opt.Progress = func(fetched, total int64) {
 			fmt.Fprintf(e.stderr, "\rfetching snapshot blocks: %d MiB of %d MiB allocated", fetched>>20, total>>20)
@@ -143,7 +154,7 @@ func runScan(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "scan", err)
 	}
-	im, err := openTarget(e, pos, af.partition)
+	im, err := openTarget(e, pos, af.disk)
 	if err != nil {
 		return fail(e, "scan", err)
 	}
@@ -183,7 +194,7 @@ func runFacts(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "facts", err)
 	}
-	im, err := openTarget(e, pos, af.partition)
+	im, err := openTarget(e, pos, af.disk)
 	if err != nil {
 		return fail(e, "facts", err)
 	}
@@ -231,7 +242,7 @@ func runDiff(e *env, args []string) int {
 	}
 	var sides [2]diff.Image
 	for i, spec := range pos {
-		side, err := diffSide(e, aud, spec, af.partition)
+		side, err := diffSide(e, aud, spec, af.disk)
 		if err != nil {
 			return fail(e, "diff", err)
 		}
@@ -244,8 +255,8 @@ func runDiff(e *env, args []string) int {
 	return diff.ExitCode(d, failOn)
 }
 
-func diffSide(e *env, aud *audit.Auditor, spec string, partition int) (diff.Image, error) {
-	im, err := target.Open(e.ctx, spec, targetOptions(e, partition))
+func diffSide(e *env, aud *audit.Auditor, spec string, d diskFlags) (diff.Image, error) {
+	im, err := target.Open(e.ctx, spec, targetOptions(e, d))
 	if err != nil {
 		return diff.Image{}, err
 	}

@@ -54,6 +54,8 @@ func runUnits(e *env, args []string) int {
 	fs := newFlags(e, "units")
 	fs.SetOutput(io.Discard)
 	out := fs.String("o", "text", "output format: text, tsv or json")
+	var disk diskFlags
+	disk.register(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(e.stderr)
@@ -75,7 +77,7 @@ func runUnits(e *env, args []string) int {
 	default:
 		return fail(e, "units", fmt.Errorf("unknown output format %q (want text, tsv or json)", *out))
 	}
-	im, err := target.Open(e.ctx, pos[0], target.Options{})
+	im, err := target.Open(e.ctx, pos[0], targetOptions(e, disk))
 	if err != nil {
 		return fail(e, "units", err)
 	}
