@@ -133,7 +133,10 @@ type planner struct {
 }
 
 func (pl *planner) note(action, unit, kind, text string) {
-	pl.plan.Notes = append(pl.plan.Notes, Note{Action: action, Unit: unit, Kind: kind, Text: text})
+	n := Note{Action: action, Unit: unit, Kind: kind, Text: text}
+	if !slices.Contains(pl.plan.Notes, n) { // a removal pass may repeat
+		pl.plan.Notes = append(pl.plan.Notes, n)
+	}
 }
 
 // configDir resolves /etc/systemd/system inside the image as it stands.
