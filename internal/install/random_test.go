@@ -260,7 +260,7 @@ func (g *treeGen) build() {
 		file := d + "/" + dd + ".d/" + g.pick([]string{"10-a.conf", "20-b.conf", "a.conf", ".hidden.conf", "x.conf.bak", "noconf"})
 		switch g.r.IntN(8) {
 		case 0:
-			g.put(file, "-> /nowhere.conf")
+			g.put(file, "-> "+g.pick([]string{"/nowhere.conf", "/dev/null", "../../../../../dev/null"}))
 		case 1:
 			g.put(file, "")
 		case 2:
@@ -304,6 +304,11 @@ func (g *treeGen) build() {
 			lines = append(lines, act+" "+pat)
 		}
 		g.put(d+g.pick([]string{"10-a.preset", "90-b.preset", "99-default.preset"}), strings.Join(lines, "\n")+"\n")
+	}
+	if g.chance(0.2) {
+		// An image's /dev/null as a plain empty file (debootstrap makes the
+		// device node; a tarball may hold a file).
+		g.put("dev/null", "")
 	}
 	if g.chance(0.3) {
 		g.put("etc/machine-id", g.pick([]string{"0123456789abcdef0123456789abcdef\n", "uninitialized\n", ""}))
