@@ -127,7 +127,7 @@ func (g *treeGen) content() string {
 		case 10:
 			lines = append(lines, "# WantedBy=a.target", "; comment")
 		case 11:
-			lines = append(lines, g.pick([]string{"Also=%n.socket", "Also=%p.service", "Also=%i.service", "Also=%z.service", "Also=%%.service", "Also=%j@%i.service", "Also=%N.timer"}))
+			lines = append(lines, g.pick([]string{"Also=%n.socket", "Also=%p.service", "Also=%i.service", "Also=%z.service", "Also=%%.service", "Also=%j@%i.service", "Also=%N.timer", "Also=x%m.service", "Also=x%o.service", "Also=%a.service", "Also=%H.service", "Also=%u%U.service", "Also=%T.service"}))
 		case 12:
 			lines = append(lines, g.pick([]string{"[Install", "[Ins\"tall]", "Also=nosuffix", "X=\xff", "#\xff", "Also=a\\"}))
 		case 13:
@@ -309,6 +309,9 @@ func (g *treeGen) build() {
 		// An image's /dev/null as a plain empty file (debootstrap makes the
 		// device node; a tarball may hold a file).
 		g.put("dev/null", "")
+	}
+	if g.chance(0.2) {
+		g.put(g.pick([]string{"etc/os-release", "usr/lib/os-release"}), g.pick([]string{"ID=debian\nVERSION_ID=\"12\"\n", "NAME=x\n"}))
 	}
 	if g.chance(0.3) {
 		g.put("etc/machine-id", g.pick([]string{"0123456789abcdef0123456789abcdef\n", "uninitialized\n", ""}))

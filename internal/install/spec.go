@@ -15,8 +15,18 @@ type specifiers struct {
 	// machineID is the image's /etc/machine-id or "" when it is missing or
 	// not a valid ID (systemctl then fails %m).
 	machineID string
-	// osRelease holds the image's os-release fields.
+	// osRelease holds the image's os-release fields; nil when the image has
+	// none (systemctl then fails %o, %w, %W, %A, %B and %M).
 	osRelease map[string]string
+}
+
+// osField returns an os-release field for a specifier: an error without an
+// os-release file, "" when the field is missing.
+func (s *specifiers) osField(k string) (string, bool, error) {
+	if s.osRelease == nil {
+		return "", true, fmt.Errorf("no os-release: %w", errBadSpecifier)
+	}
+	return s.osRelease[k], true, nil
 }
 
 // possibleSpecifiers is systemd's POSSIBLE_SPECIFIERS: an unknown one of
@@ -108,11 +118,11 @@ func (s *specifiers) lookup(c byte, info *installInfo) (string, bool, error) {
 	case 'a':
 		return "x86-64", true, nil
 	case 'A':
-		return s.osRelease["IMAGE_VERSION"], true, nil
+		return s.osField("IMAGE_VERSION")
 	case 'b':
 		return "00000000000000000000000000000000", true, nil
 	case 'B':
-		return s.osRelease["BUILD_ID"], true, nil
+		return s.osField("BUILD_ID")
 	case 'H':
 		return "localhost", true, nil
 	case 'l':
@@ -123,15 +133,15 @@ func (s *specifiers) lookup(c byte, info *installInfo) (string, bool, error) {
 		}
 		return s.machineID, true, nil
 	case 'M':
-		return s.osRelease["IMAGE_ID"], true, nil
+		return s.osField("IMAGE_ID")
 	case 'o':
-		return s.osRelease["ID"], true, nil
+		return s.osField("ID")
 	case 'v':
 		return "6.1.0", true, nil
 	case 'w':
-		return s.osRelease["VERSION_ID"], true, nil
+		return s.osField("VERSION_ID")
 	case 'W':
-		return s.osRelease["VARIANT_ID"], true, nil
+		return s.osField("VARIANT_ID")
 	case 'g', 'u':
 		return "root", true, nil
 	case 'G', 'U':
