@@ -323,6 +323,10 @@ func inputValue(input any) (ast.Value, error) {
 			return nil, fmt.Errorf("evaluate policies: encode input: %w", err)
 		}
 	}
+	if v, err := decodeJSON(b); err == nil {
+		return v, nil
+	}
+	// Not the JSON the fast decoder takes: let OPA's decoder judge it.
 	v, err := ast.ValueFromReader(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("evaluate policies: decode input: %w", err)
