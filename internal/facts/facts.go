@@ -205,8 +205,9 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 	if d.Manager, err = readManager(fsys); err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
+	res := newResolver(fsys)
 	for i := range units {
-		u := buildUnit(fsys, &units[i], &d.Manager)
+		u := buildUnit(res, &units[i], &d.Manager)
 		if _, dup := d.Units[u.Name]; dup {
 			return nil, fmt.Errorf("build facts: unit %s listed twice", u.Name)
 		}

@@ -35,7 +35,7 @@ const (
 	secInstall = "Install"
 )
 
-func buildUnit(fsys *rootfs.FS, in *UnitInput, m *Manager) *Unit {
+func buildUnit(res *resolver, in *UnitInput, m *Manager) *Unit {
 	u := &Unit{
 		Name:                     in.Name,
 		Type:                     unit.Type(in.Name),
@@ -133,8 +133,7 @@ func buildUnit(fsys *rootfs.FS, in *UnitInput, m *Manager) *Unit {
 			continue
 		}
 		ef.Path = "/" + rootfs.Clean(ef.Path)
-		fi, err := fsys.Stat(rootfs.Clean(ef.Path))
-		ef.Exists = err == nil && fi.Mode().IsRegular()
+		_, ef.Exists = res.regular(rootfs.Clean(ef.Path))
 		u.EnvironmentFiles = append(u.EnvironmentFiles, ef)
 	}
 
@@ -143,11 +142,11 @@ func buildUnit(fsys *rootfs.FS, in *UnitInput, m *Manager) *Unit {
 		search = v
 	}
 	if vs := unit.Values(opts, secService, "ExecStart"); len(vs) > 0 {
-		u.ExecStart = buildExec(fsys, vs[0], in.Name, search)
+		u.ExecStart = buildExec(res, vs[0], in.Name, search)
 		u.SpawnsContainer = spawnsContainer(vs[0])
 	}
 	for _, v := range unit.Values(opts, secService, "ExecStartPre") {
-		u.ExecStartPre = append(u.ExecStartPre, buildExec(fsys, v, in.Name, search))
+		u.ExecStartPre = append(u.ExecStartPre, buildExec(res, v, in.Name, search))
 	}
 	return u
 }
@@ -179,7 +178,7 @@ func splitPathList(vs []string) []string {
 
 // buildExec parses one Exec*= value of unit name and finds its executable
 // in the image as systemd would.
-func buildExec(fsys *rootfs.FS, raw, name string, search []string) *Exec {
+func buildExec(res *resolver, raw, name string, search []string) *Exec {
 	e := &Exec{Raw: raw, Args: []string{}}
 	c, err := ParseCommand(raw)
 	if err != nil {
@@ -209,14 +208,11 @@ func buildExec(fsys *rootfs.FS, raw, name string, search []string) *Exec {
 	}
 	found := false
 	for _, p := range candidates {
-		n := rootfs.Clean(p)
-		fi, err := fsys.Stat(n)
-		if err != nil || !fi.Mode().IsRegular() {
+		r, ok := res.regular(rootfs.Clean(p))
+		if !ok {
 			continue
 		}
-		if r, err := fsys.Resolve(n); err == nil {
-			e.Resolved = "/" + r
-		}
+		e.Resolved = "/" + r
 		found = true
 		break
 	}
