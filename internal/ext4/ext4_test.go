@@ -21,8 +21,9 @@ import (
 )
 
 var (
-	treeOnce sync.Once
-	treeDir  string
+	treeOnce  sync.Once
+	treeDir   string
+	benchDirs []string // temporary directories of benchmarks, removed by TestMain
 )
 
 // tree returns the shared source tree, built once per test binary.
@@ -40,8 +41,10 @@ func tree(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if treeDir != "" {
-		os.RemoveAll(treeDir)
+	for _, d := range append(benchDirs, treeDir) {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }
@@ -49,7 +52,12 @@ func TestMain(m *testing.M) {
 // mkfs runs mke2fs to build an image of src and returns its path.
 func mkfs(t testing.TB, src, size string, args ...string) string {
 	t.Helper()
-	img := filepath.Join(t.TempDir(), "fs.img")
+	return mkfsAt(t, src, filepath.Join(t.TempDir(), "fs.img"), size, args...)
+}
+
+// mkfsAt runs mke2fs to build the image img of src.
+func mkfsAt(t testing.TB, src, img, size string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command("mke2fs", append(append([]string{"-q", "-F"}, args...), "-d", src, img, size)...)
 	cmd.Env = append(os.Environ(), "MKE2FS_CONFIG=/etc/mke2fs.conf")
 	out, err := cmd.CombinedOutput()

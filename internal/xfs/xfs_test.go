@@ -23,8 +23,9 @@ import (
 )
 
 var (
-	treeOnce sync.Once
-	treeDir  string
+	treeOnce  sync.Once
+	treeDir   string
+	benchDirs []string // temporary directories of benchmarks, removed by TestMain
 )
 
 // tree returns the shared source tree, built once per test binary.
@@ -42,8 +43,10 @@ func tree(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if treeDir != "" {
-		os.RemoveAll(treeDir)
+	for _, d := range append(benchDirs, treeDir) {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

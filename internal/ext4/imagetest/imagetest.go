@@ -137,6 +137,10 @@ func BuildTree(t testing.TB, dir string, o Options) {
 	link("/nonexistent/dangling", "etc/dangling")
 	link("usr/lib", "lib")
 	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "var/fifo"), 0o600))
+	// A character device, where the test may make one (root, CAP_MKNOD).
+	if err := syscall.Mknod(filepath.Join(dir, "var/null"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+		t.Logf("no device node in the tree: %v", err)
+	}
 }
 
 // ProtoFile writes a mkfs.xfs(8) proto file describing the tree at dir.
@@ -173,6 +177,17 @@ func ProtoFile(t testing.TB, dir, protoPath string) {
 				fmt.Fprintf(&b, "%s%s l%s %s\n", indent, e.Name(), mode, target)
 			case fi.Mode()&fs.ModeNamedPipe != 0:
 				fmt.Fprintf(&b, "%s%s p%s\n", indent, e.Name(), mode)
+			case fi.Mode()&fs.ModeDevice != 0:
+				st, ok := fi.Sys().(*syscall.Stat_t)
+				require.True(t, ok)
+				rdev := uint64(st.Rdev)
+				major := (rdev>>8)&0xfff | (rdev>>32)&^0xfff
+				minor := rdev&0xff | (rdev>>12)&^0xff
+				typ := "b"
+				if fi.Mode()&fs.ModeCharDevice != 0 {
+					typ = "c"
+				}
+				fmt.Fprintf(&b, "%s%s %s%s %d %d\n", indent, e.Name(), typ, mode, major, minor)
 			case fi.Mode().IsRegular():
 				fmt.Fprintf(&b, "%s%s -%s %s\n", indent, e.Name(), mode, full)
 			}
@@ -471,4 +486,38 @@ func (c *CompactReader) Clone() *CompactReader {
 		d.units[k] = v
 	}
 	return d
+}
+
+// SystemdDirs are the unit directories the benchmarks list.
+var SystemdDirs = []string{"etc/systemd/system", "lib/systemd/system", "usr/lib/systemd/system"}
+
+// DebianRoot is where another task's debootstrap leaves a Debian root,
+// relative to the module root.
+const DebianRoot = ".cache/debian-root"
+
+// BenchTree returns the tree benchmarks build images of: the Debian root
+// when it exists (found from the test's working directory upwards), else
+// a tree of 20,000 files generated under dir.
+func BenchTree(t testing.TB, dir string) string {
+	t.Helper()
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			root := filepath.Join(d, DebianRoot)
+			if fi, err := os.Stat(filepath.Join(root, "usr/lib/systemd/system")); err == nil && fi.IsDir() {
+				t.Logf("benchmark tree: %s", root)
+				return root
+			}
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil || d == filepath.Dir(d) {
+				break
+			}
+		}
+	}
+	src := filepath.Join(dir, "tree")
+	BuildTree(t, src, Options{BigDir: 20000, Sparse: true})
+	for i := range 200 {
+		p := filepath.Join(src, "usr/lib/systemd/system", fmt.Sprintf("unit-%03d.service", i))
+		require.NoError(t, os.WriteFile(p, []byte("[Service]\nExecStart=/bin/true\n"), 0o644))
+	}
+	t.Logf("benchmark tree: generated, 20,000+ files")
+	return src
 }
