@@ -61,8 +61,13 @@ func runLive(e *env, args []string) int {
 	if err := errors.Join(opts.Validate(), checkRoot(opts.Root)); err != nil {
 		return fail(e, "live", err)
 	}
+	auditor, err := live.NewAuditor(opts)
+	if err != nil {
+		return fail(e, "live", err)
+	}
+	defer auditor.Close()
 	audit := func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-		f, err := live.Collect(ctx, opts)
+		f, err := auditor.Audit(ctx)
 		if f == nil {
 			return nil, nil, err
 		}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amilint/amilint/internal/live"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -286,14 +287,42 @@ func TestE2ELive(t *testing.T) {
 	// From the host: through the container's bus socket.
 	socket := fmt.Sprintf("/proc/%d/root/run/dbus/system_bus_socket", initPID)
 	var hout, herr bytes.Buffer
+	c0, w0 := cpuTime(), time.Now()
 	code = Run(ctx, []string{"live", "-o", "json", "--collect", "systemd", "--bus", socket, "--sample", "2s"}, &hout, &herr)
+	t.Logf("host-side audit of the systemd collector (2 s sample, two snapshots): wall %s, CPU %s",
+		time.Since(w0).Round(time.Millisecond), (cpuTime() - c0).Round(time.Millisecond))
 	require.NotEqual(t, ExitError, code, "stderr: %s", herr.String())
 	checkReport(t, "host via the bus socket", code, hout.Bytes())
 	phase("audited from the host (bus socket)")
 
+	// The exporter's steady cost for systemd: one snapshot per audit on a
+	// kept connection.
+	aud, err := live.NewAuditor(live.Options{Bus: socket, Sample: time.Second, Collect: []string{live.CollectSystemd}})
+	require.NoError(t, err)
+	_, err = aud.Audit(ctx)
+	require.NoError(t, err)
+	const steady = 5
+	c0, w0 = cpuTime(), time.Now()
+	for range steady {
+		f, err := aud.Audit(ctx)
+		require.NoError(t, err)
+		assert.Contains(t, f.Systemd.CrashLooping, "crashloop.service")
+	}
+	perAudit := (cpuTime() - c0) / steady
+	t.Logf("steady systemd audit (kept connection, one snapshot): wall %s, CPU %s per audit = %.2f%% of a core at 15 s",
+		(time.Since(w0) / steady).Round(time.Millisecond), perAudit.Round(time.Millisecond), 100*perAudit.Seconds()/15)
+	aud.Close()
+
 	var text bytes.Buffer
 	Run(ctx, []string{"live", "--collect", "systemd", "--bus", socket, "--sample", "1s"}, &text, &herr)
 	t.Logf("amilint live (text):\n%s", text.String())
+}
+
+// cpuTime is this process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func tail(s string, n int) string {

@@ -79,14 +79,17 @@ type Sampler struct {
 	Threshold float64
 }
 
-type snapshot struct {
+// Reading is one read of the CPU proc files.
+type Reading struct {
+	Time time.Time
 	stat *Stat
 	soft *Table
 	intr *Table
 }
 
-func (s *Sampler) read() (*snapshot, error) {
-	var snap snapshot
+// Read reads the proc files once.
+func (s *Sampler) Read() (*Reading, error) {
+	snap := Reading{Time: time.Now()}
 	b, err := fs.ReadFile(s.FS, "proc/stat")
 	if err != nil {
 		return nil, fmt.Errorf("read proc/stat: %w", err)
@@ -114,7 +117,7 @@ func (s *Sampler) Sample(ctx context.Context, d time.Duration) (*Report, error) 
 	if d <= 0 {
 		return nil, ErrNoSample
 	}
-	a, err := s.read()
+	a, err := s.Read()
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +128,16 @@ func (s *Sampler) Sample(ctx context.Context, d time.Duration) (*Report, error) 
 		return nil, fmt.Errorf("sample cpu: %w", ctx.Err())
 	case <-t.C:
 	}
-	b, err := s.read()
+	b, err := s.Read()
 	if err != nil {
 		return nil, err
 	}
-	devs := s.netDevices()
-	return Compute(a.stat, b.stat, a.soft, b.soft, a.intr, b.intr, devs, d, s.Threshold), nil
+	return s.Between(a, b), nil
+}
+
+// Between computes the report over two readings, a first.
+func (s *Sampler) Between(a, b *Reading) *Report {
+	return Compute(a.stat, b.stat, a.soft, b.soft, a.intr, b.intr, s.netDevices(), b.Time.Sub(a.Time), s.Threshold)
 }
 
 // NetDevice is what sysfs says about one network interface.

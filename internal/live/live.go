@@ -156,16 +156,70 @@ type Systemd struct {
 // collector that fails is recorded in Facts.Errors and the others still
 // run; the error returned joins those failures (nil when all ran).
 func Collect(ctx context.Context, o Options) (*Facts, error) {
+	a, err := NewAuditor(o)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	return a.Audit(ctx)
+}
+
+// Auditor audits one host again and again, as the exporter does. It keeps
+// the systemd connection and each collector's last reading: the first
+// audit takes two readings Options.Sample apart, every later one takes one
+// reading and compares it with the previous audit's, so a steady exporter
+// pays for one reading per interval and never waits.
+type Auditor struct {
+	o   Options
+	cg  *cgroup.Reader
+	cpu *cpu.Sampler
+
+	mu      sync.Mutex // one audit at a time
+	client  *sdbus.Client
+	last    time.Time
+	prevCg  *cgroup.Health
+	prevCgT time.Time
+	prevCPU *cpu.Reading
+	prevSd  *sdbus.Snapshot
+}
+
+// NewAuditor validates o and returns an Auditor; it connects to systemd
+// on the first audit.
+func NewAuditor(o Options) (*Auditor, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	o = o.withDefaults()
-	f := &Facts{Time: time.Now().UTC(), Sample: o.Sample, Errors: map[string]string{}, Collectors: o.Collect,
+	fsys := os.DirFS(o.Root)
+	return &Auditor{o: o, cg: &cgroup.Reader{FS: fsys, MountInfo: o.MountInfo},
+		cpu: &cpu.Sampler{FS: fsys, Threshold: o.Saturation}}, nil
+}
+
+// Close closes the systemd connection, if any.
+func (a *Auditor) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.client != nil {
+		a.client.Close()
+		a.client = nil
+	}
+}
+
+// Audit runs the collectors once (see Auditor) and returns the facts; a
+// failing collector is recorded in Facts.Errors and joined into the error.
+func (a *Auditor) Audit(ctx context.Context) (*Facts, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o := a.o
+	now := time.Now()
+	f := &Facts{Time: now.UTC(), Sample: o.Sample, Errors: map[string]string{}, Collectors: o.Collect,
 		Thresholds: Thresholds{Zombies: o.ZombieThreshold, Restarts: o.RestartThreshold, Saturation: o.Saturation}}
+	if !a.last.IsZero() {
+		f.Sample = now.Sub(a.last)
+	}
 	if h, err := os.Hostname(); err == nil && o.Root == "/" {
 		f.Hostname = h
 	}
-	fsys := os.DirFS(o.Root)
 	var (
 		mu   sync.Mutex
 		wg   sync.WaitGroup
@@ -177,10 +231,11 @@ func Collect(ctx context.Context, o Options) (*Facts, error) {
 		f.Errors[name] = err.Error()
 		errs = append(errs, fmt.Errorf("%s: %w", name, err))
 	}
-	// Every collector spans the same sample, in parallel.
+	// The collectors run in parallel over the same sample; each writes
+	// only its own fields.
 	if slices.Contains(o.Collect, CollectCgroup) {
 		wg.Go(func() {
-			c, err := collectCgroups(ctx, &cgroup.Reader{FS: fsys, MountInfo: o.MountInfo}, o.Sample)
+			c, err := a.collectCgroups(ctx)
 			if err != nil {
 				fail(CollectCgroup, err)
 				return
@@ -190,7 +245,7 @@ func Collect(ctx context.Context, o Options) (*Facts, error) {
 	}
 	if slices.Contains(o.Collect, CollectCPU) {
 		wg.Go(func() {
-			r, err := (&cpu.Sampler{FS: fsys, Threshold: o.Saturation}).Sample(ctx, o.Sample)
+			r, err := a.collectCPU(ctx)
 			if err != nil {
 				fail(CollectCPU, err)
 				return
@@ -200,7 +255,7 @@ func Collect(ctx context.Context, o Options) (*Facts, error) {
 	}
 	if slices.Contains(o.Collect, CollectSystemd) {
 		wg.Go(func() {
-			s, err := collectSystemd(ctx, o.Bus, o.Sample, o.RestartThreshold)
+			s, err := a.collectSystemd(ctx)
 			if err != nil {
 				fail(CollectSystemd, err)
 				return
@@ -209,6 +264,7 @@ func Collect(ctx context.Context, o Options) (*Facts, error) {
 		})
 	}
 	wg.Wait()
+	a.last = time.Now()
 	if f.Cgroups != nil && f.Systemd != nil {
 		f.Cgroups.Suspect, f.Cgroups.Why = suspect(f.Cgroups, f.Systemd)
 	}
@@ -229,47 +285,87 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func collectCgroups(ctx context.Context, r *cgroup.Reader, d time.Duration) (*Cgroups, error) {
-	a, err := r.Read()
+func (a *Auditor) collectCgroups(ctx context.Context) (*Cgroups, error) {
+	prev, prevT := a.prevCg, a.prevCgT
+	if prev == nil {
+		var err error
+		if prev, err = a.cg.Read(); err != nil {
+			return nil, err
+		}
+		prevT = time.Now()
+		if err := sleep(ctx, a.o.Sample); err != nil {
+			return nil, err
+		}
+	}
+	cur, err := a.cg.Read()
 	if err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, d); err != nil {
-		return nil, err
-	}
-	b, err := r.Read()
-	if err != nil {
-		return nil, err
-	}
-	c := &Cgroups{Memory: b.Memory, Unified: b.Unified}
-	if a.Memory != nil && b.Memory != nil {
-		c.Growth = &Growth{Tracked: b.Memory.Tracked - a.Memory.Tracked, Zombies: b.Memory.Zombies - a.Memory.Zombies, Interval: d}
+	a.prevCg, a.prevCgT = cur, time.Now()
+	c := &Cgroups{Memory: cur.Memory, Unified: cur.Unified}
+	if prev.Memory != nil && cur.Memory != nil {
+		c.Growth = &Growth{Tracked: cur.Memory.Tracked - prev.Memory.Tracked, Zombies: cur.Memory.Zombies - prev.Memory.Zombies,
+			Interval: a.prevCgT.Sub(prevT)}
 	}
 	return c, nil
 }
 
-func collectSystemd(ctx context.Context, bus string, d time.Duration, threshold uint32) (*Systemd, error) {
-	c, err := sdbus.Dial(ctx, bus)
+func (a *Auditor) collectCPU(ctx context.Context) (*cpu.Report, error) {
+	prev := a.prevCPU
+	if prev == nil {
+		var err error
+		if prev, err = a.cpu.Read(); err != nil {
+			return nil, err
+		}
+		if err := sleep(ctx, a.o.Sample); err != nil {
+			return nil, err
+		}
+	}
+	cur, err := a.cpu.Read()
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	a, err := c.Snapshot(ctx)
+	a.prevCPU = cur
+	return a.cpu.Between(prev, cur), nil
+}
+
+func (a *Auditor) collectSystemd(ctx context.Context) (*Systemd, error) {
+	if a.client == nil {
+		c, err := sdbus.Dial(ctx, a.o.Bus)
+		if err != nil {
+			return nil, err
+		}
+		a.client = c
+	}
+	snap := func() (*sdbus.Snapshot, error) {
+		s, err := a.client.Snapshot(ctx)
+		if err != nil {
+			// Reconnect next time: systemd or the bus may have restarted.
+			a.client.Close()
+			a.client, a.prevSd = nil, nil
+		}
+		return s, err
+	}
+	prev := a.prevSd
+	if prev == nil {
+		var err error
+		if prev, err = snap(); err != nil {
+			return nil, err
+		}
+		if err := sleep(ctx, a.o.Sample); err != nil {
+			return nil, err
+		}
+	}
+	cur, err := snap()
 	if err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, d); err != nil {
-		return nil, err
-	}
-	b, err := c.Snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s := &Systemd{Units: b.Units, CrashLooping: sdbus.Detect(a, b, threshold), ContainerPerRestart: []string{}}
+	a.prevSd = cur
+	s := &Systemd{Units: cur.Units, CrashLooping: sdbus.Detect(prev, cur, a.o.RestartThreshold), ContainerPerRestart: []string{}}
 	if s.CrashLooping == nil {
 		s.CrashLooping = []string{}
 	}
-	for _, u := range b.Units {
+	for _, u := range cur.Units {
 		if u.ContainerPerRestart && (isEnabled(u.FileState) || u.ActiveState == "active" || u.ActiveState == "activating" || u.CrashLoop != nil) {
 			s.ContainerPerRestart = append(s.ContainerPerRestart, u.Name)
 		}

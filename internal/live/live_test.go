@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/amilint/amilint/internal/cgroup"
+	"github.com/amilint/amilint/internal/cgroup/cgrouptest"
 	"github.com/amilint/amilint/internal/cpu"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/live"
@@ -91,4 +92,30 @@ func TestCollectHost(t *testing.T) {
 	require.NotNil(t, f.CPU)
 	assert.NotEmpty(t, f.CPU.Cores)
 	assert.Nil(t, f.Systemd)
+}
+
+// TestAuditorGrowth audits twice with one Auditor, making real zombie
+// memory cgroups in between: the second audit compares against the
+// first's reading and sees them grow, without sampling again.
+func TestAuditorGrowth(t *testing.T) {
+	cgrouptest.Hierarchy(t)
+	a, err := live.NewAuditor(live.Options{Sample: 10 * time.Millisecond, Collect: []string{live.CollectCgroup, live.CollectCPU}})
+	require.NoError(t, err)
+	defer a.Close()
+	ctx := context.Background()
+	first, err := a.Audit(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Millisecond, first.Sample)
+
+	const n = 20
+	cgrouptest.MakeWithProcesses(t, n, 64<<10)
+	second, err := a.Audit(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, second.Sample, 10*time.Millisecond, "the second audit spans the time since the first")
+	require.NotNil(t, second.Cgroups.Growth)
+	t.Logf("growth between audits: %+v", *second.Cgroups.Growth)
+	assert.GreaterOrEqual(t, second.Cgroups.Growth.Zombies, n-n/10)
+	assert.LessOrEqual(t, second.Cgroups.Growth.Zombies, n+n/2)
+	assert.Equal(t, second.Cgroups.Memory.Zombies-first.Cgroups.Memory.Zombies, second.Cgroups.Growth.Zombies)
+	assert.Greater(t, second.CPU.Interval, 10*time.Millisecond)
 }

@@ -91,9 +91,68 @@ func (s *Snapshot) Unit(name string) (Unit, bool) {
 	return s.Units[i], true
 }
 
-// Client is a read-only connection to a systemd manager.
+// Client is a read-only connection to a systemd manager. It caches the
+// services' static properties (command lines, restart policy) for
+// staticTTL, so keeping one Client across snapshots makes them cheaper.
 type Client struct {
 	conn *sd.Conn
+
+	mu      sync.Mutex
+	statics map[string]statics
+}
+
+// statics are a service's properties that change only on daemon-reload.
+type statics struct {
+	props map[string]any
+	at    time.Time
+}
+
+// staticTTL bounds how long static properties are trusted (a
+// daemon-reload may change them).
+const staticTTL = 10 * time.Minute
+
+var (
+	dynamicProps = []string{"NRestarts", "Result", "ExecMainStartTimestamp"}
+	staticProps  = []string{"ExecStart", "Restart"}
+)
+
+// serviceProperties fills u's service fields; a service that vanished
+// meanwhile keeps what ListUnits said.
+func (c *Client) serviceProperties(ctx context.Context, u *Unit) {
+	props := map[string]any{}
+	fetch := func(names []string) bool {
+		for _, p := range names {
+			prop, err := c.conn.GetServicePropertyContext(ctx, u.Name, p)
+			if err != nil {
+				return false
+			}
+			props[p] = prop.Value.Value()
+		}
+		return true
+	}
+	if !fetch(dynamicProps) {
+		return
+	}
+	c.mu.Lock()
+	st, ok := c.statics[u.Name]
+	c.mu.Unlock()
+	if ok && time.Since(st.at) < staticTTL {
+		for k, v := range st.props {
+			props[k] = v
+		}
+	} else if fetch(staticProps) {
+		st := statics{props: map[string]any{}, at: time.Now()}
+		for _, p := range staticProps {
+			st.props[p] = props[p]
+		}
+		c.mu.Lock()
+		if c.statics == nil {
+			c.statics = map[string]statics{}
+		}
+		c.statics[u.Name] = st
+		c.mu.Unlock()
+	}
+	ApplyServiceProperties(u, props)
 }
 
 // Address turns what a user gives into a D-Bus address: "" is the system
@@ -181,18 +240,15 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 			services = append(services, u)
 		}
 	}
-	// One Properties.GetAll per service, a few in flight at once: the bus
-	// round trips, not the work, are the cost.
+	// A few properties per service, a few services in flight at once: the
+	// bus round trips and the decoding are the cost, so the properties
+	// that change only on daemon-reload are fetched once per staticTTL.
 	work := make(chan *Unit)
 	var wg sync.WaitGroup
 	for range min(propertyWorkers, len(services)) {
 		wg.Go(func() {
 			for u := range work {
-				props, err := c.conn.GetUnitTypePropertiesContext(ctx, u.Name, "Service")
-				if err != nil {
-					continue // the unit went away between the two calls, or ctx ended
-				}
-				ApplyServiceProperties(u, props)
+				c.serviceProperties(ctx, u)
 			}
 		})
 	}
@@ -229,8 +285,10 @@ func ApplyServiceProperties(u *Unit, props map[string]any) {
 	if v, ok := props["ExecMainStartTimestamp"].(uint64); ok && v > 0 {
 		u.ExecMainStart = time.UnixMicro(int64(v)).UTC()
 	}
-	u.ExecStart = execArgv(props["ExecStart"])
-	u.ContainerPerRestart = ContainerPerRestart(u.ExecStart)
+	if v, ok := props["ExecStart"]; ok {
+		u.ExecStart = execArgv(v)
+		u.ContainerPerRestart = ContainerPerRestart(u.ExecStart)
+	}
 }
 
 // execArgv extracts argv from an a(sasbttttuii) ExecStart value.
