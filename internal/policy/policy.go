@@ -185,10 +185,14 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	userDirs := map[string][]string{} // dir -> its module names
 	for _, d := range cfg.PolicyDirs {
 		m, err := DirModules(d, false)
 		if err != nil {
 			return nil, err
+		}
+		for _, x := range m {
+			userDirs[d] = append(userDirs[d], x.Name)
 		}
 		srcs = append(srcs, m...)
 	}
@@ -197,6 +201,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	mods, err := ParseModules(srcs)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkUserPackages(userDirs, mods); err != nil {
 		return nil, err
 	}
 	c, err := Compile(mods)
@@ -221,6 +228,29 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("prepare policies: %w", err)
 	}
 	return &Engine{query: pq, modules: len(mods)}, nil
+}
+
+// rulesPackage is where findings are gathered from.
+var rulesPackage = ast.MustParseRef("data.amilint.rules")
+
+// checkUserPackages fails when a --policy directory declares no package
+// under amilint.rules: its rules would never be evaluated (a conftest-style
+// "package main" with deny rules, say), and saying so beats silence.
+func checkUserPackages(dirs map[string][]string, mods map[string]*ast.Module) error {
+	var errs []error
+	for d, names := range dirs {
+		ok := false
+		for _, n := range names {
+			if m := mods[n]; m != nil && m.Package.Path.HasPrefix(rulesPackage) && len(m.Package.Path) > len(rulesPackage) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			errs = append(errs, fmt.Errorf("load policies %s: no package under amilint.rules; amilint evaluates data.amilint.rules.NAME.findings only", d))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Modules returns how many policy modules the engine holds.

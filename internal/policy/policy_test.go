@@ -75,7 +75,8 @@ func TestNewErrors(t *testing.T) {
 	write(t, dir, "bad/x.rego", "package amilint.rules.bad\n\nfindings contains f if {\n\tf := undefined_fn(1)\n}\n")
 	write(t, dir, "syntax/x.rego", "package x\n\nallow {\n")
 	write(t, dir, "v0/x.rego", "package x\n\ndeny[msg] { msg := \"x\" }\n")
-	write(t, dir, "conflict/x.rego", "package amilint\n\nfindings := 1\n")
+	write(t, dir, "conflict/x.rego", "package amilint.rules.c\n\nfindings contains f if {\n\tsome f in data.amilint.findings\n}\n")
+	write(t, dir, "main/x.rego", "package main\n\ndeny contains \"x\" if true\n")
 	d := write(t, dir, "list.json", "[1, 2]")
 	d2 := write(t, dir, "c1.yaml", "a: 1\n")
 	d3 := write(t, dir, "c2.yaml", "a: 2\n")
@@ -86,11 +87,12 @@ func TestNewErrors(t *testing.T) {
 		is   error
 	}{
 		{"no policies", Config{PolicyDirs: []string{empty}}, "no policies found", ErrNoPolicies},
+		{"not under amilint.rules", Config{PolicyDirs: []string{filepath.Join(dir, "main")}}, "no package under amilint.rules", nil},
 		{"missing dir", Config{PolicyDirs: []string{filepath.Join(dir, "none")}}, "no such file", nil},
 		{"compile error", Config{PolicyDirs: []string{filepath.Join(dir, "bad")}}, "undefined function undefined_fn", nil},
 		{"syntax error", Config{PolicyDirs: []string{filepath.Join(dir, "syntax")}}, "rego_parse_error", nil},
 		{"rego v0 refused", Config{PolicyDirs: []string{filepath.Join(dir, "v0")}}, "rego_parse_error", nil},
-		{"entry point conflict", Config{PolicyDirs: []string{filepath.Join(dir, "conflict")}}, "compile policies", nil},
+		{"recursion through the entry point", Config{PolicyDirs: []string{filepath.Join(dir, "conflict")}}, "rego_recursion_error", nil},
 		{"data not an object", Config{DataFiles: []string{d}}, "top level is not an object", nil},
 		{"data conflict", Config{DataFiles: []string{d2, d3}}, `key "a" defined twice`, nil},
 		{"data missing", Config{DataFiles: []string{filepath.Join(dir, "none.json")}}, "read data", nil},
