@@ -267,6 +267,7 @@ func TestCorruptImages(t *testing.T) {
 		mutate  func(b []byte) []byte
 		openErr error // error from Open, or nil when the walk must fail
 		walkErr error
+		readErr error // error from reading ssh.service whole through the view
 	}{
 		{name: "bad magic", mutate: func(b []byte) []byte { b[1024+56] = 0; return b }, openErr: ErrCorrupt},
 		{name: "truncated", mutate: func(b []byte) []byte { return b[:len(b)/2] }, openErr: ErrCorrupt},
@@ -316,6 +317,14 @@ func TestCorruptImages(t *testing.T) {
 			le.PutUint32(n[0x6C:], 1)
 			return b
 		}, walkErr: ErrCorrupt},
+		{name: "file claims 40 GB", mutate: func(b []byte) []byte {
+			// Found by fuzzing: fs.ReadFile preallocates the claimed size.
+			n := b[off:]
+			le.PutUint32(n[0x20:], flagExtents)
+			copy(n[0x28:], []byte{0x0A, 0xF3, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0})
+			le.PutUint32(n[0x6C:], 10)
+			return b
+		}, readErr: ErrTooLarge},
 		{name: "inline size beyond the inode", mutate: func(b []byte) []byte {
 			n := b[dirOff:]
 			le.PutUint32(n[0x20:], flagInlineData)
@@ -331,6 +340,11 @@ func TestCorruptImages(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
+			if tc.readErr != nil {
+				_, err = rootfs.New(f).ReadFile("usr/lib/systemd/system/ssh.service")
+				require.ErrorIs(t, err, tc.readErr)
+				return
+			}
 			_, err = imagetest.Walk(f, 10000)
 			require.ErrorIs(t, err, tc.walkErr)
 		})

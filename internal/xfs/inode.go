@@ -16,6 +16,7 @@ const (
 
 const (
 	coreSize       = 176 // the v3 dinode core; the data fork follows it
+	diflagRealtime = 0x1 // data lives on the realtime device
 	diflag2Bigtime = 1 << 3
 	diflag2Nrext64 = 1 << 4
 	bmbtHdrSize    = 72 // "BMA3" long-form btree block header
@@ -30,6 +31,7 @@ type inode struct {
 	size     int64
 	mtime    time.Time
 	nextents uint64
+	realtime bool
 	fork     []byte // the data fork
 }
 
@@ -94,6 +96,7 @@ func (f *FS) inode(ino uint64) (*inode, error) {
 	if n.size < 0 {
 		return nil, fmt.Errorf("inode %d: size %d: %w", ino, n.size, ErrCorrupt)
 	}
+	n.realtime = be.Uint16(raw[0x5A:])&diflagRealtime != 0
 	flags2 := be.Uint64(raw[0x78:])
 	if f.incompat&incompatNrext64 != 0 && flags2&diflag2Nrext64 != 0 {
 		n.nextents = be.Uint64(raw[0x18:])
@@ -148,6 +151,9 @@ const maxOff = uint64(1) << 54
 func (f *FS) mapBlock(n *inode, lblk uint64) (run, error) {
 	var r run
 	var err error
+	if n.realtime {
+		return run{}, fmt.Errorf("inode %d: data on the realtime device: %w", n.ino, ErrUnsupported)
+	}
 	switch n.format {
 	case fmtExtents:
 		if n.nextents > uint64(len(n.fork)/16) {
