@@ -6,7 +6,6 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -228,17 +227,9 @@ func addFragments(fs []finding.Finding, doc *facts.Document) {
 }
 
 // Evaluate runs the policies over any facts-shaped document (the static
-// facts, or facts with a live section).
+// facts, or facts with a live section); the engine converts it once.
 func Evaluate(ctx context.Context, eng *policy.Engine, doc any) ([]finding.Finding, error) {
-	raw, err := json.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("encode facts: %w", err)
-	}
-	var input any
-	if err := json.Unmarshal(raw, &input); err != nil {
-		return nil, fmt.Errorf("encode facts: %w", err)
-	}
-	fs, err := eng.Evaluate(ctx, input)
+	fs, err := eng.Evaluate(ctx, doc)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate policies: %w", err)
 	}
