@@ -193,7 +193,7 @@ func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) 
 	if err != nil {
 		return nil, err
 	}
-	fs, err := Evaluate(ctx, eng, doc)
+	fs, err := eng.Evaluate(ctx, doc)
 	if err != nil {
 		return nil, err
 	}
@@ -226,12 +226,3 @@ func addFragments(fs []finding.Finding, doc *facts.Document) {
 	}
 }
 
-// Evaluate runs the policies over any facts-shaped document (the static
-// facts, or facts with a live section); the engine converts it once.
-func Evaluate(ctx context.Context, eng *policy.Engine, doc any) ([]finding.Finding, error) {
-	fs, err := eng.Evaluate(ctx, doc)
-	if err != nil {
-		return nil, fmt.Errorf("evaluate policies: %w", err)
-	}
-	return fs, nil
-}
