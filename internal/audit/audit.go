@@ -225,4 +225,3 @@ func addFragments(fs []finding.Finding, doc *facts.Document) {
 		fs[i].Evidence["fragment"] = u.Fragment
 	}
 }
-
