@@ -18,7 +18,7 @@ func (s *policyFileList) Set(v string) error { *s = append(*s, v); return nil }
 // compiled with the embedded default policies, in-process.
 func runPolicy(e *env, args []string) int {
 	if len(args) == 0 || args[0] != "test" {
-		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE]... [--rules DIR]... [--profile NAME] [--run REGEXP] [-v] DIR..."))
+		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE] [--rules DIR] [--profile NAME] [--run REGEXP] [-v] DIR"))
 	}
 	fs := newFlags(e, "policy test")
 	var data, ruleDirs policyFileList

@@ -230,7 +230,7 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, opt Opti
 		}
 		n := &node{name: base, mode: hdr.FileInfo().Mode(), size: hdr.Size, mtime: hdr.ModTime}
 		switch hdr.Typeflag {
-		case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
+		case tar.TypeReg, '\x00' /* pre-POSIX regular file (TypeRegA) */, tar.TypeGNUSparse:
 			sparse := hdr.Typeflag == tar.TypeGNUSparse
 			for k := range hdr.PAXRecords {
 				sparse = sparse || strings.HasPrefix(k, "GNU.sparse.")
