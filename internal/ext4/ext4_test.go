@@ -375,3 +375,20 @@ func FuzzExt4(f *testing.F) {
 		_, _ = rootfs.New(fsys).ReadFile("etc/systemd/system/multi-user.target.wants/ssh.service")
 	})
 }
+
+// TestConcurrentWalks walks one FS from several goroutines: the caches
+// are shared, so run it with -race after changing them.
+func TestConcurrentWalks(t *testing.T) {
+	f := openImage(t, mkfs(t, tree(t), "64M", "-t", "ext4", "-O", "inline_data"))
+	want, err := imagetest.Walk(f, 1<<20)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			n, err := imagetest.Walk(f, 1<<20)
+			assert.NoError(t, err)
+			assert.Equal(t, want, n)
+		})
+	}
+	wg.Wait()
+}

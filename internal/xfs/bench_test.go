@@ -36,6 +36,7 @@ func benchImage(b *testing.B) string {
 		require.NoError(b, os.Truncate(img, 3<<30))
 		out, err := exec.Command("mkfs.xfs", "-q", "-f", "-p", proto, img).CombinedOutput()
 		require.NoError(b, err, "mkfs.xfs: %s", out)
+		fixRemoteSymlinks(b, img, src)
 		benchImg = img
 	})
 	require.NotEmpty(b, benchImg, "bench image build failed earlier")

@@ -90,8 +90,23 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 		if lblk%perDirBlk != 0 {
 			return nil, fmt.Errorf("directory %d: data block at unaligned offset %d: %w", n.ino, lblk, ErrCorrupt)
 		}
-		// Gather one directory block; with sb_dirblklog > 0 its
-		// filesystem blocks may lie apart.
+		if r.length >= perDirBlk {
+			// Whole directory blocks in this run: read them in turn
+			// without mapping each again.
+			cnt := min(r.length&^(perDirBlk-1), end-lblk)
+			for k := uint64(0); k < cnt; k += perDirBlk {
+				if err := f.readAt(buf, int64(r.disk+k)<<f.blockLog); err != nil {
+					return nil, fmt.Errorf("directory %d: %w", n.ino, err)
+				}
+				if out, err = f.dataBlock(n, buf, hasFtype, out); err != nil {
+					return nil, err
+				}
+			}
+			lblk += cnt
+			continue
+		}
+		// A directory block split between extents: gather its filesystem
+		// blocks one by one.
 		for i := uint64(0); i < perDirBlk; i++ {
 			part := buf[int64(i)<<f.blockLog : int64(i+1)<<f.blockLog]
 			if i > 0 {

@@ -51,7 +51,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// mkfs builds an XFS image of src with mkfs.xfs -p and returns its path.
+// mkfs builds an XFS image of src with mkfs.xfs -p and returns its path,
+// its remote symlinks fixed (see fixRemoteSymlinks).
 func mkfs(t testing.TB, src, size string, args ...string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -62,6 +63,7 @@ func mkfs(t testing.TB, src, size string, args ...string) string {
 	require.NoError(t, exec.Command("truncate", "-s", size, img).Run())
 	out, err := exec.Command("mkfs.xfs", append(append([]string{"-q", "-f", "-p", proto}, args...), img)...).CombinedOutput()
 	require.NoError(t, err, "mkfs.xfs %v: %s", args, out)
+	fixRemoteSymlinks(t, img, src)
 	return img
 }
 
@@ -168,7 +170,6 @@ func TestImagesMatchTheirSourceTree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tree(t)
 			img := mkfs(t, src, "320M", tc.args...)
-			fixRemoteSymlinks(t, img, src)
 			out, err := exec.Command("xfs_repair", "-n", img).CombinedOutput()
 			require.NoError(t, err, "xfs_repair -n: %s", out)
 			f := openImage(t, img)
@@ -299,9 +300,7 @@ func smallImages(t testing.TB) map[string][]byte {
 	for name, args := range map[string][]string{
 		"1k": {"-b", "size=1024", "-d", "agcount=2"},
 	} {
-		img := mkfs(t, src, "300M", args...)
-		fixRemoteSymlinks(t, img, src)
-		imgs[name] = compact(t, img)
+		imgs[name] = compact(t, mkfs(t, src, "300M", args...))
 	}
 	return imgs
 }
@@ -432,4 +431,21 @@ func FuzzXFS(f *testing.F) {
 		_, _ = fsys.ReadLink("etc/remote")
 		_, _ = rootfs.New(fsys).ReadFile("etc/systemd/system/multi-user.target.wants/ssh.service")
 	})
+}
+
+// TestConcurrentWalks walks one FS from several goroutines: the caches
+// are shared, so run it with -race after changing them.
+func TestConcurrentWalks(t *testing.T) {
+	f := openImage(t, mkfs(t, tree(t), "320M"))
+	want, err := imagetest.Walk(f, 1<<20)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			n, err := imagetest.Walk(f, 1<<20)
+			assert.NoError(t, err)
+			assert.Equal(t, want, n)
+		})
+	}
+	wg.Wait()
 }
