@@ -99,6 +99,27 @@ type Client struct {
 
 	mu      sync.Mutex
 	statics map[string]statics
+	files   []sd.UnitFile
+	filesAt time.Time
+}
+
+// unitFiles lists unit files, at most once per staticTTL: the manager
+// answers ListUnitFiles by scanning every unit directory (tens of
+// thousands of openat calls on a rich host), a cost a periodic exporter
+// must not impose on PID 1 at every interval. Enabling or disabling a
+// unit shows after at most staticTTL; active states are always fresh.
+func (c *Client) unitFiles(ctx context.Context) ([]sd.UnitFile, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.files != nil && time.Since(c.filesAt) < staticTTL {
+		return c.files, nil
+	}
+	files, err := c.conn.ListUnitFilesContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list unit files: %w", err)
+	}
+	c.files, c.filesAt = files, time.Now()
+	return files, nil
 }
 
 // statics are a service's properties that change only on daemon-reload.
@@ -212,9 +233,9 @@ func (c *Client) Close() { c.conn.Close() }
 // Snapshot lists every unit file and every loaded unit, with service
 // properties for loaded services.
 func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
-	files, err := c.conn.ListUnitFilesContext(ctx)
+	files, err := c.unitFiles(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list unit files: %w", err)
+		return nil, err
 	}
 	loaded, err := c.conn.ListUnitsContext(ctx)
 	if err != nil {
