@@ -148,7 +148,8 @@ func (g *Graph) computeBoot() *Boot {
 	// Build the transaction as transaction_add_job_and_dependencies does:
 	// the job is added first, then Requires-like dependencies (whose
 	// failure fails this job's addition but leaves the job in place),
-	// Requisite= checks, then Wants-like ones (whose failure is dropped).
+	// then Wants-like ones (whose failure is dropped), then Requisite=
+	// checks (which fail it too).
 	// The recursion is an explicit stack so a deep chain cannot exhaust
 	// the goroutine stack.
 	in := map[*Unit]bool{}
@@ -304,7 +305,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge)
 		pass int
 		i    int
 	}
-	passes := []strength{pull, verifyActive, want}
+	passes := []strength{pull, want, verifyActive}
 	in[root] = true
 	stack := []frame{{u: root}}
 	result := true // the result of the frame that returned last
