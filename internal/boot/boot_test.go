@@ -2,6 +2,8 @@ package boot
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"testing/fstest"
@@ -169,6 +171,29 @@ func TestBootSets(t *testing.T) {
 			assert.Equal(t, tc.want, b.Start)
 		})
 	}
+}
+
+func TestLoadSkipsUnreadableSearchDirs(t *testing.T) {
+	m := with(base(),
+		"run/systemd/system", mfile("not a directory"),
+		"etc/systemd/system.control", mlink("system.control"),
+		"usr/local/lib/systemd/system", mlink("/dev/null"),
+	)
+	b := load(t, m).Boot()
+	require.NoError(t, b.Err)
+	assert.Contains(t, b.Start, "multi-user.target")
+
+	// The same on a real directory, where the errors come from the kernel.
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "run/systemd"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run/systemd/system"), []byte("x"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/systemd"), 0o755))
+	require.NoError(t, os.Symlink("system", filepath.Join(dir, "etc/systemd/system")))
+	src, err := rootfs.OpenDir(dir)
+	require.NoError(t, err)
+	defer src.Close()
+	_, err = Load(rootfs.New(src))
+	require.NoError(t, err)
 }
 
 func TestBootFallsBackToRescue(t *testing.T) {

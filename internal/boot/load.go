@@ -143,11 +143,20 @@ func Load(fsys *rootfs.FS) (*Graph, error) {
 		units:  map[string]*Unit{},
 	}
 	for _, d := range unit.SearchPath {
-		ents, err := fsys.ReadDir(d)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, rootfs.ErrNotDir) {
+		// systemd skips a search directory it cannot open as one: a
+		// file, a dangling link, a link loop, a mask. Errors reading a
+		// directory (I/O on a corrupt image) mean the image cannot be
+		// audited.
+		fi, err := fsys.Stat(d)
+		if err != nil || !fi.IsDir() {
+			if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, rootfs.ErrNotDir) ||
+				errors.Is(err, rootfs.ErrMasked) || errors.Is(err, rootfs.ErrTooManyLinks) {
 				continue
 			}
+			return nil, fmt.Errorf("read unit directory /%s: %w", d, err)
+		}
+		ents, err := fsys.ReadDir(d)
+		if err != nil {
 			return nil, fmt.Errorf("read unit directory /%s: %w", d, err)
 		}
 		g.dirs = append(g.dirs, d)
