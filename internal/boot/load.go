@@ -1,15 +1,40 @@
 // Package boot owns the boot-time model of an image's systemd: it loads
 // units the way the system manager does when it starts (fragments through
 // the search path, aliases, templates, drop-ins, masks, .wants and .requires
-// directories, implicit and default dependencies) and computes the
-// initial boot transaction, the set of units that get a start job when
-// default.target is isolated, with the shortest chain of edges explaining
-// each. It is not list-unit-files logic (enablement lives elsewhere) and it
-// reads the image only through a rootfs view, never the host.
+// directories, implicit and default dependencies, systemd-sysv-generator's
+// units) and computes the initial boot transaction: the units that get a
+// start job when default.target is isolated, each explained by the
+// shortest chain of edges from default.target, and the units a started
+// socket, timer, path or automount activates later. It is not
+// list-unit-files logic (enablement lives elsewhere) and it reads the image
+// only through a rootfs view, never the host.
 //
-// The reference for every rule here is systemd 252 itself: the oracle test
-// runs `systemd --test --system` chrooted in real Debian roots and compares
-// its start jobs with [Graph.Boot].
+// # Reference
+//
+// The reference for every rule here is systemd 252 itself: the oracle tests
+// run `systemd --test --system` chrooted in a Debian 12 root built by
+// fixtures/debian/build.sh, and in variants of it (curated and seeded
+// random trees), and compare its start jobs with [Graph.Boot].
+//
+// # Limits
+//
+// What the model leaves out, each measured or reasoned against systemd:
+//
+//   - Generators other than systemd-sysv-generator. Their output depends on
+//     the running machine (fstab-generator's remount of /, getty on the
+//     console, the cloud data source for cloud-init); on the Debian root
+//     they add local-fs-pre.target and systemd-remount-fs.service.
+//   - Jobs systemd deletes to break ordering cycles (After=/Before= are not
+//     modelled).
+//   - Outcomes systemd itself picks in hash-table order, which change from
+//     run to run: two merely wanted units in Conflicts=, and which other
+//     Requires= of a unit were added before one of them failed. The model
+//     picks one deterministic outcome.
+//   - Specifiers in a unit known by several names expand with the name the
+//     model first loads; systemd uses the one its load queue dispatches
+//     first.
+//   - D-Bus activation (dbus-org.*.service names started on demand) and
+//     mount, swap and device units systemd learns from the running kernel.
 package boot
 
 import (
