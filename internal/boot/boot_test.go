@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -448,4 +449,21 @@ func TestConflicts(t *testing.T) {
 		etc+"multi-user.target.requires/h.service", mlink("../h.service"),
 	)
 	assert.ErrorIs(t, load(t, both).Boot().Err, ErrTransaction)
+}
+
+func TestGraphConcurrentUse(t *testing.T) {
+	g := load(t, with(base(),
+		lib+"a.service", mfile(svc0),
+		etc+"multi-user.target.wants/a.service", mlink("/lib/systemd/system/a.service"),
+	))
+	done := make(chan []string)
+	for i := range 8 {
+		go func() {
+			g.Unit(fmt.Sprintf("getty@tty%d.service", i))
+			done <- g.Boot().Start
+		}()
+	}
+	for range 8 {
+		assert.Contains(t, <-done, "a.service")
+	}
 }
