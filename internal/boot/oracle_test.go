@@ -665,6 +665,7 @@ func TestOracleRandom(t *testing.T) {
 			g := modelGraph(t, v)
 			if want.failed {
 				assert.ErrorIs(t, g.Boot().Err, ErrTransaction, "systemd fails the transaction")
+				t.Logf("seed %d: systemd fails the transaction; the model: %v", seed, g.Boot().Err)
 				return
 			}
 			require.NoError(t, g.Boot().Err)
