@@ -88,6 +88,10 @@ type FS struct {
 	sparseSuper    bool
 	firstMetaBG    uint64
 
+	// journal maps filesystem blocks to their committed copies in the
+	// journal, when the filesystem needs recovery; nil otherwise.
+	journal map[uint64]journalBlock
+
 	mu    sync.Mutex
 	cache dirCache
 }
@@ -165,6 +169,9 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	if f.inodesCount == 0 || f.inodesCount > f.groups*f.inodesPerGroup {
 		return nil, fmt.Errorf("open ext4: %d inodes in %d groups of %d: %w", f.inodesCount, f.groups, f.inodesPerGroup, ErrCorrupt)
 	}
+	if err := f.replayJournal(sb); err != nil {
+		return nil, fmt.Errorf("open ext4: replay journal: %w", err)
+	}
 	// The root must be readable for the filesystem to be of any use; check
 	// it now so a corrupt image fails at Open.
 	root, err := f.inode(rootIno)
@@ -204,8 +211,16 @@ func incompatNames(bits uint32) string {
 }
 
 // readAt reads len(p) bytes at off, failing with ErrCorrupt when the range
-// is not inside the device.
+// is not inside the device, through the journal's overlay if any.
 func (f *FS) readAt(p []byte, off int64) error {
+	if f.journal != nil {
+		return f.readOverlaid(p, off)
+	}
+	return f.readRaw(p, off)
+}
+
+// readRaw reads len(p) bytes at off from the device.
+func (f *FS) readRaw(p []byte, off int64) error {
 	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
 		return fmt.Errorf("read %d bytes at %d outside the %d-byte device: %w", len(p), off, f.size, ErrCorrupt)
 	}

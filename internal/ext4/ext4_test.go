@@ -2,6 +2,8 @@ package ext4
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"encoding/binary"
 	"errors"
 	"io/fs"
@@ -151,7 +153,7 @@ func TestImagesMatchTheirSourceTree(t *testing.T) {
 	}
 }
 
-func node(t *testing.T, f *FS, name string) *inode {
+func node(t testing.TB, f *FS, name string) *inode {
 	t.Helper()
 	n, err := f.lookup("test", name)
 	require.NoError(t, err)
@@ -363,10 +365,19 @@ func TestProbe(t *testing.T) {
 // the fuzzer mutates only what the filesystem holds.
 func FuzzExt4(f *testing.F) {
 	for _, b := range smallImages(f) {
-		f.Add(imagetest.Compact(f, bytes.NewReader(b), int64(len(b)), nil))
+		f.Add(imagetest.Compact(f, bytes.NewReader(b), int64(len(b)), nil), int64(len(b)))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		fsys, err := Open(imagetest.NewCompactReader(b, 128<<10), 128<<10)
+	// A filesystem whose journal needs replaying.
+	_, img, _ := dirtyJournalImage(f, "jo -c")
+	fh, err := os.Open(img)
+	require.NoError(f, err)
+	defer fh.Close()
+	fi, err := fh.Stat()
+	require.NoError(f, err)
+	f.Add(imagetest.Compact(f, fh, fi.Size(), nil), fi.Size())
+	f.Fuzz(func(t *testing.T, b []byte, size int64) {
+		size = min(max(size, 0), 64<<20)
+		fsys, err := Open(imagetest.NewCompactReader(b, size), size)
 		if err != nil {
 			return
 		}
@@ -391,4 +402,124 @@ func TestConcurrentWalks(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// snapshot describes every entry of fsys: type, size, and content hash or
+// link target, for comparing two images.
+func snapshot(t testing.TB, fsys *FS) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, fs.WalkDir(noLinks{fsys}, ".", func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		fi, err := fsys.Lstat(p)
+		require.NoError(t, err)
+		desc := fmt.Sprintf("%v %d", fi.Mode(), fi.Size())
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := fsys.ReadLink(p)
+			require.NoError(t, err)
+			desc += " -> " + target
+		case fi.Mode().IsRegular():
+			b, err := fsys.ReadFile(p)
+			require.NoError(t, err)
+			desc += fmt.Sprintf(" %x", sha256.Sum256(b))
+		}
+		out[p] = desc
+		return nil
+	}))
+	return out
+}
+
+func TestJournalReplay(t *testing.T) {
+	for _, open := range []string{"jo", "jo -c"} { // -c: checksummed (v3) tags
+		t.Run(open, func(t *testing.T) {
+			dirty, _, replayed := dirtyJournalImage(t, open)
+			b, err := dirty.ReadFile("usr/lib/systemd/system/ssh.service")
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(string(b), "journal-2\n"), "%q", b)
+			b, err = dirty.ReadFile("etc/os-release")
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(string(b), "ID=debian\n"), "revoked block not replayed: %q", b)
+			b, err = dirty.ReadFile("usr/lib/systemd/system/ecs.service")
+			require.NoError(t, err)
+			assert.True(t, strings.HasPrefix(string(b), "[Service]\n"), "uncommitted block not replayed: %q", b)
+			assert.Equal(t, snapshot(t, openImage(t, replayed)), snapshot(t, dirty))
+		})
+	}
+}
+
+// dirtyJournalImage builds a small ext4 image, writes transactions to its
+// journal with debugfs (open is "jo" or "jo -c"), and returns the image
+// opened with the reader, its path and the path of a copy whose journal
+// e2fsck has replayed for real.
+func dirtyJournalImage(t testing.TB, open string) (dirty *FS, img, ref string) {
+	t.Helper()
+	src := t.TempDir()
+	for name, body := range map[string]string{
+		"etc/os-release":                     strings.Repeat("ID=debian\n", 10),
+		"usr/lib/systemd/system/ssh.service": strings.Repeat("[Unit]\n", 20),
+		"usr/lib/systemd/system/ecs.service": strings.Repeat("[Service]\n", 20),
+	} {
+		p := filepath.Join(src, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	img = mkfs(t, src, "8M", "-t", "ext4", "-b", "1024")
+	clean := openImage(t, img)
+	assert.Nil(t, clean.journal, "a clean filesystem has nothing to replay")
+	blockOf := func(name string) uint64 {
+		r, err := clean.mapBlock(node(t, clean, name), 0)
+		require.NoError(t, err)
+		return r.phys
+	}
+	ssh, osr, ecs := blockOf("usr/lib/systemd/system/ssh.service"), blockOf("etc/os-release"), blockOf("usr/lib/systemd/system/ecs.service")
+	dir := t.TempDir()
+	block := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		b := make([]byte, 1024)
+		copy(b, content)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	// Five transactions: ssh.service twice (the later wins), os-release
+	// logged then revoked, ecs.service logged but never committed.
+	script := fmt.Sprintf(`%[8]s
+jw -b %[1]d %[4]s
+jc
+%[8]s
+jw -b %[1]d %[5]s
+jc
+%[8]s
+jw -b %[2]d %[6]s
+jc
+%[8]s
+jw -r %[2]d %[6]s
+jc
+%[8]s
+jw -b %[3]d -c %[7]s
+jc
+`, ssh, osr, ecs, block("1", "journal-1\n"), block("2", "journal-2\n"), block("3", "ID=journal\n"), block("4", "uncommitted\n"), open)
+	cmd := exec.Command("debugfs", "-w", "-f", "-", img)
+	cmd.Stdin = strings.NewReader(script)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "debugfs: %s", out)
+	out, err = exec.Command("debugfs", "-R", "logdump", img).CombinedOutput()
+	require.NoError(t, err)
+	require.Contains(t, string(out), "revoke", "debugfs wrote a revoke block: %s", out)
+
+	dirty = openImage(t, img)
+	require.NotNil(t, dirty.journal, "needs_recovery: the journal is replayed")
+	// The reference: e2fsck replays the journal of a copy for real.
+	ref = filepath.Join(dir, "replayed.img")
+	raw, err := os.ReadFile(img)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(ref, raw, 0o644))
+	out, err = exec.Command("e2fsck", "-E", "journal_only", "-y", ref).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 {
+		err = nil
+	}
+	require.NoError(t, err, "e2fsck: %s", out)
+	assert.Nil(t, openImage(t, ref).journal)
+	return dirty, img, ref
 }
