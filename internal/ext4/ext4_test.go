@@ -3,9 +3,9 @@ package ext4
 import (
 	"bytes"
 	"crypto/sha256"
-	"fmt"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
