@@ -131,3 +131,14 @@ func TestUnitsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestUnitsFixtureShowsTheIncident runs units on the embedded DLAMI-like
+// fixture: ecs.service is enabled there, as on the AMI of the incident.
+func TestUnitsFixtureShowsTheIncident(t *testing.T) {
+	code, out, errs := runUnitsCLI("units", "fixture:dlami", "-o", "tsv")
+	require.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, out, "\necs.service\tenabled\n")
+	code, out, errs = runUnitsCLI("units", "fixture:hardened", "-o", "tsv")
+	require.Equal(t, ExitOK, code, errs)
+	assert.Contains(t, out, "\necs.service\tdisabled\n")
+}
