@@ -241,8 +241,8 @@ func TestChainsAndActivation(t *testing.T) {
 		{From: "multi-user.target", To: "ecs.service", Kind: ".wants", Source: "/etc/systemd/system/multi-user.target.wants/ecs.service"},
 	}, b.Chain("ecs.service"))
 	assert.Equal(t, []finding.Edge{alias,
-		{From: "multi-user.target", To: "sshd.service", Kind: "Wants", Source: "/usr/lib/systemd/system/multi-user.target.d/ssh.conf"},
-		{From: "sshd.service", To: "ssh.service", Kind: "alias", Source: "/usr/lib/systemd/system/sshd.service"},
+		{From: "multi-user.target", To: "sshd.service", Kind: "Wants", Source: "/lib/systemd/system/multi-user.target.d/ssh.conf"},
+		{From: "sshd.service", To: "ssh.service", Kind: "alias", Source: "/lib/systemd/system/sshd.service"},
 	}, b.Chain("ssh.service"))
 	assert.Len(t, b.Chain("docker.service"), 3, "via ecs.service Wants=")
 	assert.Equal(t, []string{"docker.socket"}, b.ActivatedBy["docker.service"])
@@ -251,7 +251,7 @@ func TestChainsAndActivation(t *testing.T) {
 	c := b.Chain("apt.service")
 	require.NotEmpty(t, c)
 	last := c[len(c)-1]
-	assert.Equal(t, finding.Edge{From: "apt.timer", To: "apt.service", Kind: "timer", Source: "/usr/lib/systemd/system/apt.timer"}, last)
+	assert.Equal(t, finding.Edge{From: "apt.timer", To: "apt.service", Kind: "timer", Source: "/lib/systemd/system/apt.timer"}, last)
 	assert.False(t, b.StartsAtBoot("apt.service"))
 	assert.Nil(t, b.Chain("not-there.service"))
 	assert.Equal(t, []finding.Edge{alias}, b.Chain("multi-user.target"))
@@ -260,7 +260,7 @@ func TestChainsAndActivation(t *testing.T) {
 	require.NotNil(t, u)
 	assert.Equal(t, "ssh.service", u.Name)
 	assert.Equal(t, []string{"ssh.service", "sshd.service"}, u.Names)
-	assert.Equal(t, "/usr/lib/systemd/system/ssh.service", u.Fragment)
+	assert.Equal(t, "/lib/systemd/system/ssh.service", u.Fragment)
 	assert.Equal(t, Loaded, u.State)
 	assert.Same(t, u, g.Unit("ssh.service"))
 	assert.Nil(t, g.Unit("not a unit"))
@@ -286,7 +286,7 @@ func TestUnitLoading(t *testing.T) {
 	assert.Equal(t, []string{
 		"/etc/systemd/system/a-b-c.service.d/10-x.conf",
 		"/etc/systemd/system/a-b-.service.d/20-y.conf",
-		"/usr/lib/systemd/system/a-.service.d/30-z.conf",
+		"/lib/systemd/system/a-.service.d/30-z.conf",
 		"/etc/systemd/system/service.d/40-t.conf",
 	}, u.DropIns)
 	d, _ := u.Last("Unit", "Description")
@@ -313,7 +313,7 @@ func TestUnitLoading(t *testing.T) {
 	inst := g.Unit("autovt@tty3.service")
 	assert.Equal(t, "getty@tty3.service", inst.Name)
 	assert.Equal(t, []string{"autovt@tty3.service", "getty@tty3.service"}, inst.Names)
-	assert.Contains(t, inst.Deps, Dep{Kind: "Slice", Name: "system-getty.slice", Source: "/usr/lib/systemd/system/getty@.service"})
+	assert.Contains(t, inst.Deps, Dep{Kind: "Slice", Name: "system-getty.slice", Source: "/lib/systemd/system/getty@.service"})
 
 	tmpl := g.Unit("getty@.service")
 	assert.Equal(t, "getty@.service", tmpl.Name)
@@ -411,7 +411,7 @@ func TestSysv(t *testing.T) {
 	assert.Contains(t, b.Start, "network-online.target")
 	assert.NotContains(t, b.Start, "plain.service", "not executable")
 	assert.Equal(t, []finding.Edge{
-		{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/usr/lib/systemd/system/default.target"},
+		{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/lib/systemd/system/default.target"},
 		{From: "multi-user.target", To: "agent.service", Kind: "sysv", Source: "/etc/rc2.d/S05agent"},
 	}, b.Chain("agent.service"))
 	u := g.Unit("agentd.service")

@@ -18,9 +18,11 @@ var Types = []string{
 const MaxNameLen = 255
 
 // SearchPath is the system manager's unit search path in precedence order,
-// as image-root names (see rootfs), for systemd 252 on Debian/Ubuntu. The
-// runtime and generator directories are included because systemctl
-// consults them; they are empty in an image at rest.
+// as image-root names (see rootfs), for systemd 252 as Debian and Ubuntu
+// build it (split-usr: lib/systemd/system before usr/lib/systemd/system, as
+// `systemd-analyze unit-paths` prints). The runtime and generator
+// directories are included because systemctl consults them; they are empty
+// in an image at rest.
 var SearchPath = []string{
 	"etc/systemd/system.control",
 	"run/systemd/system.control",
@@ -32,8 +34,8 @@ var SearchPath = []string{
 	"run/systemd/system.attached",
 	"run/systemd/generator",
 	"usr/local/lib/systemd/system",
-	"usr/lib/systemd/system",
 	"lib/systemd/system",
+	"usr/lib/systemd/system",
 	"run/systemd/generator.late",
 }
 
