@@ -2,6 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -28,6 +30,12 @@ func Markdown(r Rule) string {
 		fmt.Fprintf(&b, "\n## When the unit is needed\n\nNo finding when %s.\n", Describe(*r.NeededWhen))
 	} else if r.Kind == "unit" {
 		fmt.Fprintf(&b, "\n## When the unit is needed\n\nNever, on the images this rule applies to: any of its units starting at boot is a finding.\n")
+	}
+	if len(r.Params) > 0 {
+		fmt.Fprintf(&b, "\n## Parameters\n\n| name | default |\n|---|---|\n")
+		for _, k := range slices.Sorted(maps.Keys(r.Params)) {
+			fmt.Fprintf(&b, "| `%s` | %v |\n", k, r.Params[k])
+		}
 	}
 	fmt.Fprintf(&b, "\n## Fix\n\nAction: **%s**", r.Remediation.Action)
 	if len(r.Remediation.Units) > 0 {

@@ -83,6 +83,9 @@ type Rule struct {
 	Profiles []string `yaml:"profiles,omitempty" json:"profiles,omitempty"`
 	// Tags are free labels (aws, immutable, server, desktop, incident…).
 	Tags []string `yaml:"tags,omitempty" json:"tags,omitempty"`
+	// Params are the rule's numeric defaults (thresholds), seen by
+	// policies as data.rules[ID].params; data.params.live overrides them.
+	Params map[string]float64 `yaml:"params,omitempty" json:"params,omitempty"`
 
 	// Source is where the rule was loaded from ("embedded:ID.yaml" or a
 	// file path); not part of the YAML.

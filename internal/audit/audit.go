@@ -34,6 +34,9 @@ type Config struct {
 	Waivers *waiver.File
 	// Now is the date waivers expire against; zero means time.Now.
 	Now time.Time
+	// Params are more policy parameters (data.params), such as a live
+	// audit's thresholds under "live".
+	Params map[string]any
 }
 
 // Auditor holds the compiled policies and loaded rules; it is reused for
@@ -91,6 +94,7 @@ func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine
 		Profiles:   a.profData,
 		Profile:    a.cfg.Profile,
 		Target:     targetName,
+		Params:     a.cfg.Params,
 	})
 }
 

@@ -412,6 +412,14 @@ func TestCatalogAndPoliciesAgree(t *testing.T) {
 			if id, ok := a.Custom["rule_id"].(string); ok {
 				policyIDs[id] = true
 			}
+			// A family deciding several rules lists them (the live family).
+			if ids, ok := a.Custom["rule_ids"].([]any); ok {
+				for _, id := range ids {
+					if s, ok := id.(string); ok {
+						policyIDs[s] = true
+					}
+				}
+			}
 			if a.Custom["kind"] == "unit" {
 				unitFamily = true
 			}

@@ -52,6 +52,9 @@ type Config struct {
 	Profile string
 	// Target is the audited target's name (data.params.target).
 	Target string
+	// Params are more parameters under data.params (a live audit's
+	// thresholds under "live"); profile and target cannot be overridden.
+	Params map[string]any
 }
 
 // Engine is a prepared policy set. It is safe for concurrent Evaluate calls.
@@ -280,7 +283,7 @@ func Data(cfg Config) (map[string]any, error) {
 	d := map[string]any{
 		"rules":    orEmpty(cfg.Rules),
 		"profiles": orEmpty(cfg.Profiles),
-		"params":   map[string]any{"profile": cfg.Profile, "target": cfg.Target},
+		"params":   params(cfg),
 		"user":     user,
 	}
 	// The store wants JSON-shaped values; round-trip whatever the caller gave.
@@ -289,6 +292,15 @@ func Data(cfg Config) (map[string]any, error) {
 		return nil, fmt.Errorf("build policy data: %w", err)
 	}
 	return v.(map[string]any), nil
+}
+
+func params(cfg Config) map[string]any {
+	p := map[string]any{}
+	for k, v := range cfg.Params {
+		p[k] = v
+	}
+	p["profile"], p["target"] = cfg.Profile, cfg.Target
+	return p
 }
 
 func orEmpty(m map[string]any) map[string]any {
