@@ -7,6 +7,18 @@
 // [FS] is a rootfs.Source: it never follows symbolic links itself; the
 // rootfs view above it resolves them with chroot semantics.
 //
+// # What it reads
+//
+// Extent trees (holes and unwritten extents read as zeros) and ext2/3
+// block maps; linear and htree directories (read linearly: htree leaves
+// are ordinary directory blocks); inline data files, directories and
+// symlinks; fast and slow symlinks; 32- and 64-byte group descriptors,
+// flex_bg and meta_bg. When the filesystem needs recovery (an image of a
+// running system), the committed transactions of its internal jbd2 journal
+// are replayed in memory over the blocks read. Checksums are not verified:
+// a checksum mismatch is not a reason to show a different tree than the
+// kernel's fsck would repair to.
+//
 // # Hostile input
 //
 // Images are untrusted. Every offset and length read from the image is

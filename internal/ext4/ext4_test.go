@@ -315,8 +315,7 @@ func TestCorruptImages(t *testing.T) {
 			n := b[dirOff:]
 			le.PutUint32(n[0x20:], le.Uint32(n[0x20:])&^flagInlineData|flagExtents)
 			copy(n[0x28:], []byte{0x0A, 0xF3, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0})
-			le.PutUint32(n[0x4:], 0)
-			le.PutUint32(n[0x6C:], 1)
+			le.PutUint32(n[0x4:], 0xFFFFFC00) // 4 GiB of 1 KiB blocks
 			return b
 		}, walkErr: ErrCorrupt},
 		{name: "file claims 40 GB", mutate: func(b []byte) []byte {

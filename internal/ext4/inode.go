@@ -88,9 +88,12 @@ func (f *FS) inode(ino uint64) (*inode, error) {
 		return nil, fmt.Errorf("inode %d: %w", ino, err)
 	}
 	le := binary.LittleEndian
-	n := &inode{ino: ino, raw: raw}
-	n.mode = le.Uint16(raw[0x0:])
-	n.size = int64(le.Uint32(raw[0x4:])) | int64(le.Uint32(raw[0x6C:]))<<32
+	n := &inode{ino: ino, raw: raw, mode: le.Uint16(raw[0x0:])}
+	n.size = int64(le.Uint32(raw[0x4:]))
+	if n.isRegular() || f.incompat&incompatLargeDir != 0 {
+		// Elsewhere i_size_high was i_dir_acl (ext4_isize).
+		n.size |= int64(le.Uint32(raw[0x6C:])) << 32
+	}
 	if n.size < 0 {
 		return nil, fmt.Errorf("inode %d: size %d: %w", ino, n.size, ErrCorrupt)
 	}

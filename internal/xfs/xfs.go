@@ -7,6 +7,15 @@
 // [FS] is a rootfs.Source: it never follows symbolic links itself; the
 // rootfs view above it resolves them with chroot semantics.
 //
+// # What it reads
+//
+// Inodes (v3) in local, extent and bmap-btree formats; short-form, block,
+// leaf and node directories; local and remote symlinks; holes and
+// unwritten extents as zeros; bigtime and nrext64 inodes. It does not
+// replay a dirty log (XFS logs logical changes, not blocks): an image of a
+// running system shows the tree as last written back. CRCs are not
+// verified; the owner and level fields of the blocks it walks are.
+//
 // # Hostile input
 //
 // Images are untrusted. Every offset and length read from the image is
