@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
 
 	"github.com/amilint/amilint/internal/rootfs"
 )
@@ -66,6 +67,8 @@ type UnitFile struct {
 	Aliases []string
 	// Err says why the state is bad; nil otherwise.
 	Err error
+
+	unit string // the name the unit loads under (info->name)
 }
 
 type fileType int
@@ -150,6 +153,25 @@ func List(fsys *rootfs.FS) ([]UnitFile, error) {
 			}
 		}
 	}
+	// Drop-ins, as the unit loader finds them for the unit and its aliases;
+	// an alias shares its unit's.
+	for i := range out {
+		u := &out[i]
+		if u.unit == "" || u.State == Alias {
+			continue
+		}
+		u.DropIns = x.loaderDropIns(u.unit, u.Aliases)
+	}
+	for i := range out {
+		u := &out[i]
+		if u.State == Alias {
+			if k, ok := byFragment[u.Fragment]; ok {
+				u.DropIns = out[k].DropIns
+			} else if u.unit != "" {
+				u.DropIns = x.loaderDropIns(u.unit, []string{u.Name})
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -164,7 +186,7 @@ func (x *index) unitFile(name, path string) UnitFile {
 	u.State = st
 	if info.typ == typeRegular {
 		u.Fragment = info.path
-		u.DropIns = x.loaderDropIns(info.name, name)
+		u.unit = info.name
 	}
 	return u
 }
@@ -615,73 +637,86 @@ func knownName(i *installInfo, name string) bool {
 	return false
 }
 
-// loaderDropIns lists the drop-ins systemd's unit loader applies to the
-// unit named name (dropin.c unit_file_find_dropin_paths): for the unit and
-// the listed name, each search dir's <name>.d, the template's, the
-// dash-prefix dirs, and last the type dir.
-func (x *index) loaderDropIns(unitName, listed string) []string {
+// loaderDropIns lists the drop-ins systemd's unit loader applies to a unit
+// (dropin.c unit_file_find_dropin_paths): for its name, then each alias,
+// every search dir's <name>.d with, in the same dir, the template's and the
+// dash-prefix ones (foo-bar-.service.d, foo-.service.d); last the type dir
+// (service.d) of every search dir. Files are applied in name order, the
+// first directory in that list winning for a name.
+func (x *index) loaderDropIns(name string, aliases []string) []string {
 	var dirs []string
-	addName := func(n string) { dirs = x.appendDropInDirs(dirs, n+".d") }
-	for _, n := range uniq(unitName, listed) {
-		addName(n)
-		if nameIsValid(n, nameInstance) {
-			if t, err := nameTemplateOf(n); err == nil {
-				addName(t)
-			}
-		}
-		for _, p := range prefixDirs(n) {
-			addName(p)
+	for _, n := range append([]string{name}, aliases...) {
+		for _, sd := range x.search {
+			dirs = x.findDropInDirs(dirs, sd, n, 0)
 		}
 	}
-	addName(nameType(unitName))
+	t := nameType(name)
+	for _, sd := range x.search {
+		dirs = x.appendDirIn(dirs, sd, t+".d")
+	}
 	_, shown := x.confFiles(dirs, ".conf")
 	return shown
 }
 
-// appendDropInDirs appends <search dir>/d for every search directory in
-// order, skipping those the index knows hold no such entry (a name the
-// index hides, like ".d", is still tried the slow way).
-func (x *index) appendDropInDirs(dirs []string, d string) []string {
-	hidden := hiddenOrBackup(d)
-	for _, sd := range x.search {
-		if sd.resolved == "" {
-			continue
+// findDropInDirs ports unit_file_find_dirs for one search directory.
+func (x *index) findDropInDirs(dirs []string, sd *searchDir, name string, depth int) []string {
+	if depth > 2*unitNameMax {
+		return dirs
+	}
+	dirs = x.appendDirIn(dirs, sd, name+".d")
+	kind, inst, err := nameInstanceOf(name)
+	if err != nil {
+		return dirs
+	}
+	if kind == nameInstance {
+		if t, err := nameTemplateOf(name); err == nil {
+			dirs = x.findDropInDirs(dirs, sd, t, depth+1)
 		}
-		if _, ok := sd.entries[d]; ok || hidden {
-			dirs = append(dirs, joinPath(sd.path, d))
+	}
+	prefix, err := namePrefix(name)
+	if err != nil {
+		return dirs
+	}
+	chopped := false
+	for {
+		dash := strings.LastIndexByte(prefix, '-')
+		if dash <= 0 {
+			return dirs
 		}
+		if dash+1 < len(prefix) || chopped {
+			prefix = prefix[:dash+1]
+			break
+		}
+		prefix = prefix[:dash]
+		chopped = true
+	}
+	built := prefix + "." + nameType(name)
+	if kind == nameInstance {
+		built = prefix + "@" + inst + "." + nameType(name)
+	}
+	if !nameIsValid(built, nameAny) {
+		return dirs
+	}
+	return x.findDropInDirs(dirs, sd, built, depth+1)
+}
+
+// appendDirIn appends sd's subdirectory d when the index says it exists
+// (or cannot tell, for hidden names).
+func (x *index) appendDirIn(dirs []string, sd *searchDir, d string) []string {
+	if sd.resolved == "" {
+		return dirs
+	}
+	if _, ok := sd.entries[d]; ok || hiddenOrBackup(d) {
+		dirs = append(dirs, joinPath(sd.path, d))
 	}
 	return dirs
 }
 
-func uniq(a, b string) []string {
-	if a == b {
-		return []string{a}
+// appendDropInDirs appends <search dir>/d for every search directory in
+// order, skipping those the index knows hold no such entry.
+func (x *index) appendDropInDirs(dirs []string, d string) []string {
+	for _, sd := range x.search {
+		dirs = x.appendDirIn(dirs, sd, d)
 	}
-	return []string{a, b}
-}
-
-// prefixDirs returns the dash-truncated names "foo-bar-.service" and
-// "foo-.service" of "foo-bar-baz.service" (templates use their prefix).
-func prefixDirs(n string) []string {
-	p, err := namePrefix(n)
-	if err != nil {
-		return nil
-	}
-	t := nameType(n)
-	var out []string
-	for {
-		d := -1
-		for k := len(p) - 1; k >= 0; k-- {
-			if p[k] == '-' {
-				d = k
-				break
-			}
-		}
-		if d <= 0 {
-			return out
-		}
-		out = append(out, p[:d+1]+"."+t)
-		p = p[:d]
-	}
+	return dirs
 }

@@ -139,3 +139,50 @@ func TestListReadsEachDirectoryOnce(t *testing.T) {
 	}
 	assert.Contains(t, src.readDirs, "etc/systemd/system/multi-user.target.wants")
 }
+
+// TestLoaderDropIns pins the drop-in search of systemd's unit loader
+// (dropin.c): name, template and dash-prefix directories per search
+// directory, then aliases, then the type directory; files in name order,
+// the first directory in that order winning for a file name.
+func TestLoaderDropIns(t *testing.T) {
+	const l, e = "lib/systemd/system/", "etc/systemd/system/"
+	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
+	link := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s), Mode: fs.ModeSymlink} }
+	tree := fstest.MapFS{
+		l + "foo-bar-baz.service":             file("[Unit]\n"),
+		l + "foo-bar-baz.service.d/20-a.conf": file("[Unit]\n"),
+		e + "foo-bar-.service.d/10-b.conf":    file("[Unit]\n"),
+		l + "foo-.service.d/30-c.conf":        file("[Unit]\n"),
+		e + "service.d/20-a.conf":             file("[Unit]\n"),
+		e + "service.d/50-e.conf":             file("[Unit]\n"),
+		l + "al.service":                      link("foo-bar-baz.service"),
+		l + "al.service.d/40-d.conf":          file("[Unit]\n"),
+		l + "x-y@.service":                    file("[Unit]\n"),
+		l + "x-y@.service.d/a.conf":           file("[Unit]\n"),
+		l + "x-@.service.d/b.conf":            file("[Unit]\n"),
+		l + "x-@i.service.d/c.conf":           file("[Unit]\n"),
+		e + "x-y@i.service":                   link("/lib/systemd/system/x-y@.service"),
+	}
+	units, err := List(rootfs.New(tree))
+	require.NoError(t, err)
+	got := map[string][]string{}
+	for _, u := range units {
+		got[u.Name] = u.DropIns
+	}
+	main := []string{
+		"/etc/systemd/system/foo-bar-.service.d/10-b.conf",
+		"/lib/systemd/system/foo-bar-baz.service.d/20-a.conf",
+		"/lib/systemd/system/foo-.service.d/30-c.conf",
+		"/lib/systemd/system/al.service.d/40-d.conf",
+		"/etc/systemd/system/service.d/50-e.conf",
+	}
+	assert.Equal(t, main, got["foo-bar-baz.service"])
+	assert.Equal(t, main, got["al.service"])
+	assert.Equal(t, []string{
+		"/etc/systemd/system/service.d/20-a.conf",
+		"/etc/systemd/system/service.d/50-e.conf",
+		"/lib/systemd/system/x-y@.service.d/a.conf",
+		"/lib/systemd/system/x-@.service.d/b.conf",
+		"/lib/systemd/system/x-@i.service.d/c.conf",
+	}, got["x-y@i.service"])
+}
