@@ -3,6 +3,7 @@ package boot
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -647,29 +648,44 @@ func TestOracleRandom(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			ops := randomVariant(seed)
 			v := newVariant(t, root, append(append([]op{}, masks...), ops...))
-			want := runOracle(t, v)
+			g := modelGraph(t, v)
+			got := g.Boot().Start
 			// Where a failing Requires= or a template's name depends on
 			// the order systemd walks a hash table, systemd disagrees with
-			// itself from run to run; such trees say nothing about the
-			// model.
-			repeat := 1
-			if k, err := strconv.Atoi(os.Getenv("AMILINT_ORACLE_REPEAT")); err == nil {
-				repeat = k
+			// itself from run to run. The model must give one of the
+			// answers systemd gives; a mismatch is only reported once
+			// systemd has given the same other answer several times.
+			runs := 5
+			if k, err := strconv.Atoi(os.Getenv("AMILINT_ORACLE_REPEAT")); err == nil && k > 0 {
+				runs = k
 			}
-			for range repeat {
-				if again := runOracle(t, v); !slices.Equal(again.start, want.start) || again.failed != want.failed {
-					a, b := diff(want.start, again.start)
-					t.Skipf("systemd disagrees with itself on this tree: %v vs %v", a, b)
+			var want oracle
+			matched, deterministic := false, true
+			for i := 0; i < runs && !matched; i++ {
+				o := runOracle(t, v)
+				if i == 0 {
+					want = o
+				} else if !slices.Equal(o.start, want.start) || o.failed != want.failed {
+					deterministic = false
+				}
+				if o.failed {
+					matched = errors.Is(g.Boot().Err, ErrTransaction)
+				} else {
+					matched = g.Boot().Err == nil && slices.Equal(o.start, got)
+				}
+				if matched {
+					want = o
 				}
 			}
-			g := modelGraph(t, v)
+			if !deterministic {
+				t.Logf("seed %d: systemd gives different answers from run to run on this tree", seed)
+			}
 			if want.failed {
 				assert.ErrorIs(t, g.Boot().Err, ErrTransaction, "systemd fails the transaction")
 				t.Logf("seed %d: systemd fails the transaction; the model: %v", seed, g.Boot().Err)
 				return
 			}
 			require.NoError(t, g.Boot().Err)
-			got := g.Boot().Start
 			onlySystemd, onlyModel := diff(want.start, got)
 			if !assert.Equal(t, want.start, got) {
 				for _, o := range ops {
