@@ -53,8 +53,11 @@ const (
 	incompatBigtime     = 0x8
 	incompatNeedsRepair = 0x10
 	incompatNrext64     = 0x20
+	incompatExchrange   = 0x40 // file range exchange: nothing on disk this reader reads
+	incompatParent      = 0x80 // parent pointers: attributes, not directories
 	incompatKnown       = incompatFtype | incompatSpinodes | incompatMetaUUID |
-		incompatBigtime | incompatNeedsRepair | incompatNrext64
+		incompatBigtime | incompatNeedsRepair | incompatNrext64 |
+		incompatExchrange | incompatParent
 )
 
 // FS is a read-only XFS v5 filesystem. It implements rootfs.Source

@@ -166,6 +166,7 @@ func TestImagesMatchTheirSourceTree(t *testing.T) {
 		{name: "4k blocks", bigFormat: fmtBtree, remoteLink: true},
 		{name: "1k blocks", args: []string{"-b", "size=1024"}, bigFormat: fmtBtree, remoteLink: true},
 		{name: "8k directory blocks, 1k inodes", args: []string{"-n", "size=8192", "-i", "size=1024"}, bigFormat: fmtExtents},
+		{name: "nrext64 reflink rmapbt", args: []string{"-i", "nrext64=1", "-m", "reflink=1,rmapbt=1"}, bigFormat: fmtBtree, remoteLink: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := tree(t)
