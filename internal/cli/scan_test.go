@@ -264,3 +264,28 @@ func TestEBSTarget(t *testing.T) {
 	assert.Equal(t, ExitError, code)
 	assert.Contains(t, stderr, "snap-missing")
 }
+
+func TestUnitsJSONSaysWhatStartsAtBootAndWhy(t *testing.T) {
+	code, out, stderr := runCLI(t, "units", "fixture:dlami", "-o", "json")
+	require.Equal(t, ExitOK, code, stderr)
+	var doc unitsDoc
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	byName := map[string]unitJSON{}
+	for _, u := range doc.Units {
+		byName[u.Name] = u
+	}
+	ecs := byName["ecs.service"]
+	require.NotNil(t, ecs.StartsAtBoot)
+	assert.True(t, *ecs.StartsAtBoot)
+	require.NotEmpty(t, ecs.Chain)
+	assert.Equal(t, "default.target", ecs.Chain[0].From)
+	assert.Equal(t, finding.Edge{From: "multi-user.target", To: "ecs.service", Kind: ".wants",
+		Source: "/etc/systemd/system/multi-user.target.wants/ecs.service"}, ecs.Chain[len(ecs.Chain)-1])
+
+	// A timer's service does not start at boot: the started timer activates it.
+	apt := byName["apt-daily.service"]
+	require.NotNil(t, apt.StartsAtBoot)
+	assert.False(t, *apt.StartsAtBoot)
+	assert.Equal(t, []string{"apt-daily.timer"}, apt.ActivatedBy)
+	assert.Equal(t, "timer", apt.Chain[len(apt.Chain)-1].Kind)
+}

@@ -9,8 +9,10 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/amilint/amilint/internal/boot"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/install"
+	"github.com/amilint/amilint/internal/rootfs"
 	"github.com/amilint/amilint/internal/target"
 )
 
@@ -41,9 +43,12 @@ type unitJSON struct {
 	// Error says why the state is "bad".
 	Error string `json:"error,omitempty"`
 
-	// Boot reachability, computed by internal/boot; wired in by
-	// withBoot below. Nil/empty until then.
+	// Boot reachability from internal/boot (see withBoot): whether the
+	// initial transaction starts the unit, the started units that
+	// activate it (sockets, timers, paths), and the chain from
+	// default.target that explains either.
 	StartsAtBoot *bool          `json:"starts_at_boot,omitempty"`
+	ActivatedBy  []string       `json:"activated_by,omitempty"`
 	Chain        []finding.Edge `json:"chain,omitempty"`
 }
 
@@ -86,14 +91,22 @@ func runUnits(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "units", fmt.Errorf("list unit files of %s: %w", pos[0], err))
 	}
+	w := bufio.NewWriter(e.stdout)
+	if *out == "tsv" {
+		err = writeUnitsTSV(w, units)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err != nil {
+			return fail(e, "units", fmt.Errorf("write output: %w", err))
+		}
+		return ExitOK
+	}
 	presets, err := install.LoadPresets(im.FS)
 	if err != nil {
 		return fail(e, "units", fmt.Errorf("read presets of %s: %w", pos[0], err))
 	}
-	w := bufio.NewWriter(e.stdout)
 	switch *out {
-	case "tsv":
-		err = writeUnitsTSV(w, units)
 	case "json":
 		doc := unitsDoc{Schema: unitsSchema, Target: im.Name, FirstBoot: install.FirstBoot(im.FS), Units: []unitJSON{}}
 		for _, u := range units {
@@ -104,7 +117,9 @@ func runUnits(e *env, args []string) int {
 			}
 			doc.Units = append(doc.Units, j)
 		}
-		withBoot(&doc)
+		if err := withBoot(&doc, im.FS); err != nil {
+			return fail(e, "units", err)
+		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(doc)
@@ -120,10 +135,24 @@ func runUnits(e *env, args []string) int {
 	return ExitOK
 }
 
-// withBoot is where boot reachability joins the unit list: for each unit,
-// StartsAtBoot and the Chain of edges from default.target, from
-// internal/boot. It is left to the lead to wire in (not written here).
-func withBoot(doc *unitsDoc) {}
+// withBoot joins boot reachability to the unit list: for each unit whether
+// the initial boot transaction starts it, which started units activate it,
+// and the chain of edges from default.target that explains either.
+func withBoot(doc *unitsDoc, fsys *rootfs.FS) error {
+	g, err := boot.Load(fsys)
+	if err != nil {
+		return fmt.Errorf("load units: %w", err)
+	}
+	b := g.Boot()
+	for i := range doc.Units {
+		u := &doc.Units[i]
+		starts := b.StartsAtBoot(u.Name)
+		u.StartsAtBoot = &starts
+		u.ActivatedBy = b.ActivatedBy[u.Name]
+		u.Chain = b.Chain(u.Name)
+	}
+	return nil
+}
 
 // writeUnitsTSV prints UNIT<TAB>STATE per unit, sorted by name.
 func writeUnitsTSV(w io.Writer, units []install.UnitFile) error {
