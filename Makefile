@@ -44,8 +44,13 @@ lint: ## gofmt, go vet and staticcheck; fails on any finding
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
 
-bench: ## benchmarks, with ratios against the peers measured in the same run
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+bench: build ## benchmarks, with ratios against the peers measured in the same run
+	scripts/bench-units.sh $(BIN) .cache/debian-root 20
+	$(GO) test -run '^$$' -bench 'ListVsSystemctl' -benchtime 20x ./internal/install
+	$(GO) test -run '^$$' -bench 'BootDebian|EvaluateDLAMI|BuildDLAMI|PlanDlami' -benchtime 10x ./internal/boot ./internal/policy ./internal/facts ./internal/fix
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/target
+	$(GO) test -run '^$$' -bench 'Zombies' -benchtime 3x ./internal/cgroup
+	$(GO) test -run '^$$' -bench 'Report10k|Rollout10k' -benchtime 1x ./internal/cli ./internal/report
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	@for pkg in $$($(GO) list $(PKGS)); do \
