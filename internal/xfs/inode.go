@@ -8,7 +8,7 @@ import (
 
 // Data fork formats (di_format).
 const (
-	fmtDev     = 0
+	fmtDev     = 0 // device files: no data
 	fmtLocal   = 1
 	fmtExtents = 2
 	fmtBtree   = 3
@@ -162,8 +162,10 @@ func (f *FS) mapBlock(n *inode, lblk uint64) (run, error) {
 		r, err = f.mapRecords(n.fork[:16*n.nextents], lblk, maxOff)
 	case fmtBtree:
 		r, err = f.mapBtree(n, lblk)
-	default:
+	case fmtDev, fmtLocal:
 		return run{}, fmt.Errorf("inode %d: data fork format %d has no blocks: %w", n.ino, n.format, ErrCorrupt)
+	default:
+		return run{}, fmt.Errorf("inode %d: unknown data fork format %d: %w", n.ino, n.format, ErrCorrupt)
 	}
 	if err != nil {
 		return run{}, fmt.Errorf("inode %d block %d: %w", n.ino, lblk, err)
