@@ -231,6 +231,15 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	if err != nil {
 		return err
 	}
+	if c.Live {
+		lf, err := s.live(ctx)
+		if err != nil {
+			return err
+		}
+		rep = finding.NewReport(rep.Target, append(rep.Findings, lf...))
+		failOn, _ := finding.ParseSeverity(c.FailOn)
+		code = finding.ExitCode(rep.Findings, failOn)
+	}
 	s.show(rep)
 	if c.Mode == ModeFix && code == 1 {
 		if err := s.fix(ctx); err != nil {
@@ -390,11 +399,22 @@ func (s *session) scanArgs(cmd string) []string {
 	args := []string{cmd, c.Root, "--fail-on", c.FailOn}
 	if cmd == "scan" {
 		args = append(args, "-o", "json")
-		if c.Live {
-			args = append(args, "--live")
-		}
 	}
 	return append(args, s.flags...)
+}
+
+// live audits the build instance's running systemd and cgroups and returns
+// its findings; the guest must run systemd for that.
+func (s *session) live(ctx context.Context) ([]finding.Finding, error) {
+	out, _, err := s.amilint(ctx, "live", "-o", "json", "--fail-on", s.p.config.FailOn)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := finding.Decode(out)
+	if err != nil {
+		return nil, fmt.Errorf("amilint: read the guest's live report: %w", err)
+	}
+	return rep.Findings, nil
 }
 
 func (s *session) scan(ctx context.Context) (*finding.Report, int, error) {

@@ -256,3 +256,22 @@ func TestShellQuote(t *testing.T) {
 		assert.Equal(t, want, shellQuote(in), fmt.Sprintf("%q", in))
 	}
 }
+
+func TestLiveAddsTheRunningHostsFindings(t *testing.T) {
+	crash := finding.Finding{RuleID: "live-unit-crashloop", Severity: finding.High, Unit: "ecs.service", Message: "ecs.service restarted 41 times"}
+	comm := &recorder{answer: func(cmd string) (string, int) {
+		switch {
+		case strings.Contains(cmd, " scan "):
+			return reportJSON(t), 0
+		case strings.Contains(cmd, " live "):
+			return reportJSON(t, crash), 1
+		}
+		return "", 0
+	}}
+	p := newProvisioner(t, map[string]interface{}{"live": true})
+	err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil)
+	require.Error(t, err, "a high live finding fails the audit")
+	assert.Contains(t, err.Error(), "live-unit-crashloop")
+	assert.Equal(t, []string{"mkdir", "scan", "live", "rm"}, comm.verbs())
+	assert.Contains(t, comm.commands[2], "live -o json --fail-on high")
+}
