@@ -4,18 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/live"
 	"github.com/amilint/amilint/internal/metrics"
 	"github.com/amilint/amilint/internal/npd"
+	"github.com/amilint/amilint/internal/report"
+	"github.com/amilint/amilint/internal/waiver"
 )
 
 // liveReport is the amilint/v1 report of a live audit, with the live facts.
@@ -24,21 +29,75 @@ type liveReport struct {
 	Live *live.Facts `json:"live"`
 }
 
-// runLive audits the running host: `amilint live [-o text|json]
-// [--serve ADDR] [--npd] [--sample DURATION] …`.
+// liveFlags are the flags `amilint live` and `amilint fix --live` share:
+// which host, which collectors, and the thresholds of the live rules.
+type liveFlags struct {
+	root, mountinfo, bus, collect string
+	sample                        time.Duration
+	zombies                       int
+	restarts                      uint
+	saturation                    float64
+	rules, policies, data         listFlag
+	profile, waivers              string
+}
+
+func (l *liveFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&l.sample, "sample", time.Second, "length of the CPU sample and of the growth checks")
+	fs.StringVar(&l.root, "root", "/", "the host's root as this process sees it: its unit files and configuration are read as a scan reads an image, /proc and /sys under it")
+	fs.StringVar(&l.mountinfo, "mountinfo", "", "mountinfo file under --root (default proc/self/mountinfo; proc/1/mountinfo in a hostPID pod)")
+	fs.StringVar(&l.bus, "bus", "", "systemd's bus: a socket path or a D-Bus address (default: the system bus)")
+	fs.StringVar(&l.collect, "collect", strings.Join(live.AllCollectors, ","), "collectors to run, comma-separated")
+	fs.IntVar(&l.zombies, "zombie-threshold", 0, "zombie memory cgroups at or above which the host is reported (0: the live-memcg-zombies rule's param, 1000)")
+	fs.UintVar(&l.restarts, "restart-threshold", 0, "service restarts at or above which a unit is crash-looping (0: the live-unit-crashloop rule's param, 3)")
+	fs.Float64Var(&l.saturation, "saturation", 0, "share of system time at or above which a core is saturated (0: the live-core-saturated rule's param, 0.95)")
+	fs.Var(&l.rules, "rules", "directory of extra rule files (YAML); repeatable")
+	fs.Var(&l.policies, "policy", "directory of extra Rego policies; repeatable")
+	fs.Var(&l.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
+	fs.StringVar(&l.profile, "profile", "", "role profile: a default-deny allowlist of units (e.g. k8s-gpu-node)")
+	fs.StringVar(&l.waivers, "waivers", "", "waivers file (YAML)")
+}
+
+// host validates the flags and prepares the live audit of the host.
+func (l *liveFlags) host(e *env) (*live.Host, string, error) {
+	opts := live.Options{Root: l.root, MountInfo: l.mountinfo, Bus: l.bus, Sample: l.sample,
+		ZombieThreshold: l.zombies, RestartThreshold: uint32(l.restarts), Saturation: l.saturation}
+	for _, c := range strings.Split(l.collect, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			opts.Collect = append(opts.Collect, c)
+		}
+	}
+	if err := errors.Join(opts.Validate(), checkRoot(opts.Root)); err != nil {
+		return nil, "", err
+	}
+	cfg := audit.Config{RulesDirs: l.rules, PolicyDirs: l.policies, DataFiles: l.data, Profile: l.profile}
+	if l.waivers != "" {
+		w, err := waiver.Load(l.waivers)
+		if err != nil {
+			return nil, "", err
+		}
+		cfg.Waivers = w
+	}
+	name := l.root
+	if h, err := os.Hostname(); err == nil && l.root == "/" {
+		name = h
+	}
+	h, err := live.NewHost(e.ctx, opts, cfg, name)
+	if err != nil {
+		return nil, "", err
+	}
+	return h, name, nil
+}
+
+// runLive audits the running host: `amilint live [-o FORMAT]
+// [--serve ADDR] [--npd] [--sample DURATION] …`, through the same facts,
+// rules and policies as a scan, with the live rules on top.
 func runLive(e *env, args []string) int {
 	fs := newFlags(e, "live")
-	out := fs.String("o", "text", "output format: text or json")
+	var lf liveFlags
+	lf.register(fs)
+	out := fs.String("o", "text", "output format: "+strings.Join(report.Formats, ", "))
 	serve := fs.String("serve", "", "serve Prometheus metrics and /healthz on `ADDR` (e.g. :9847) until stopped")
 	npdMode := fs.Bool("npd", false, "node-problem-detector custom plugin mode: one line, exit 0 OK, 1 problem, 2 unknown")
-	sample := fs.Duration("sample", time.Second, "length of the CPU sample and of the growth checks")
-	root := fs.String("root", "/", "the host's root as this process sees it (/proc and /sys are read under it)")
-	mountinfo := fs.String("mountinfo", "", "mountinfo file under --root (default proc/self/mountinfo; proc/1/mountinfo in a hostPID pod)")
-	bus := fs.String("bus", "", "systemd's bus: a socket path or a D-Bus address (default: the system bus)")
-	collect := fs.String("collect", strings.Join(live.AllCollectors, ","), "collectors to run, comma-separated")
-	zombies := fs.Int("zombie-threshold", live.DefaultZombieThreshold, "zombie memory cgroups at or above which the host is reported")
-	restarts := fs.Uint("restart-threshold", 3, "service restarts at or above which a unit is crash-looping")
-	saturation := fs.Float64("saturation", 0.95, "share of system time at or above which a core is saturated")
 	interval := fs.Duration("interval", metrics.DefaultInterval, "with --serve, time between two audits")
 	failOn := fs.String("fail-on", "high", "exit 1 when a finding is at or above this severity")
 	if _, err := parse(fs, args); err != nil {
@@ -48,31 +107,14 @@ func runLive(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "live", err)
 	}
-	if *out != "text" && *out != "json" {
-		return fail(e, "live", fmt.Errorf("output %q: want text or json", *out))
+	if !slices.Contains(report.Formats, *out) {
+		return fail(e, "live", fmt.Errorf("output %q: want one of %s", *out, strings.Join(report.Formats, ", ")))
 	}
-	opts := live.Options{Root: *root, MountInfo: *mountinfo, Bus: *bus, Sample: *sample,
-		ZombieThreshold: *zombies, RestartThreshold: uint32(*restarts), Saturation: *saturation}
-	for _, c := range strings.Split(*collect, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			opts.Collect = append(opts.Collect, c)
-		}
-	}
-	if err := errors.Join(opts.Validate(), checkRoot(opts.Root)); err != nil {
-		return fail(e, "live", err)
-	}
-	auditor, err := live.NewAuditor(opts)
+	host, name, err := lf.host(e)
 	if err != nil {
 		return fail(e, "live", err)
 	}
-	defer auditor.Close()
-	audit := func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-		f, err := auditor.Audit(ctx)
-		if f == nil {
-			return nil, nil, err
-		}
-		return f, live.Findings(f), err
-	}
+	defer host.Close()
 
 	if *serve != "" {
 		ln, err := net.Listen("tcp", *serve)
@@ -80,35 +122,35 @@ func runLive(e *env, args []string) int {
 			return fail(e, "live", fmt.Errorf("listen %s: %w", *serve, err))
 		}
 		fmt.Fprintf(e.stderr, "amilint live: serving /metrics and /healthz on %s\n", ln.Addr())
+		audit := func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
+			doc, fs, err := host.Audit(ctx)
+			if doc == nil {
+				return nil, nil, err
+			}
+			return doc.Live, fs, err
+		}
 		if err := metrics.New(audit, *interval, e.log).Serve(e.ctx, ln); err != nil {
 			return fail(e, "live", err)
 		}
 		return ExitOK
 	}
 
-	facts, fs2, err := audit(e.ctx)
+	doc, fs2, err := host.Audit(e.ctx)
 	if *npdMode {
 		code, msg := npd.Status(fs2, err, sev, npd.MaxMessage)
 		fmt.Fprintln(e.stdout, msg)
 		return code
 	}
-	if facts == nil {
+	if doc == nil {
 		return fail(e, "live", err)
 	}
-	name := facts.Hostname
-	if name == "" {
-		name = *root
+	facts := doc.Live
+	if facts.Hostname != "" {
+		name = facts.Hostname
 	}
-	rep := finding.NewReport(finding.Target{Name: name, Kind: "live"}, fs2)
-	switch *out {
-	case "json":
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if werr := enc.Encode(liveReport{Report: rep, Live: facts}); werr != nil {
-			return fail(e, "live", werr)
-		}
-	default:
-		writeLiveText(e.stdout, rep, facts)
+	rep := finding.NewReport(finding.Target{Name: name, Kind: "live", OS: doc.Image.OSRelease["PRETTY_NAME"]}, fs2)
+	if werr := writeLive(e, *out, sev, host, rep, facts); werr != nil {
+		return fail(e, "live", werr)
 	}
 	if err != nil {
 		for _, c := range live.AllCollectors {
@@ -119,6 +161,44 @@ func runLive(e *env, args []string) int {
 		return ExitError
 	}
 	return finding.ExitCode(rep.Findings, sev)
+}
+
+// writeLive writes the live report: text and JSON carry every live fact
+// (JSON under "live", as the facts document has it); the other formats are
+// the report package's, with its live section.
+func writeLive(e *env, format string, sev finding.Severity, host *live.Host, rep *finding.Report, facts *live.Facts) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(liveReport{Report: rep, Live: facts})
+	case "text":
+		writeLiveText(e.stdout, rep, facts)
+		return nil
+	}
+	w, err := report.Get(format, report.WithFailOn(sev), report.WithRules(ruleMeta(host.Auditor())),
+		report.WithVersion(Version), report.WithLive(reportLive(rep.Target.Name, facts)))
+	if err != nil {
+		return err
+	}
+	return w.Write(e.stdout, rep)
+}
+
+// reportLive is the live section of the report package's writers.
+func reportLive(name string, f *live.Facts) *report.Live {
+	l := &report.Live{Host: name, Cores: []report.Core{}}
+	if f.CPU != nil {
+		for _, c := range f.CPU.Cores {
+			l.Cores = append(l.Cores, report.Core{CPU: c.CPU, User: c.User, System: c.System, IRQ: c.IRQ, SoftIRQ: c.SoftIRQ, NICs: c.NICs})
+		}
+	}
+	if c := f.Cgroups; c != nil && c.Memory != nil {
+		l.Memcg = &report.Memcg{Tracked: c.Memory.Tracked, Present: c.Memory.Present, Zombies: c.Memory.Zombies, Leaking: c.Suspect}
+		if c.Unified != nil && c.Unified.Leaking != "" {
+			l.Memcg.Leaking = c.Unified.Leaking
+		}
+	}
+	return l
 }
 
 func pct(r float64) string { return fmt.Sprintf("%.0f%%", 100*r) }

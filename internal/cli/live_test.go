@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -89,7 +91,97 @@ func TestLiveText(t *testing.T) {
 	assert.Equal(t, ExitOK, code)
 	assert.Contains(t, out, "memcg")
 	assert.Contains(t, out, "tracked")
-	assert.Contains(t, out, "0 findings")
+	// This machine's own root is audited too: its findings are its own.
+	assert.Regexp(t, `\n\d+ findings`, out)
+}
+
+// hostRoot is a host root for live tests: the vendor's ecs.service
+// enabled with no /etc/ecs/ecs.config, and this machine's /proc and /sys
+// linked in for the collectors.
+func hostRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	ecs, err := os.ReadFile("../../fixtures/trees/dlami/root/lib/systemd/system/ecs.service")
+	require.NoError(t, err)
+	files := map[string]string{
+		"etc/os-release":                       "ID=debian\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n",
+		"etc/machine-id":                       "0123456789abcdef0123456789abcdef\n",
+		"lib/systemd/system/default.target":    "[Unit]\nRequires=multi-user.target\n",
+		"lib/systemd/system/multi-user.target": "[Unit]\nDescription=Multi-User\n",
+		"lib/systemd/system/ecs.service":       string(ecs),
+	}
+	for name, body := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte(body), 0o644))
+	}
+	wants := filepath.Join(root, "etc/systemd/system/multi-user.target.wants")
+	require.NoError(t, os.MkdirAll(wants, 0o755))
+	require.NoError(t, os.Symlink("/lib/systemd/system/ecs.service", filepath.Join(wants, "ecs.service")))
+	require.NoError(t, os.Symlink("/proc", filepath.Join(root, "proc")))
+	require.NoError(t, os.Symlink("/sys", filepath.Join(root, "sys")))
+	return root
+}
+
+// TestLiveStaticRulesApply audits a host root whose unit files enable
+// ecs.service: the static rule fires on the live host under its own id,
+// in every output format, with scan's exit codes.
+func TestLiveStaticRulesApply(t *testing.T) {
+	root := hostRoot(t)
+	args := []string{"live", "--root", root, "--collect", "cgroup", "--sample", "20ms", "--zombie-threshold", "1000000"}
+
+	code, out, stderr := runCLI(t, append(args, "-o", "json")...)
+	require.Equal(t, ExitFindings, code, stderr)
+	var doc struct {
+		Target struct{ Name, Kind, OS string }
+		liveOut
+		Findings []struct {
+			RuleID string `json:"rule_id"`
+			Unit   string `json:"unit"`
+			Chain  []struct{ From, To string }
+		} `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	assert.Equal(t, "live", doc.Target.Kind)
+	assert.Equal(t, "Debian GNU/Linux 12 (bookworm)", doc.Target.OS)
+	var got []string
+	for _, f := range doc.Findings {
+		got = append(got, f.RuleID+" "+f.Unit)
+		if f.RuleID == "ecs-agent-unconfigured" {
+			require.NotEmpty(t, f.Chain)
+			assert.Equal(t, "ecs.service", f.Chain[len(f.Chain)-1].To)
+		}
+	}
+	assert.Contains(t, got, "ecs-agent-unconfigured ecs.service")
+	assert.Contains(t, got, "crash-loop-restart ecs.service")
+	assert.GreaterOrEqual(t, doc.Live.Cgroups.Memory.Tracked, 1)
+
+	code, out, _ = runCLI(t, args...)
+	assert.Equal(t, ExitFindings, code)
+	assert.Contains(t, out, "HIGH     ecs-agent-unconfigured ecs.service")
+	assert.Contains(t, out, "fix: systemctl disable ecs.service")
+
+	code, out, _ = runCLI(t, append(args, "-o", "sarif")...)
+	assert.Equal(t, ExitFindings, code)
+	assert.Contains(t, out, `"ruleId": "ecs-agent-unconfigured"`)
+
+	code, out, _ = runCLI(t, append(args, "-o", "markdown")...)
+	assert.Equal(t, ExitFindings, code)
+	assert.Contains(t, out, "ecs-agent-unconfigured")
+	assert.Contains(t, out, "Live host")
+
+	code, out, _ = runCLI(t, append(args, "--fail-on", "critical")...)
+	assert.Equal(t, ExitOK, code, out)
+
+	code, line, _ := runCLI(t, append(args, "--npd")...)
+	assert.Equal(t, 1, code)
+	assert.True(t, strings.HasPrefix(line, "ecs-agent-unconfigured: "), line)
+
+	// Configured: the host is in a cluster, the rule holds its peace.
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "etc/ecs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/ecs/ecs.config"), []byte("ECS_CLUSTER=prod\n"), 0o644))
+	code, out, _ = runCLI(t, append(args, "-o", "json")...)
+	assert.NotContains(t, out, `"ecs-agent-unconfigured"`)
+	assert.Equal(t, ExitOK, code, "crash-loop-restart is medium: %s", out)
 }
 
 func TestLiveErrors(t *testing.T) {

@@ -1,10 +1,13 @@
 // Package live owns the audit of a running host: it runs the collectors
 // (cgroup health, per-core CPU, systemd over D-Bus) over one short sample
-// and gathers what they say into the live facts, then derives the live
-// findings from those facts.
+// and gathers what they say into the live facts, overlays them on the
+// static facts of the host's root filesystem (Document), and has the
+// policies decide (Host), through the same facts, rules and policies as a
+// static scan.
 //
-// It only reads the host: /proc, /sys and the system bus, under a root
-// prefix that tests and containers set. It never reads memory.stat files.
+// It only reads the host: its root filesystem, /proc, /sys and the system
+// bus, under a root prefix that tests and containers set. It never reads
+// memory.stat files.
 package live
 
 import (

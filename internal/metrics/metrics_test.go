@@ -7,13 +7,17 @@ import (
 	"net"
 	"net/http"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/cgroup"
 	"github.com/amilint/amilint/internal/cpu"
+	"github.com/amilint/amilint/internal/facts"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/live"
 	"github.com/amilint/amilint/internal/metrics"
+	"github.com/amilint/amilint/internal/rootfs"
 	"github.com/amilint/amilint/internal/sdbus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
@@ -101,12 +105,15 @@ metrics:
 // it has no systemd) and checks the exposition parses and lints clean.
 func TestServeRealHost(t *testing.T) {
 	opts := live.Options{Sample: 100 * time.Millisecond, Collect: []string{live.CollectCgroup, live.CollectCPU}}
+	host, err := live.NewHost(context.Background(), opts, audit.Config{}, "host")
+	require.NoError(t, err)
+	defer host.Close()
 	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-		f, err := live.Collect(ctx, opts)
-		if f == nil {
+		doc, fs, err := host.Audit(ctx)
+		if doc == nil {
 			return nil, nil, err
 		}
-		return f, live.Findings(f), err
+		return doc.Live, fs, err
 	}, time.Hour, nil)
 	base := serve(t, e)
 	waitHealthy(t, base)
@@ -145,7 +152,7 @@ func TestServeIncident(t *testing.T) {
 	looping := sdbus.Detect(nil, snap, 0)
 	facts.Systemd = &live.Systemd{Units: snap.Units, CrashLooping: looping, ContainerPerRestart: []string{"ecs.service"}}
 	facts.Thresholds = live.Thresholds{Zombies: 1000, Restarts: 3, Saturation: 0.95}
-	fs := live.Findings(facts)
+	fs := policyFindings(t, facts)
 
 	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) { return facts, fs, nil }, time.Hour, nil)
 	base := serve(t, e)
@@ -183,4 +190,20 @@ func TestHealthzBeforeFirstAudit(t *testing.T) {
 	assert.Contains(t, string(body), "no audit yet")
 	close(release)
 	waitHealthy(t, base)
+}
+
+// policyFindings are the findings the shipped policies decide over the
+// live facts, on a host root with no unit files.
+func policyFindings(t *testing.T, f *live.Facts) []finding.Finding {
+	t.Helper()
+	ctx := context.Background()
+	static, err := facts.Build(rootfs.New(fstest.MapFS{}), nil, facts.Options{})
+	require.NoError(t, err)
+	a, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	eng, err := a.Engine(ctx, "host")
+	require.NoError(t, err)
+	fs, err := eng.Evaluate(ctx, live.NewDocument(static, f))
+	require.NoError(t, err)
+	return fs
 }
