@@ -29,6 +29,7 @@ package rootfs
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -228,11 +229,29 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 	if rf, ok := f.src.(fs.ReadFileFS); ok {
 		return rf.ReadFile(r)
 	}
-	return fs.ReadFile(onlyOpen{f.src}, r)
+	file, err := f.src.Open(r)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	// Never trust the size an image claims: read at most MaxReadFile bytes,
+	// growing the buffer as bytes really arrive.
+	b, err := io.ReadAll(io.LimitReader(file, MaxReadFile+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	if len(b) > MaxReadFile {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrTooLarge}
+	}
+	return b, nil
 }
 
-// onlyOpen hides a Source's other methods so fs.ReadFile does not recurse.
-type onlyOpen struct{ fs.FS }
+// MaxReadFile bounds what ReadFile reads of one file: configuration and
+// unit files are small, and an image may claim any size.
+const MaxReadFile = 64 << 20
+
+// ErrTooLarge reports a file ReadFile refuses to read whole.
+var ErrTooLarge = errors.New("file too large to read whole")
 
 // ReadDir lists the directory name, following links to it inside the root.
 // The entries describe themselves as lstat(2) would: a link is a link.

@@ -2,6 +2,7 @@ package rootfs_test
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -189,4 +190,45 @@ func FuzzResolve(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hugeClaim is a Source whose one file claims an enormous size but holds a
+// few bytes, or streams more than ReadFile may read.
+type hugeClaim struct {
+	m      fstest.MapFS
+	stream int64
+}
+
+func (h hugeClaim) ReadDir(name string) ([]fs.DirEntry, error) { return h.m.ReadDir(name) }
+func (h hugeClaim) Lstat(name string) (fs.FileInfo, error)     { return h.m.Lstat(name) }
+func (h hugeClaim) ReadLink(name string) (string, error)       { return h.m.ReadLink(name) }
+
+type claimFile struct {
+	fs.File
+	r io.Reader
+}
+
+func (c claimFile) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (h hugeClaim) Open(name string) (fs.File, error) {
+	f, err := h.m.Open(name)
+	if err != nil || h.stream == 0 {
+		return f, err
+	}
+	return claimFile{f, io.LimitReader(zeros{}, h.stream)}, nil
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+func TestReadFileNeverTrustsClaimedSizes(t *testing.T) {
+	// MapFS reports the real length; the stream is what bounds the read.
+	v := rootfs.New(hugeClaim{m: fstest.MapFS{"f": file("small")}, stream: rootfs.MaxReadFile + 10})
+	_, err := v.ReadFile("f")
+	assert.ErrorIs(t, err, rootfs.ErrTooLarge)
+	v = rootfs.New(hugeClaim{m: fstest.MapFS{"f": file("small")}})
+	b, err := v.ReadFile("f")
+	require.NoError(t, err)
+	assert.Equal(t, "small", string(b))
 }
