@@ -55,7 +55,7 @@ bench: build ## benchmarks, with ratios against the peers measured in the same r
 fuzz: ## run every fuzz target for FUZZTIME each
 	@for pkg in $$($(GO) list $(PKGS)); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; \
 	  done; done
 
 debian-root: ## build the cached Debian 12 root (.cache/debian-root) the systemd oracle tests use; needs root, ~6 min
