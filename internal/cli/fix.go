@@ -22,12 +22,18 @@ func runFix(e *env, args []string) int {
 	var af auditFlags
 	af.register(fs)
 	dryRun := fs.Bool("dry-run", false, "print the plan without writing")
+	liveMode := fs.Bool("live", false, "fix the running host over D-Bus instead of an image directory")
+	var lf liveFlags
+	lf.registerHost(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return usageOf(e, fs, "amilint fix DIR [--dry-run] [--fail-on SEVERITY] [--profile NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
+		return usageOf(e, fs, "amilint fix DIR|--live [--dry-run] [--fail-on SEVERITY] [--profile NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE] [--bus ADDR]")
 	}
 	if err != nil {
 		return fail(e, "fix", err)
+	}
+	if *liveMode {
+		return runFixLive(e, &af, &lf, pos, *dryRun)
 	}
 	if len(pos) == 0 {
 		return fail(e, "fix", fmt.Errorf("a TARGET directory is required: fix writes to the image (the default %s is read-only; unpack it first)", target.DefaultTarget))

@@ -41,7 +41,18 @@ type liveFlags struct {
 	profile, waivers              string
 }
 
+// register registers every live flag; registerHost those of the host
+// alone (fix --live takes the policy flags from the audit flags).
 func (l *liveFlags) register(fs *flag.FlagSet) {
+	l.registerHost(fs)
+	fs.Var(&l.rules, "rules", "directory of extra rule files (YAML); repeatable")
+	fs.Var(&l.policies, "policy", "directory of extra Rego policies; repeatable")
+	fs.Var(&l.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
+	fs.StringVar(&l.profile, "profile", "", "role profile: a default-deny allowlist of units (e.g. k8s-gpu-node)")
+	fs.StringVar(&l.waivers, "waivers", "", "waivers file (YAML)")
+}
+
+func (l *liveFlags) registerHost(fs *flag.FlagSet) {
 	fs.DurationVar(&l.sample, "sample", time.Second, "length of the CPU sample and of the growth checks")
 	fs.StringVar(&l.root, "root", "/", "the host's root as this process sees it: its unit files and configuration are read as a scan reads an image, /proc and /sys under it")
 	fs.StringVar(&l.mountinfo, "mountinfo", "", "mountinfo file under --root (default proc/self/mountinfo; proc/1/mountinfo in a hostPID pod)")
@@ -50,15 +61,24 @@ func (l *liveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.zombies, "zombie-threshold", 0, "zombie memory cgroups at or above which the host is reported (0: the live-memcg-zombies rule's param, 1000)")
 	fs.UintVar(&l.restarts, "restart-threshold", 0, "service restarts at or above which a unit is crash-looping (0: the live-unit-crashloop rule's param, 3)")
 	fs.Float64Var(&l.saturation, "saturation", 0, "share of system time at or above which a core is saturated (0: the live-core-saturated rule's param, 0.95)")
-	fs.Var(&l.rules, "rules", "directory of extra rule files (YAML); repeatable")
-	fs.Var(&l.policies, "policy", "directory of extra Rego policies; repeatable")
-	fs.Var(&l.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
-	fs.StringVar(&l.profile, "profile", "", "role profile: a default-deny allowlist of units (e.g. k8s-gpu-node)")
-	fs.StringVar(&l.waivers, "waivers", "", "waivers file (YAML)")
 }
 
-// host validates the flags and prepares the live audit of the host.
-func (l *liveFlags) host(e *env) (*live.Host, string, error) {
+// auditConfig is the rules, policies, data, profile and waivers to apply.
+func auditConfig(rules, policies, data []string, profile, waivers string) (audit.Config, error) {
+	cfg := audit.Config{RulesDirs: rules, PolicyDirs: policies, DataFiles: data, Profile: profile}
+	if waivers != "" {
+		w, err := waiver.Load(waivers)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Waivers = w
+	}
+	return cfg, nil
+}
+
+// host validates the flags and prepares the live audit of the host with
+// the rules and policies of cfg.
+func (l *liveFlags) host(e *env, cfg audit.Config) (*live.Host, string, error) {
 	opts := live.Options{Root: l.root, MountInfo: l.mountinfo, Bus: l.bus, Sample: l.sample,
 		ZombieThreshold: l.zombies, RestartThreshold: uint32(l.restarts), Saturation: l.saturation}
 	for _, c := range strings.Split(l.collect, ",") {
@@ -68,14 +88,6 @@ func (l *liveFlags) host(e *env) (*live.Host, string, error) {
 	}
 	if err := errors.Join(opts.Validate(), checkRoot(opts.Root)); err != nil {
 		return nil, "", err
-	}
-	cfg := audit.Config{RulesDirs: l.rules, PolicyDirs: l.policies, DataFiles: l.data, Profile: l.profile}
-	if l.waivers != "" {
-		w, err := waiver.Load(l.waivers)
-		if err != nil {
-			return nil, "", err
-		}
-		cfg.Waivers = w
 	}
 	name := l.root
 	if h, err := os.Hostname(); err == nil && l.root == "/" {
@@ -110,7 +122,11 @@ func runLive(e *env, args []string) int {
 	if !slices.Contains(report.Formats, *out) {
 		return fail(e, "live", fmt.Errorf("output %q: want one of %s", *out, strings.Join(report.Formats, ", ")))
 	}
-	host, name, err := lf.host(e)
+	cfg, err := auditConfig(lf.rules, lf.policies, lf.data, lf.profile, lf.waivers)
+	if err != nil {
+		return fail(e, "live", err)
+	}
+	host, name, err := lf.host(e, cfg)
 	if err != nil {
 		return fail(e, "live", err)
 	}

@@ -149,7 +149,9 @@ func checkReport(t *testing.T, how string, code int, out []byte) {
 	for _, f := range rep.Findings {
 		got = append(got, f.RuleID+" "+f.Unit)
 	}
-	for _, want := range []string{"live-unit-crashloop crashloop.service", "live-unit-crashloop ecs.service", "live-container-per-restart ecs.service"} {
+	for _, want := range []string{"live-unit-crashloop crashloop.service", "live-unit-crashloop ecs.service", "live-container-per-restart ecs.service",
+		// The static rules, over the container's root, under their own ids.
+		"ecs-agent-unconfigured ecs.service", "crash-loop-restart crashloop.service"} {
 		assert.Contains(t, got, want, how)
 	}
 }
@@ -288,7 +290,8 @@ func TestE2ELive(t *testing.T) {
 	socket := fmt.Sprintf("/proc/%d/root/run/dbus/system_bus_socket", initPID)
 	var hout, herr bytes.Buffer
 	c0, w0 := cpuTime(), time.Now()
-	code = Run(ctx, []string{"live", "-o", "json", "--collect", "systemd", "--bus", socket, "--sample", "2s"}, &hout, &herr)
+	croot := fmt.Sprintf("/proc/%d/root", initPID)
+	code = Run(ctx, []string{"live", "-o", "json", "--collect", "systemd", "--bus", socket, "--root", croot, "--sample", "2s"}, &hout, &herr)
 	t.Logf("host-side audit of the systemd collector (2 s sample, two snapshots): wall %s, CPU %s",
 		time.Since(w0).Round(time.Millisecond), (cpuTime() - c0).Round(time.Millisecond))
 	require.NotEqual(t, ExitError, code, "stderr: %s", herr.String())
@@ -314,8 +317,69 @@ func TestE2ELive(t *testing.T) {
 	aud.Close()
 
 	var text bytes.Buffer
-	Run(ctx, []string{"live", "--collect", "systemd", "--bus", socket, "--sample", "1s"}, &text, &herr)
+	Run(ctx, []string{"live", "--collect", "systemd", "--bus", socket, "--root", croot, "--sample", "1s"}, &text, &herr)
 	t.Logf("amilint live (text):\n%s", text.String())
+
+	// fix --live, inside the container, against its real PID 1.
+	inside := func(args ...string) (int, string) {
+		out, err := run(ctx, 2*time.Minute, "nsenter", append([]string{"-t", strconv.Itoa(initPID), "-a"}, args...)...)
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err, out)
+		}
+		return code, out
+	}
+	unitState := func(unit string) (string, string) {
+		_, enabled := inside("systemctl", "is-enabled", unit)
+		_, active := inside("systemctl", "is-active", unit)
+		return strings.TrimSpace(enabled), strings.TrimSpace(active)
+	}
+	code, out := inside("/usr/local/bin/amilint", "fix", "--live", "--dry-run", "--collect", "systemd", "--sample", "1s")
+	t.Logf("amilint fix --live --dry-run (exit %d):\n%s", code, out)
+	require.NotEqual(t, ExitError, code, out)
+	assert.Contains(t, out, "would change (dry run)")
+	assert.Contains(t, out, "disable ecs.service")
+	assert.Contains(t, out, "stop ecs.service")
+	en, act := unitState("ecs.service")
+	assert.Equal(t, "enabled", en, "a dry run changes nothing")
+	assert.NotEqual(t, "inactive", act, "a dry run changes nothing")
+	phase("fix --live --dry-run")
+
+	code, out = inside("/usr/local/bin/amilint", "fix", "--live", "--collect", "systemd", "--sample", "1s")
+	t.Logf("amilint fix --live (exit %d):\n%s", code, out)
+	require.NotEqual(t, ExitError, code, out)
+	assert.Contains(t, out, "disable ecs.service: removed /etc/systemd/system/multi-user.target.wants/ecs.service")
+	assert.Contains(t, out, "stop ecs.service: stopped")
+	assert.Contains(t, out, "reminder: a reboot is what purges the zombie memory cgroups already leaked")
+	en, act = unitState("ecs.service")
+	assert.Equal(t, "disabled", en, "systemctl is-enabled inside")
+	assert.Equal(t, "inactive", act, "systemctl is-active inside")
+	en, act = unitState("crashloop.service")
+	assert.Equal(t, "disabled", en, "live-unit-crashloop is high: disabled too")
+	assert.Equal(t, "inactive", act)
+	phase("fix --live")
+
+	// A re-audit, from inside, no longer reports ecs.service.
+	cmd = exec.CommandContext(ctx, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+		"/usr/local/bin/amilint", "live", "-o", "json", "--collect", "systemd", "--sample", "2s")
+	stdout.Reset()
+	stderr.Reset()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if !errors.As(err, &ee) {
+		require.NoError(t, err)
+	}
+	var again e2eReport
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &again), "stderr: %s", stderr.String())
+	for _, f := range again.Findings {
+		assert.NotEqual(t, "ecs.service", f.Unit, "re-audit still reports %s", f.RuleID)
+		assert.NotEqual(t, "crashloop.service", f.Unit, "re-audit still reports %s", f.RuleID)
+	}
+	assert.NotContains(t, again.Live.Systemd.CrashLooping, "ecs.service")
+	phase("re-audit after fix --live")
 }
 
 // cpuTime is this process's user and system CPU time so far.

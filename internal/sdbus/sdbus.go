@@ -195,13 +195,24 @@ func Address(s string) string {
 // Dial connects to the manager at address (see Address). A socket that is
 // systemd's own private socket (no bus daemon) is used without Hello.
 func Dial(ctx context.Context, address string) (*Client, error) {
+	c, err := Connect(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: c}, nil
+}
+
+// Connect returns a raw connection to the manager at address, as Dial
+// makes it. Package sdbus only reads through it; a caller that changes
+// units (amilint fix --live) dials the same way.
+func Connect(ctx context.Context, address string) (*sd.Conn, error) {
 	addr := Address(address)
 	if addr == "" {
 		c, err := sd.NewSystemConnectionContext(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("connect to the system bus: %w", err)
 		}
-		return &Client{conn: c}, nil
+		return c, nil
 	}
 	direct := strings.HasSuffix(addr, "/systemd/private")
 	c, err := sd.NewConnection(func() (*dbus.Conn, error) {
@@ -224,7 +235,7 @@ func Dial(ctx context.Context, address string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
-	return &Client{conn: c}, nil
+	return c, nil
 }
 
 // Close closes the connection.
