@@ -149,7 +149,8 @@ func Preset(fsys *rootfs.FS) (map[string]PresetAction, error) {
 
 // FirstBoot reports whether systemd will treat the image's next boot as its
 // first boot and apply presets to every unit (systemctl preset-all): when
-// /etc/machine-id is missing, empty, or says "uninitialized".
+// /etc/machine-id is missing or says "uninitialized" (an existing empty
+// file is not a first boot, machine-id(5)).
 func FirstBoot(fsys *rootfs.FS) bool {
 	x := newBareIndex(fsys)
 	r, err := x.chase("/etc/machine-id", false, false)
@@ -163,8 +164,9 @@ func FirstBoot(fsys *rootfs.FS) bool {
 	if err != nil {
 		return true
 	}
-	s := bytes.TrimSpace(data)
-	return len(s) == 0 || string(s) == "uninitialized"
+	// machine-id(5), systemd 252: an existing but empty file is not a
+	// first boot; "uninitialized" is.
+	return string(bytes.TrimSpace(data)) == "uninitialized"
 }
 
 // fnmatch ports fnmatch(3) with FNM_NOESCAPE and no other flags: "*", "?"

@@ -20,7 +20,7 @@ func TestFirstBoot(t *testing.T) {
 		want bool
 	}{
 		{"missing", fstest.MapFS{"etc/hostname": {Data: []byte("x\n")}}, true},
-		{"empty", fstest.MapFS{"etc/machine-id": {Data: nil}}, true},
+		{"empty: not a first boot, machine-id(5)", fstest.MapFS{"etc/machine-id": {Data: nil}}, false},
 		{"uninitialized", fstest.MapFS{"etc/machine-id": {Data: []byte("uninitialized\n")}}, true},
 		{"set", fstest.MapFS{"etc/machine-id": {Data: []byte("0123456789abcdef0123456789abcdef\n")}}, false},
 		{"link to /dev/null", fstest.MapFS{"etc/machine-id": {Data: []byte("/dev/null"), Mode: fs.ModeSymlink}}, true},

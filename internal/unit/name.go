@@ -125,12 +125,7 @@ func Valid(name string) bool {
 			return false
 		}
 	}
-	at := strings.IndexByte(s, '@')
-	if at == 0 {
-		return false
-	}
-	if at >= 0 && strings.IndexByte(s[at+1:], '@') >= 0 {
-		return false
-	}
-	return true
+	// The prefix ends at the first '@'; systemd accepts more '@' in the
+	// instance ("a@b@c.service").
+	return strings.IndexByte(s, '@') != 0
 }
