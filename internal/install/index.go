@@ -10,28 +10,22 @@ import (
 	"sync"
 
 	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/unit"
 )
 
 // SearchPath is the system manager's unit search path of systemd 252 as
 // Debian builds it (split-usr: /lib/systemd/system before
 // /usr/lib/systemd/system), in precedence order, as systemctl --root uses
-// it. Duplicates after following links (a merged-/usr image where /lib ->
-// usr/lib) are kept, as systemd keeps them.
-var SearchPath = []string{
-	"/etc/systemd/system.control",
-	"/run/systemd/system.control",
-	"/run/systemd/transient",
-	"/run/systemd/generator.early",
-	"/etc/systemd/system",
-	"/etc/systemd/system.attached",
-	"/run/systemd/system",
-	"/run/systemd/system.attached",
-	"/run/systemd/generator",
-	"/usr/local/lib/systemd/system",
-	"/lib/systemd/system",
-	"/usr/lib/systemd/system",
-	"/run/systemd/generator.late",
-}
+// it: unit.SearchPath as image-absolute paths. Duplicates after following
+// links (a merged-/usr image where /lib -> usr/lib) are kept, as systemd
+// keeps them.
+var SearchPath = func() []string {
+	out := make([]string, len(unit.SearchPath))
+	for i, d := range unit.SearchPath {
+		out[i] = "/" + d
+	}
+	return out
+}()
 
 const (
 	persistentConfig = "/etc/systemd/system"
