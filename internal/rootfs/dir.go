@@ -6,18 +6,31 @@ import (
 	"os"
 )
 
-// Dir is a Source over a host directory holding an unpacked image root. It
-// is built on os.Root, so even a name that somehow reached it unresolved
-// could not leave the directory; the view above it never asks it to follow
-// a link.
+// Dir is a Source over a host directory holding an unpacked image root.
+//
+// On Linux it keeps a bounded cache of directory file descriptors opened
+// with openat2(2) and RESOLVE_IN_ROOT, and answers each call with one *at(2)
+// system call relative to the entry's parent: the kernel itself keeps every
+// lookup inside the directory, even for a name that somehow reached it
+// unresolved or a tree that changed underneath. Where openat2 is missing
+// (kernels before 5.6, other systems) it falls back to os.Root, which
+// gives the same guarantee at the cost of re-walking every component.
+// Either way the view above it never asks it to follow a link.
+//
+// A Dir is safe for concurrent use.
 type Dir struct {
 	root *os.Root
 	fsys fs.FS
+	// fast is the openat2 implementation; nil means the os.Root fallback.
+	fast *dirFDs
 }
 
 // OpenDir opens the directory dir as a Source. It fails if dir is missing,
 // unreadable or not a directory.
-func OpenDir(dir string) (*Dir, error) {
+func OpenDir(dir string) (*Dir, error) { return openDir(dir, true) }
+
+// openDir opens dir, using openat2 when fast is set and the kernel has it.
+func openDir(dir string, fast bool) (*Dir, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open image directory: %w", err)
@@ -33,25 +46,77 @@ func OpenDir(dir string) (*Dir, error) {
 		r.Close()
 		return nil, fmt.Errorf("open image directory: %w", err)
 	}
-	return &Dir{root: r, fsys: r.FS()}, nil
+	d := &Dir{root: r, fsys: r.FS()}
+	if fast {
+		// Any failure (ENOSYS on an old kernel, EPERM under a seccomp
+		// filter that predates openat2) leaves the os.Root fallback.
+		if x, err := openFDs(dir); err == nil {
+			d.fast = x
+		}
+	}
+	return d, nil
 }
 
 // Close releases the directory.
-func (d *Dir) Close() error { return d.root.Close() }
+func (d *Dir) Close() error {
+	if d.fast != nil {
+		d.fast.close()
+	}
+	return d.root.Close()
+}
 
 // Open opens a name that is not a link.
-func (d *Dir) Open(name string) (fs.File, error) { return d.fsys.Open(name) }
+func (d *Dir) Open(name string) (fs.File, error) {
+	if d.fast != nil {
+		if !fs.ValidPath(name) {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+		}
+		return d.fast.open(name)
+	}
+	return d.fsys.Open(name)
+}
 
-// ReadDir lists a directory without following links in its entries.
+// ReadDir lists a directory without following links in its entries, sorted
+// by name.
 func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
+	if d.fast != nil {
+		if !fs.ValidPath(name) {
+			return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+		}
+		return d.fast.readDir(name)
+	}
 	return fs.ReadDir(d.fsys, name)
 }
 
 // ReadFile reads a regular file.
-func (d *Dir) ReadFile(name string) ([]byte, error) { return fs.ReadFile(d.fsys, name) }
+func (d *Dir) ReadFile(name string) ([]byte, error) {
+	if d.fast != nil {
+		if !fs.ValidPath(name) {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+		}
+		return d.fast.readFile(name)
+	}
+	return fs.ReadFile(d.fsys, name)
+}
 
 // Lstat describes an entry without following it.
-func (d *Dir) Lstat(name string) (fs.FileInfo, error) { return d.root.Lstat(name) }
+func (d *Dir) Lstat(name string) (fs.FileInfo, error) {
+	if d.fast != nil {
+		if !fs.ValidPath(name) {
+			return nil, &fs.PathError{Op: "lstat", Path: name, Err: fs.ErrInvalid}
+		}
+		return d.fast.lstat(name)
+	}
+	return d.root.Lstat(name)
+}
 
 // ReadLink returns a link's target as stored.
-func (d *Dir) ReadLink(name string) (string, error) { return d.root.Readlink(name) }
+func (d *Dir) ReadLink(name string) (string, error) {
+	if d.fast != nil {
+		if !fs.ValidPath(name) {
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+		}
+		return d.fast.readLink(name)
+	}
+	return d.root.Readlink(name)
+}
