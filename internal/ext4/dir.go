@@ -3,37 +3,14 @@ package ext4
 import (
 	"encoding/binary"
 	"fmt"
-	"io/fs"
 	"strings"
+
+	"github.com/amilint/amilint/internal/inodefs"
 )
 
-// dirent is one directory entry.
-type dirent struct {
-	name  string
-	ino   uint64
-	ftype byte // EXT4_FT_*; 0 when the filesystem has no filetype feature
-}
-
-// ftypeMode maps EXT4_FT_* to the type bits of an fs.FileMode.
-func ftypeMode(t byte) (fs.FileMode, bool) {
-	switch t {
-	case 1:
-		return 0, true
-	case 2:
-		return fs.ModeDir, true
-	case 3:
-		return fs.ModeDevice | fs.ModeCharDevice, true
-	case 4:
-		return fs.ModeDevice, true
-	case 5:
-		return fs.ModeNamedPipe, true
-	case 6:
-		return fs.ModeSocket, true
-	case 7:
-		return fs.ModeSymlink, true
-	}
-	return 0, false
-}
+// dirent is one directory entry; its Type is EXT4_FT_*, 0 when the
+// filesystem has no filetype feature.
+type dirent = inodefs.Dirent
 
 // parseDirents appends the live entries of one directory block (or of an
 // inline directory's data) to out, skipping "." and "..", deleted entries
@@ -72,7 +49,7 @@ func (f *FS) parseDirents(b []byte, dirIno uint64, out []dirent) ([]dirent, erro
 			case name == "" || strings.ContainsAny(name, "/\x00"):
 				return out, fmt.Errorf("directory %d: invalid entry name %q: %w", dirIno, name, ErrCorrupt)
 			default:
-				out = append(out, dirent{name: name, ino: ino, ftype: ftype})
+				out = append(out, dirent{Name: name, Ino: ino, Type: ftype})
 			}
 		}
 		off += recLen

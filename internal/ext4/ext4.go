@@ -35,7 +35,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
+
+	"github.com/amilint/amilint/internal/inodefs"
 )
 
 // ErrCorrupt reports an image whose ext4 structures are inconsistent or
@@ -84,6 +85,8 @@ const incompatKnown = incompatFiletype | incompatRecover | incompatMetaBG |
 // (fs.ReadDirFS and fs.ReadLinkFS) and is safe for concurrent use when its
 // io.ReaderAt is.
 type FS struct {
+	*inodes
+
 	r    io.ReaderAt
 	size int64 // device size in bytes
 
@@ -103,9 +106,6 @@ type FS struct {
 	// journal maps filesystem blocks to their committed copies in the
 	// journal, when the filesystem needs recovery; nil otherwise.
 	journal map[uint64]journalBlock
-
-	mu    sync.Mutex
-	cache dirCache
 }
 
 // Probe reports whether r holds an ext2/3/4 superblock magic at its place.
@@ -134,6 +134,7 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 		return nil, fmt.Errorf("open ext4: bad superblock magic %#x: %w", le.Uint16(sb[magicOffset:]), ErrCorrupt)
 	}
 	f := &FS{r: r, size: size}
+	f.inodes = inodefs.New[*inode](disk{f})
 	logBS := le.Uint32(sb[0x18:])
 	if logBS > 6 { // 1 KiB .. 64 KiB
 		return nil, fmt.Errorf("open ext4: block size 2^(10+%d): %w", logBS, ErrCorrupt)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/ext4/imagetest"
+	"github.com/amilint/amilint/internal/inodefs"
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
@@ -155,7 +156,7 @@ func TestImagesMatchTheirSourceTree(t *testing.T) {
 
 func node(t testing.TB, f *FS, name string) *inode {
 	t.Helper()
-	n, err := f.lookup("test", name)
+	n, err := inodefs.Lookup(f.inodes, "test", name)
 	require.NoError(t, err)
 	return n
 }

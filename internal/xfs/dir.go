@@ -2,37 +2,14 @@ package xfs
 
 import (
 	"fmt"
-	"io/fs"
 	"strings"
+
+	"github.com/amilint/amilint/internal/inodefs"
 )
 
-// dirent is one directory entry.
-type dirent struct {
-	name  string
-	ino   uint64
-	ftype byte // XFS_DIR3_FT_*; 0 without the ftype feature
-}
-
-// ftypeMode maps XFS_DIR3_FT_* to the type bits of an fs.FileMode.
-func ftypeMode(t byte) (fs.FileMode, bool) {
-	switch t {
-	case 1:
-		return 0, true
-	case 2:
-		return fs.ModeDir, true
-	case 3:
-		return fs.ModeDevice | fs.ModeCharDevice, true
-	case 4:
-		return fs.ModeDevice, true
-	case 5:
-		return fs.ModeNamedPipe, true
-	case 6:
-		return fs.ModeSocket, true
-	case 7:
-		return fs.ModeSymlink, true
-	}
-	return 0, false
-}
+// dirent is one directory entry; its Type is XFS_DIR3_FT_*, 0 without
+// the ftype feature.
+type dirent = inodefs.Dirent
 
 // leafOffset is the byte offset in a directory's data fork where the leaf
 // and free-index blocks start; data blocks lie below it (32 GiB).
@@ -51,7 +28,7 @@ func addEntry(out []dirent, dirIno uint64, name []byte, ino uint64, ftype byte) 
 	case s == "" || strings.ContainsAny(s, "/\x00"):
 		return out, fmt.Errorf("directory %d: invalid entry name %q: %w", dirIno, s, ErrCorrupt)
 	}
-	return append(out, dirent{name: s, ino: ino, ftype: ftype}), nil
+	return append(out, dirent{Name: s, Ino: ino, Type: ftype}), nil
 }
 
 // readDirents lists directory inode n: a short-form directory in the

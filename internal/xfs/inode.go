@@ -2,8 +2,9 @@ package xfs
 
 import (
 	"fmt"
-	"io/fs"
 	"time"
+
+	"github.com/amilint/amilint/internal/inodefs"
 )
 
 // Data fork formats (di_format).
@@ -39,36 +40,9 @@ func (n *inode) isDir() bool     { return n.mode&0xF000 == 0x4000 }
 func (n *inode) isSymlink() bool { return n.mode&0xF000 == 0xA000 }
 func (n *inode) isRegular() bool { return n.mode&0xF000 == 0x8000 }
 
-// fileMode converts a POSIX st_mode to an fs.FileMode.
-func fileMode(m uint16) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	switch m & 0xF000 {
-	case 0x1000:
-		mode |= fs.ModeNamedPipe
-	case 0x2000:
-		mode |= fs.ModeDevice | fs.ModeCharDevice
-	case 0x4000:
-		mode |= fs.ModeDir
-	case 0x6000:
-		mode |= fs.ModeDevice
-	case 0xA000:
-		mode |= fs.ModeSymlink
-	case 0xC000:
-		mode |= fs.ModeSocket
-	case 0x8000:
-	default:
-		mode |= fs.ModeIrregular
-	}
-	return mode
+// attr returns n's metadata.
+func (n *inode) attr() inodefs.Attr {
+	return inodefs.Attr{Ino: n.ino, Mode: inodefs.FileMode(n.mode), Size: n.size, ModTime: n.mtime}
 }
 
 // inode reads inode number ino: its AG, AG block and index within the

@@ -32,7 +32,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
+
+	"github.com/amilint/amilint/internal/inodefs"
 )
 
 // ErrCorrupt reports an image whose XFS structures are inconsistent or
@@ -64,6 +65,8 @@ const (
 // (fs.ReadDirFS and fs.ReadLinkFS) and is safe for concurrent use when its
 // io.ReaderAt is.
 type FS struct {
+	*inodes
+
 	r    io.ReaderAt
 	size int64
 
@@ -79,9 +82,6 @@ type FS struct {
 	dirBlkSize int64 // directory block size: blockSize << sb_dirblklog
 	dirBlkLog  uint
 	incompat   uint32
-
-	mu    sync.Mutex
-	cache dirCache
 }
 
 // Probe reports whether r starts with an XFS superblock magic.
@@ -113,6 +113,7 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 		return nil, fmt.Errorf("open xfs: version %d filesystem (only v5 is read): %w", v, ErrUnsupported)
 	}
 	f := &FS{r: r, size: size}
+	f.inodes = inodefs.New[*inode](disk{f})
 	f.blockSize = int64(be.Uint32(sb[0x4:]))
 	f.dblocks = be.Uint64(sb[0x8:])
 	f.rootIno = be.Uint64(sb[0x38:])

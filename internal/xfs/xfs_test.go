@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/ext4/imagetest"
+	"github.com/amilint/amilint/internal/inodefs"
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
@@ -92,7 +93,7 @@ func fixRemoteSymlinks(t testing.TB, img, src string) {
 			return err
 		}
 		rel, _ := filepath.Rel(src, p)
-		n, err := f.lookup("fix", filepath.ToSlash(rel))
+		n, err := inodefs.Lookup(f.inodes, "fix", filepath.ToSlash(rel))
 		if err != nil || n.format == fmtLocal {
 			return err
 		}
@@ -133,7 +134,7 @@ func openImage(t testing.TB, img string) *FS {
 
 func node(t *testing.T, f *FS, name string) *inode {
 	t.Helper()
-	n, err := f.lookup("test", name)
+	n, err := inodefs.Lookup(f.inodes, "test", name)
 	require.NoError(t, err)
 	return n
 }
