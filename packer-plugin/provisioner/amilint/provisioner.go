@@ -236,7 +236,7 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 		if err != nil {
 			return err
 		}
-		rep = finding.NewReport(rep.Target, append(rep.Findings, lf...))
+		rep = finding.NewReport(rep.Target, merge(rep.Findings, lf))
 		failOn, _ := finding.ParseSeverity(c.FailOn)
 		code = finding.ExitCode(rep.Findings, failOn)
 	}
@@ -401,6 +401,24 @@ func (s *session) scanArgs(cmd string) []string {
 		args = append(args, "-o", "json")
 	}
 	return append(args, s.flags...)
+}
+
+// merge adds to the image's findings the live ones it lacks: a live audit
+// also judges the instance's own unit files, which the scan of root has
+// already judged when root is "/".
+func merge(static, live []finding.Finding) []finding.Finding {
+	type key struct{ rule, unit string }
+	seen := map[key]bool{}
+	for _, f := range static {
+		seen[key{f.RuleID, f.Unit}] = true
+	}
+	out := slices.Clone(static)
+	for _, f := range live {
+		if !seen[key{f.RuleID, f.Unit}] {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // live audits the build instance's running systemd and cgroups and returns

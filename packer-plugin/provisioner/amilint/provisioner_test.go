@@ -262,9 +262,9 @@ func TestLiveAddsTheRunningHostsFindings(t *testing.T) {
 	comm := &recorder{answer: func(cmd string) (string, int) {
 		switch {
 		case strings.Contains(cmd, " scan "):
-			return reportJSON(t), 0
+			return reportJSON(t, ecs), 1
 		case strings.Contains(cmd, " live "):
-			return reportJSON(t, crash), 1
+			return reportJSON(t, crash, ecs), 1
 		}
 		return "", 0
 	}}
@@ -274,4 +274,5 @@ func TestLiveAddsTheRunningHostsFindings(t *testing.T) {
 	assert.Contains(t, err.Error(), "live-unit-crashloop")
 	assert.Equal(t, []string{"mkdir", "scan", "live", "rm"}, comm.verbs())
 	assert.Contains(t, comm.commands[2], "live -o json --fail-on high")
+	assert.Equal(t, 1, strings.Count(err.Error(), "ecs.service (ecs-agent-unconfigured)"), "a finding both audits make counts once")
 }
