@@ -266,8 +266,8 @@ func (x *dirFDs) readFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	// One byte more than the size, so EOF is seen in the same call for a
-	// file that did not grow.
+	// One byte more than the size, so a short read shows the end of a file
+	// that did not grow.
 	buf := make([]byte, 0, min(max(info.Size(), 0), MaxReadFile)+1)
 	for {
 		if len(buf) == cap(buf) {
@@ -283,9 +283,14 @@ func (x *dirFDs) readFile(name string) ([]byte, error) {
 		if n <= 0 {
 			return buf, nil
 		}
+		short := n < cap(buf)-len(buf)
 		buf = buf[:len(buf)+n]
 		if len(buf) > MaxReadFile {
 			return nil, &fs.PathError{Op: "read", Path: name, Err: ErrTooLarge}
+		}
+		if short && info.Size() > 0 && int64(len(buf)) >= info.Size() {
+			// Read short up to the size it had at open: its end.
+			return buf, nil
 		}
 	}
 }
@@ -398,6 +403,8 @@ type file struct {
 	info    *fileInfo
 	cleanup runtime.Cleanup
 	closed  bool
+	off     int64 // offset of the next Read
+	short   bool  // the last Read returned less than asked
 	ents    []fs.DirEntry
 	read    bool
 }
@@ -411,6 +418,9 @@ func (f *file) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if f.atEOF() {
+		return 0, io.EOF
+	}
 	for {
 		n, err := unix.Read(f.fd, p)
 		if err == unix.EINTR || err == unix.EAGAIN {
@@ -422,8 +432,16 @@ func (f *file) Read(p []byte) (int, error) {
 		if n <= 0 {
 			return 0, io.EOF
 		}
+		f.off += int64(n)
+		f.short = n < len(p)
 		return n, nil
 	}
+}
+
+// atEOF reports a regular file read short up to the size it had at open:
+// its end, known without the read(2) that would return 0.
+func (f *file) atEOF() bool {
+	return f.short && f.info.Mode().IsRegular() && f.info.Size() > 0 && f.off >= f.info.Size()
 }
 
 // ReadAt reads len(p) bytes at off, as io.ReaderAt.
@@ -461,6 +479,7 @@ func (f *file) Seek(offset int64, whence int) (int64, error) {
 		return 0, &fs.PathError{Op: "seek", Path: f.name, Err: err}
 	}
 	f.ents, f.read = nil, false
+	f.off, f.short = off, false
 	return off, nil
 }
 

@@ -282,6 +282,33 @@ func TestDirFile(t *testing.T) {
 	assert.Equal(t, "mage", string(b))
 }
 
+// TestDirReadsWhole reads files of several sizes through ReadFile and
+// through Open with small reads, which stop at the size seen at open.
+func TestDirReadsWhole(t *testing.T) {
+	root := t.TempDir()
+	sizes := []int{0, 1, 511, 512, 513, 4096, 70000}
+	for _, n := range sizes {
+		require.NoError(t, os.WriteFile(filepath.Join(root, "f"+itoa(n)), []byte(strings.Repeat("x", n)), 0o644))
+	}
+	for mode, d := range openModes(t, root) {
+		for _, n := range sizes {
+			name := "f" + itoa(n)
+			b, err := d.ReadFile(name)
+			require.NoError(t, err, mode)
+			assert.Len(t, b, n, mode)
+			f, err := d.Open(name)
+			require.NoError(t, err, mode)
+			b, err = io.ReadAll(f)
+			require.NoError(t, err, mode)
+			assert.Len(t, b, n, mode)
+			k, err := f.Read(make([]byte, 8))
+			assert.Equal(t, 0, k)
+			assert.ErrorIs(t, err, io.EOF, mode)
+			require.NoError(t, f.Close())
+		}
+	}
+}
+
 // TestDirRefusesSpecialFiles: a FIFO would block a read forever, and a
 // device node names a host device; neither is opened for reading.
 func TestDirRefusesSpecialFiles(t *testing.T) {
