@@ -1,66 +1,18 @@
 package ext4
 
 import (
-	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/amilint/amilint/internal/ext4/imagetest"
-	"github.com/amilint/amilint/internal/rootfs"
 )
 
-var (
-	benchOnce sync.Once
-	benchImg  string
-)
-
-// benchImage builds, once per test binary, an ext4 image of the Debian
-// root another task's debootstrap leaves in .cache/debian-root, or else of
-// a generated tree of 20,000 files.
-func benchImage(b *testing.B) string {
-	b.Helper()
-	benchOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ext4-bench-")
-		require.NoError(b, err)
-		benchDirs = append(benchDirs, dir)
-		src := imagetest.BenchTree(b, dir)
-		benchImg = mkfsAt(b, src, filepath.Join(dir, "fs.img"), "3G", "-t", "ext4")
-	})
-	require.NotEmpty(b, benchImg, "bench image build failed earlier")
-	return benchImg
-}
-
-// BenchmarkListSystemdDirs measures what listing the three systemd unit
-// directories of an image costs: opening the filesystem, resolving the
-// paths through the chroot view (/lib is a link on merged-/usr Debian) and
-// reading the directories. B/op-read is the image bytes read.
+// BenchmarkListSystemdDirs measures listing the systemd unit directories
+// of an ext4 image of the Debian root another task's debootstrap leaves in
+// .cache/debian-root, or else of a generated tree of 20,000 files.
 func BenchmarkListSystemdDirs(b *testing.B) {
-	img := benchImage(b)
-	fh, err := os.Open(img)
-	require.NoError(b, err)
-	defer fh.Close()
-	fi, err := fh.Stat()
-	require.NoError(b, err)
-	b.ResetTimer()
-	var read int64
-	entries := 0
-	for b.Loop() {
-		c := &imagetest.CountingReaderAt{R: fh}
-		f, err := Open(c, fi.Size())
-		require.NoError(b, err)
-		view := rootfs.New(f)
-		entries = 0
-		for _, d := range imagetest.SystemdDirs {
-			list, err := view.ReadDir(d)
-			require.NoError(b, err)
-			entries += len(list)
-		}
-		read += c.Bytes.Load()
-	}
-	b.ReportMetric(float64(read)/float64(b.N), "B/op-read")
-	b.ReportMetric(float64(entries), "entries")
-	b.ReportMetric(100*float64(read)/float64(b.N)/float64(fi.Size()), "%image-read")
+	img := scratch.BenchImage(b, func(dir, src string) string {
+		return mkfsAt(b, src, filepath.Join(dir, "fs.img"), "3G", "-t", "ext4")
+	})
+	imagetest.BenchmarkListSystemdDirs(b, img, Open)
 }

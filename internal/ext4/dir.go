@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/inodefs"
+	"github.com/amilint/amilint/internal/rootfs"
 )
 
 // dirent is one directory entry; its Type is EXT4_FT_*, 0 when the
@@ -62,7 +63,7 @@ func (f *FS) parseDirents(b []byte, dirIno uint64, out []dirent) ([]dirent, erro
 // one deleted entry spanning the block.
 func (f *FS) readDirents(n *inode) ([]dirent, error) {
 	if !n.isDir() {
-		return nil, fmt.Errorf("inode %d: %w", n.ino, errNotDir)
+		return nil, fmt.Errorf("inode %d: %w", n.ino, rootfs.ErrNotDir)
 	}
 	if n.flags&flagEncrypt != 0 {
 		return nil, fmt.Errorf("directory %d is encrypted: %w", n.ino, ErrUnsupported)

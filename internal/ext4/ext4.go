@@ -83,7 +83,8 @@ const incompatKnown = incompatFiletype | incompatRecover | incompatMetaBG |
 
 // FS is a read-only ext2/3/4 filesystem. It implements rootfs.Source
 // (fs.ReadDirFS and fs.ReadLinkFS) and is safe for concurrent use when its
-// io.ReaderAt is.
+// io.ReaderAt is. Its Open, ReadDir, ReadFile, Lstat and ReadLink are
+// those of [inodefs.FS], which never follows links.
 type FS struct {
 	*inodes
 

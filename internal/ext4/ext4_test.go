@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 
@@ -23,34 +22,13 @@ import (
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
-var (
-	treeOnce  sync.Once
-	treeDir   string
-	benchDirs []string // temporary directories of benchmarks, removed by TestMain
-)
+// scratch holds the shared source tree and the benchmark image.
+var scratch = &imagetest.Scratch{Prefix: "ext4-", Options: imagetest.Options{BigDir: 5000, Sparse: true}}
 
 // tree returns the shared source tree, built once per test binary.
-func tree(t testing.TB) string {
-	t.Helper()
-	treeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ext4-tree-")
-		require.NoError(t, err)
-		treeDir = dir
-		imagetest.BuildTree(t, dir, imagetest.Options{BigDir: 5000, Sparse: true})
-	})
-	require.NotEmpty(t, treeDir, "tree build failed earlier")
-	return treeDir
-}
+func tree(t testing.TB) string { return scratch.Tree(t) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	for _, d := range append(benchDirs, treeDir) {
-		if d != "" {
-			os.RemoveAll(d)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(scratch.Run(m)) }
 
 // mkfs runs mke2fs to build an image of src and returns its path.
 func mkfs(t testing.TB, src, size string, args ...string) string {
@@ -69,18 +47,7 @@ func mkfsAt(t testing.TB, src, img, size string, args ...string) string {
 }
 
 // openImage opens an image file with the reader.
-func openImage(t testing.TB, img string) *FS {
-	t.Helper()
-	fh, err := os.Open(img)
-	require.NoError(t, err)
-	t.Cleanup(func() { fh.Close() })
-	fi, err := fh.Stat()
-	require.NoError(t, err)
-	require.True(t, Probe(fh))
-	f, err := Open(fh, fi.Size())
-	require.NoError(t, err)
-	return f
-}
+func openImage(t testing.TB, img string) *FS { return imagetest.OpenImage(t, img, Probe, Open) }
 
 func TestImagesMatchTheirSourceTree(t *testing.T) {
 	for _, tc := range []struct {
@@ -211,15 +178,9 @@ func TestFSTestConformance(t *testing.T) {
 	imagetest.BuildTree(t, src, imagetest.Options{BigDir: 300, NoSymlinks: true, NoBigFile: true})
 	for _, args := range [][]string{{"-t", "ext4", "-O", "inline_data"}, {"-t", "ext2"}} {
 		f := openImage(t, mkfs(t, src, "64M", args...))
-		require.NoError(t, fstest.TestFS(noLinks{f}, "etc/os-release", "big/entry-00299.conf", "var/lib/medium.bin"))
+		require.NoError(t, fstest.TestFS(imagetest.NoLinks{Source: f}, "etc/os-release", "big/entry-00299.conf", "var/lib/medium.bin"))
 	}
 }
-
-// noLinks hides ReadLinkFS so fstest.TestFS checks plain fs.FS behaviour.
-type noLinks struct{ f *FS }
-
-func (n noLinks) Open(name string) (fs.File, error)          { return n.f.Open(name) }
-func (n noLinks) ReadDir(name string) ([]fs.DirEntry, error) { return n.f.ReadDir(name) }
 
 // smallImages builds a tiny tree and its 128 KiB images for corruption and
 // fuzz tests.
@@ -391,17 +352,7 @@ func FuzzExt4(f *testing.F) {
 // are shared, so run it with -race after changing them.
 func TestConcurrentWalks(t *testing.T) {
 	f := openImage(t, mkfs(t, tree(t), "64M", "-t", "ext4", "-O", "inline_data"))
-	want, err := imagetest.Walk(f, 1<<20)
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			n, err := imagetest.Walk(f, 1<<20)
-			assert.NoError(t, err)
-			assert.Equal(t, want, n)
-		})
-	}
-	wg.Wait()
+	imagetest.ConcurrentWalks(t, f)
 }
 
 // snapshot describes every entry of fsys: type, size, and content hash or
@@ -409,7 +360,7 @@ func TestConcurrentWalks(t *testing.T) {
 func snapshot(t testing.TB, fsys *FS) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	require.NoError(t, fs.WalkDir(noLinks{fsys}, ".", func(p string, d fs.DirEntry, err error) error {
+	require.NoError(t, fs.WalkDir(imagetest.NoLinks{Source: fsys}, ".", func(p string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
 		fi, err := fsys.Lstat(p)
 		require.NoError(t, err)

@@ -10,15 +10,11 @@ import (
 
 var _ rootfs.Source = (*FS)(nil)
 
-var errNotDir = rootfs.ErrNotDir
-
 // inodes is the io/fs view of the filesystem's inodes; FS embeds it for its
 // Open, ReadDir, ReadFile, Lstat and ReadLink.
 type inodes = inodefs.FS[*inode]
 
-// MaxReadFile bounds what ReadFile reads: an image's inode may claim any
-// size (a sparse file needs no blocks), and reading a whole file is never
-// worth holding more than this in memory. Open streams files of any size.
+// MaxReadFile is the most ReadFile reads of an ext4 file; Open streams any size.
 const MaxReadFile = inodefs.MaxReadFile
 
 // ErrTooLarge reports a ReadFile of a file over MaxReadFile bytes.
@@ -30,12 +26,12 @@ const maxLinkLen = 4096
 // disk is the filesystem as inodefs reads it.
 type disk struct{ f *FS }
 
-func (d disk) Root() uint64                                 { return rootIno }
-func (d disk) Inode(ino uint64) (*inode, error)             { return d.f.inode(ino) }
-func (d disk) Dirents(n *inode) ([]inodefs.Dirent, error)   { return d.f.readDirents(n) }
-func (d disk) Symlink(n *inode) (string, error)             { return d.f.linkTarget(n) }
-func (d disk) Attr(n *inode) inodefs.Attr                   { return n.attr() }
-func (d disk) Contents(n *inode) (r io.ReaderAt, err error) { return d.f.contents(n) }
+func (d disk) Root() uint64                               { return rootIno }
+func (d disk) Inode(ino uint64) (*inode, error)           { return d.f.inode(ino) }
+func (d disk) Dirents(n *inode) ([]inodefs.Dirent, error) { return d.f.readDirents(n) }
+func (d disk) Symlink(n *inode) (string, error)           { return d.f.linkTarget(n) }
+func (d disk) Attr(n *inode) inodefs.Attr                 { return n.attr() }
+func (d disk) Contents(n *inode) (io.ReaderAt, error)     { return d.f.contents(n) }
 
 // contents returns regular file n's contents; inline data is read now.
 func (f *FS) contents(n *inode) (io.ReaderAt, error) {

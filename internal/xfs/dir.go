@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/inodefs"
+	"github.com/amilint/amilint/internal/rootfs"
 )
 
 // dirent is one directory entry; its Type is XFS_DIR3_FT_*, 0 without
@@ -36,7 +37,7 @@ func addEntry(out []dirent, dirIno uint64, name []byte, ino uint64, ftype byte) 
 // leafOffset; the leaf and free blocks above it only index them).
 func (f *FS) readDirents(n *inode) ([]dirent, error) {
 	if !n.isDir() {
-		return nil, fmt.Errorf("inode %d: %w", n.ino, errNotDir)
+		return nil, fmt.Errorf("inode %d: %w", n.ino, rootfs.ErrNotDir)
 	}
 	hasFtype := f.incompat&incompatFtype != 0
 	if n.format == fmtLocal {

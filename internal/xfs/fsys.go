@@ -10,15 +10,11 @@ import (
 
 var _ rootfs.Source = (*FS)(nil)
 
-var errNotDir = rootfs.ErrNotDir
-
 // inodes is the io/fs view of the filesystem's inodes; FS embeds it for
 // its Open, ReadDir, ReadFile, Lstat and ReadLink.
 type inodes = inodefs.FS[*inode]
 
-// MaxReadFile bounds what ReadFile reads: an image's inode may claim any
-// size (a sparse file needs no blocks), and reading a whole file is never
-// worth holding more than this in memory. Open streams files of any size.
+// MaxReadFile is the most ReadFile reads of an XFS file; Open streams any size.
 const MaxReadFile = inodefs.MaxReadFile
 
 // ErrTooLarge reports a ReadFile of a file over MaxReadFile bytes.

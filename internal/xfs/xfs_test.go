@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/fstest"
 
@@ -23,34 +22,13 @@ import (
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
-var (
-	treeOnce  sync.Once
-	treeDir   string
-	benchDirs []string // temporary directories of benchmarks, removed by TestMain
-)
+// scratch holds the shared source tree and the benchmark image.
+var scratch = &imagetest.Scratch{Prefix: "xfs-", Options: imagetest.Options{BigDir: 5000}}
 
 // tree returns the shared source tree, built once per test binary.
-func tree(t testing.TB) string {
-	t.Helper()
-	treeOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "xfs-tree-")
-		require.NoError(t, err)
-		treeDir = dir
-		imagetest.BuildTree(t, dir, imagetest.Options{BigDir: 5000})
-	})
-	require.NotEmpty(t, treeDir, "tree build failed earlier")
-	return treeDir
-}
+func tree(t testing.TB) string { return scratch.Tree(t) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	for _, d := range append(benchDirs, treeDir) {
-		if d != "" {
-			os.RemoveAll(d)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(scratch.Run(m)) }
 
 // mkfs builds an XFS image of src with mkfs.xfs -p and returns its path,
 // its remote symlinks fixed (see fixRemoteSymlinks).
@@ -119,18 +97,8 @@ func fixRemoteSymlinks(t testing.TB, img, src string) {
 	require.NoError(t, err)
 }
 
-func openImage(t testing.TB, img string) *FS {
-	t.Helper()
-	fh, err := os.Open(img)
-	require.NoError(t, err)
-	t.Cleanup(func() { fh.Close() })
-	fi, err := fh.Stat()
-	require.NoError(t, err)
-	require.True(t, Probe(fh))
-	f, err := Open(fh, fi.Size())
-	require.NoError(t, err)
-	return f
-}
+// openImage opens an image file with the reader.
+func openImage(t testing.TB, img string) *FS { return imagetest.OpenImage(t, img, Probe, Open) }
 
 func node(t *testing.T, f *FS, name string) *inode {
 	t.Helper()
@@ -241,14 +209,8 @@ func TestFSTestConformance(t *testing.T) {
 	src := t.TempDir()
 	imagetest.BuildTree(t, src, imagetest.Options{BigDir: 300, NoSymlinks: true, NoBigFile: true})
 	f := openImage(t, mkfs(t, src, "300M"))
-	require.NoError(t, fstest.TestFS(noLinks{f}, "etc/os-release", "big/entry-00299.conf", "sizes/d400/file-0399"))
+	require.NoError(t, fstest.TestFS(imagetest.NoLinks{Source: f}, "etc/os-release", "big/entry-00299.conf", "sizes/d400/file-0399"))
 }
-
-// noLinks hides ReadLinkFS so fstest.TestFS checks plain fs.FS behaviour.
-type noLinks struct{ f *FS }
-
-func (n noLinks) Open(name string) (fs.File, error)          { return n.f.Open(name) }
-func (n noLinks) ReadDir(name string) ([]fs.DirEntry, error) { return n.f.ReadDir(name) }
 
 // compactSize is the device size of the compact images: mkfs.xfs makes
 // 300 MB at least, of which a tiny tree uses a few dozen KiB.
@@ -439,15 +401,5 @@ func FuzzXFS(f *testing.F) {
 // are shared, so run it with -race after changing them.
 func TestConcurrentWalks(t *testing.T) {
 	f := openImage(t, mkfs(t, tree(t), "320M"))
-	want, err := imagetest.Walk(f, 1<<20)
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			n, err := imagetest.Walk(f, 1<<20)
-			assert.NoError(t, err)
-			assert.Equal(t, want, n)
-		})
-	}
-	wg.Wait()
+	imagetest.ConcurrentWalks(t, f)
 }
