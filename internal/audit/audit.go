@@ -87,6 +87,12 @@ func (a *Auditor) Rules() []rules.Rule { return a.rules }
 
 // Engine compiles the policies for a target name once.
 func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine, error) {
+	return a.EngineQuery(ctx, targetName, "")
+}
+
+// EngineQuery is Engine evaluating query instead of the entry point
+// (policy.Config.Query); "" is the entry point.
+func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*policy.Engine, error) {
 	return policy.New(ctx, policy.Config{
 		PolicyDirs: a.cfg.PolicyDirs,
 		DataFiles:  a.cfg.DataFiles,
@@ -95,6 +101,7 @@ func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine
 		Profile:    a.cfg.Profile,
 		Target:     targetName,
 		Params:     a.cfg.Params,
+		Query:      query,
 	})
 }
 

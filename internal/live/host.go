@@ -43,6 +43,7 @@ type Host struct {
 	root   string
 	aud    *audit.Auditor
 	eng    *policy.Engine
+	split  *split // nil with user policies: they may read anything
 	live   *Auditor
 	cfg    audit.Config
 	thresh Thresholds
@@ -95,11 +96,21 @@ func NewHost(ctx context.Context, o Options, cfg audit.Config, targetName string
 	if err != nil {
 		return nil, err
 	}
+	var sp *split
+	if len(cfg.PolicyDirs) == 0 {
+		sp = &split{}
+		if sp.static, err = a.EngineQuery(ctx, targetName, staticQuery); err != nil {
+			return nil, err
+		}
+		if sp.live, err = a.EngineQuery(ctx, targetName, liveQuery); err != nil {
+			return nil, err
+		}
+	}
 	la, err := NewAuditor(o)
 	if err != nil {
 		return nil, err
 	}
-	return &Host{root: o.Root, aud: a, eng: eng, live: la, cfg: cfg,
+	return &Host{root: o.Root, aud: a, eng: eng, split: sp, live: la, cfg: cfg,
 		thresh: Thresholds{Zombies: o.ZombieThreshold, Restarts: o.RestartThreshold, Saturation: o.Saturation}}, nil
 }
 
@@ -177,12 +188,33 @@ func (h *Host) Audit(ctx context.Context) (*Document, []finding.Finding, error) 
 	return doc, fs, cerr
 }
 
-// Evaluate runs the policies over doc and applies the waivers.
+// Evaluate runs the policies over doc and applies the waivers. With the
+// shipped policies alone it evaluates the static rule families once per
+// static document and overlay (see split), the live family every time;
+// the findings are those of EvaluateFull.
 func (h *Host) Evaluate(ctx context.Context, doc *Document) ([]finding.Finding, error) {
+	if h.split == nil {
+		return h.EvaluateFull(ctx, doc)
+	}
+	fs, err := h.split.evaluate(ctx, doc)
+	if err != nil {
+		return nil, err
+	}
+	return h.waive(fs, doc), nil
+}
+
+// EvaluateFull runs every policy over the whole of doc and applies the
+// waivers: the reference Evaluate must agree with.
+func (h *Host) EvaluateFull(ctx context.Context, doc *Document) ([]finding.Finding, error) {
 	fs, err := h.eng.Evaluate(ctx, doc)
 	if err != nil {
 		return nil, err
 	}
+	return h.waive(fs, doc), nil
+}
+
+// waive applies the configured waivers to fs.
+func (h *Host) waive(fs []finding.Finding, doc *Document) []finding.Finding {
 	if h.cfg.Waivers != nil {
 		now := h.cfg.Now
 		if now.IsZero() {
@@ -194,5 +226,5 @@ func (h *Host) Evaluate(ctx context.Context, doc *Document) ([]finding.Finding, 
 		}
 		fs = h.cfg.Waivers.Apply(fs, name, now)
 	}
-	return fs, nil
+	return fs
 }

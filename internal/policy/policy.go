@@ -55,6 +55,10 @@ type Config struct {
 	// Params are more parameters under data.params (a live audit's
 	// thresholds under "live"); profile and target cannot be overridden.
 	Params map[string]any
+	// Query, when set, is the Rego query evaluated instead of EntryPoint;
+	// its value must be a set or array of finding objects (a live audit
+	// evaluates one rule family per query).
+	Query string
 }
 
 // Engine is a prepared policy set. It is safe for concurrent Evaluate calls.
@@ -220,8 +224,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	query := EntryPoint
+	if cfg.Query != "" {
+		query = cfg.Query
+	}
 	pq, err := rego.New(
-		rego.Query(EntryPoint),
+		rego.Query(query),
 		rego.Compiler(c),
 		rego.Store(newStore(data)),
 		rego.SetRegoVersion(ast.RegoV1),
