@@ -3,6 +3,8 @@ package install
 import (
 	"errors"
 	"strings"
+
+	"github.com/amilint/amilint/internal/unit"
 )
 
 // errInvalid is systemd's EINVAL for names: the name is not a valid unit
@@ -21,9 +23,6 @@ const (
 
 // unitNameMax is systemd's UNIT_NAME_MAX: a name must be shorter.
 const unitNameMax = 256
-
-// validChars is systemd's VALID_CHARS for unit name prefixes, plus '@'.
-const validChars = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:-_.\\@"
 
 // unitTypes are systemd 252's unit types.
 var unitTypes = map[string]bool{
@@ -50,7 +49,7 @@ func nameIsValid(n string, flags nameKind) bool {
 		if c == '@' && at < 0 {
 			at = i
 		}
-		if strings.IndexByte(validChars, c) < 0 {
+		if !unit.ValidChar(c) {
 			return false
 		}
 	}
@@ -111,7 +110,7 @@ func instanceIsValid(i string) bool {
 		return false
 	}
 	for k := 0; k < len(i); k++ {
-		if strings.IndexByte(validChars, i[k]) < 0 {
+		if !unit.ValidChar(i[k]) {
 			return false
 		}
 	}

@@ -104,7 +104,17 @@ func WithInstance(template, inst string) string {
 	return strings.TrimSuffix(template, "@."+t) + "@" + inst + "." + t
 }
 
-const validChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@"
+// validChars is systemd's VALID_CHARS for unit names, plus '@'.
+var validChars = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@") {
+		t[c] = true
+	}
+	return t
+}()
+
+// ValidChar reports whether c may appear in a unit name (a table lookup:
+// name checks run for every directory entry of the search path).
+func ValidChar(c byte) bool { return validChars[c] }
 
 // Valid reports whether name is a valid unit name as systemd's
 // unit_name_is_valid accepts it for plain, template or instance names.
@@ -121,7 +131,7 @@ func Valid(name string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !strings.ContainsRune(validChars, rune(s[i])) {
+		if !validChars[s[i]] {
 			return false
 		}
 	}
