@@ -289,3 +289,51 @@ func TestUnitsJSONSaysWhatStartsAtBootAndWhy(t *testing.T) {
 	assert.Equal(t, []string{"apt-daily.timer"}, apt.ActivatedBy)
 	assert.Equal(t, "timer", apt.Chain[len(apt.Chain)-1].Kind)
 }
+
+func TestDiffAgainstTheFixedCopy(t *testing.T) {
+	old := materialize(t, "dlami")
+	fixed := materialize(t, "dlami")
+	code, out, stderr := runCLI(t, "fix", fixed)
+	require.Equal(t, ExitOK, code, "fix then nothing at or above high remains:\n%s\n%s", out, stderr)
+
+	type change struct {
+		Unit string `json:"unit"`
+	}
+	var d struct {
+		Disabled        []change          `json:"disabled"`
+		NewlyEnabled    []change          `json:"newly_enabled"`
+		NoLongerStarted []change          `json:"no_longer_started_at_boot"`
+		NewlyStarted    []change          `json:"newly_started_at_boot"`
+		Resolved        []finding.Finding `json:"findings_resolved"`
+		Added           []finding.Finding `json:"findings_added"`
+	}
+	units := func(cs []change) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Unit)
+		}
+		return out
+	}
+	code, out, stderr = runCLI(t, "diff", "-o", "json", old, fixed)
+	require.Equal(t, ExitOK, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	assert.Contains(t, units(d.Disabled), "ecs.service")
+	assert.Contains(t, units(d.NoLongerStarted), "ecs.service")
+	assert.Empty(t, d.NewlyEnabled)
+	assert.Empty(t, d.Added)
+	assert.True(t, slices.ContainsFunc(d.Resolved, func(f finding.Finding) bool { return f.RuleID == "ecs-agent-unconfigured" }))
+
+	code, out, _ = runCLI(t, "diff", "-o", "json", fixed, old)
+	assert.Equal(t, ExitFindings, code, "going back re-adds the high finding")
+	d.Disabled, d.NewlyEnabled, d.NewlyStarted, d.Added = nil, nil, nil, nil
+	require.NoError(t, json.Unmarshal([]byte(out), &d))
+	assert.Contains(t, units(d.NewlyEnabled), "ecs.service")
+	assert.Contains(t, units(d.NewlyStarted), "ecs.service")
+	assert.True(t, slices.ContainsFunc(d.Added, func(f finding.Finding) bool { return f.RuleID == "ecs-agent-unconfigured" }))
+
+	for _, format := range []string{"text", "markdown", "html"} {
+		code, out, _ = runCLI(t, "diff", "-o", format, fixed, old)
+		assert.Equal(t, ExitFindings, code)
+		assert.Contains(t, out, "ecs.service", format)
+	}
+}
