@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/amilint/amilint/internal/rootfs"
 )
 
 // ErrCorrupt reports a tarball that cannot be read to its end.
@@ -400,9 +402,17 @@ func (t *FS) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	st, _ := f.Stat()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	if st.IsDir() {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("is a directory")}
+	}
+	// A compressed tarball may declare a file of any size; never allocate
+	// more than rootfs would read of it.
+	if st.Size() > rootfs.MaxReadFile {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%d bytes, over %d: %w", st.Size(), rootfs.MaxReadFile, rootfs.ErrTooLarge)}
 	}
 	b := make([]byte, st.Size())
 	if _, err := io.ReadFull(f, b); err != nil {

@@ -3,8 +3,10 @@ package tarfs_test
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -263,3 +265,33 @@ func FuzzOpen(f *testing.F) {
 		})
 	})
 }
+
+// TestReadFileBounded reads a compressed tarball whose file is over
+// rootfs.MaxReadFile: ReadFile refuses it instead of allocating its
+// declared size, and Open still streams it whole.
+func TestReadFileBounded(t *testing.T) {
+	const size = rootfs.MaxReadFile + 1
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "etc/huge", Typeflag: tar.TypeReg, Mode: 0o644, Size: size}))
+	_, err := io.CopyN(tw, zeros{}, size)
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, zw.Close())
+
+	tf, err := tarfs.Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()), tarfs.Options{})
+	require.NoError(t, err)
+	_, err = tf.ReadFile("etc/huge")
+	require.ErrorIs(t, err, rootfs.ErrTooLarge)
+	f, err := tf.Open("etc/huge")
+	require.NoError(t, err)
+	defer f.Close()
+	n, err := io.Copy(io.Discard, f)
+	require.NoError(t, err)
+	assert.Equal(t, int64(size), n)
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
