@@ -64,10 +64,12 @@ type Dirent struct {
 // MaxReadFile bounds what ReadFile reads: an image's inode may claim any
 // size (a sparse file needs no blocks), and reading a whole file is never
 // worth holding more than this in memory. Open streams files of any size.
-const MaxReadFile = 64 << 20
+// It is rootfs's bound, so the view and its sources agree.
+const MaxReadFile = rootfs.MaxReadFile
 
-// ErrTooLarge reports a ReadFile of a file over MaxReadFile bytes.
-var ErrTooLarge = errors.New("file too large to read whole")
+// ErrTooLarge reports a ReadFile of a file over MaxReadFile bytes. It is
+// rootfs.ErrTooLarge, so callers test one error whatever the source.
+var ErrTooLarge = rootfs.ErrTooLarge
 
 // Cache bounds: directories' parsed entries and inodes, so the view's
 // repeated lookups of the same prefixes do not re-read the image.
