@@ -246,7 +246,9 @@ func readGPT(r io.ReaderAt, size int64) (*Table, error) {
 			errs = append(errs, err)
 		}
 	}
-	return nil, corruptf("no valid GPT header: %v", errors.Join(errs...))
+	// Keep the chain: a header that could not be read because the disk
+	// failed (a remote block, a cancelled context) must say so.
+	return nil, fmt.Errorf("%w: no valid GPT header: %w", ErrCorrupt, errors.Join(errs...))
 }
 
 func readGPTAt(r io.ReaderAt, size, sector, lba int64) (*Table, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -250,4 +251,29 @@ func TestGPT4KSectors(t *testing.T) {
 		assert.Equal(t, q.Size*4096, tab.Partitions[i].Size)
 	}
 	assert.Equal(t, "root", tab.Partitions[1].Name)
+}
+
+// failAfter is a disk that reads from b up to limit and fails beyond it.
+type failAfter struct {
+	b     []byte
+	limit int64
+	err   error
+}
+
+func (f failAfter) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.limit {
+		return 0, f.err
+	}
+	return copy(p, f.b[off:]), nil
+}
+
+// TestGPTReadErrorKept reads a GPT disk whose headers cannot be read: the
+// disk's own error stays in the chain, so a caller can tell a failed read
+// (a remote block, a cancelled context) from a damaged table.
+func TestGPTReadErrorKept(t *testing.T) {
+	b, err := os.ReadFile(gptDisk(t))
+	require.NoError(t, err)
+	errDisk := errors.New("block fetch failed")
+	_, err = partition.Read(failAfter{b: b, limit: 512, err: errDisk}, int64(len(b)))
+	require.ErrorIs(t, err, errDisk)
 }
