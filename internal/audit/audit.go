@@ -125,9 +125,15 @@ func Model(fsys *rootfs.FS) (*Inventory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list unit files: %w", err)
 	}
-	presets, err := install.Preset(fsys)
+	// Query the presets for the files just listed: install.Preset would
+	// list every unit file of the image a second time.
+	ps, err := install.LoadPresets(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("read presets: %w", err)
+	}
+	presets := make(map[string]install.PresetAction, len(files))
+	for _, f := range files {
+		presets[f.Name] = ps.Query(f.Name)
 	}
 	g, err := boot.Load(fsys)
 	if err != nil {
