@@ -279,6 +279,10 @@ func readGPTAt(r io.ReaderAt, size, sector, lba int64) (*Table, error) {
 	if esize < 128 || esize%128 != 0 || esize > 4096 || count > 4096 {
 		return nil, fmt.Errorf("GPT header at LBA %d: %d entries of %d bytes", lba, count, esize)
 	}
+	if entLBA < 0 || entLBA > size/sector {
+		// Bound it before multiplying: a huge LBA wraps into the disk.
+		return nil, corruptf("GPT header at LBA %d: entries at LBA %d past the end of the disk", lba, entLBA)
+	}
 	ents := make([]byte, count*esize)
 	if err := readFull(r, size, ents, entLBA*sector, "GPT partition entries"); err != nil {
 		return nil, err

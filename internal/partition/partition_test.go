@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,6 +182,16 @@ func TestCorrupt(t *testing.T) {
 		{"mbr truncated before the EBR", mbr, func(b []byte) []byte { return b[:ebr(b)+100] }},
 		{"gpt both headers damaged", gpt, func(b []byte) []byte { b[512+40]++; b[len(b)-512+40]++; return b }},
 		{"gpt entry past the end", gpt, func(b []byte) []byte { return b[:len(b)-(40<<20)] }},
+		{"gpt entries LBA wraps into the disk", gpt, func(b []byte) []byte {
+			// 2^55+2 sectors of 512 bytes wrap to byte 1024, where the
+			// entries really are; the backup header is damaged too.
+			h := b[512 : 512+92]
+			le.PutUint64(h[72:], 1<<55+2)
+			le.PutUint32(h[16:], 0)
+			le.PutUint32(h[16:], crc32.ChecksumIEEE(h))
+			b[len(b)-512+40]++
+			return b
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := read(t, damage(t, tt.src, tt.damage))
