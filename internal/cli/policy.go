@@ -8,12 +8,6 @@ import (
 	"github.com/amilint/amilint/rules"
 )
 
-// policyFileList is a repeatable string flag.
-type policyFileList []string
-
-func (s *policyFileList) String() string     { return fmt.Sprint(*s) }
-func (s *policyFileList) Set(v string) error { *s = append(*s, v); return nil }
-
 // runPolicy runs "amilint policy test DIR...": the user's Rego tests,
 // compiled with the embedded default policies, in-process.
 func runPolicy(e *env, args []string) int {
@@ -21,7 +15,7 @@ func runPolicy(e *env, args []string) int {
 		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE] [--rules DIR] [--profile NAME] [--run REGEXP] [-v] DIR"))
 	}
 	fs := newFlags(e, "policy test")
-	var data, ruleDirs policyFileList
+	var data, ruleDirs listFlag
 	fs.Var(&data, "data", "JSON or YAML `FILE` merged under data.user (repeatable)")
 	fs.Var(&ruleDirs, "rules", "rules `DIR` merged over the embedded catalog in data.rules (repeatable)")
 	profile := fs.String("profile", "", "profile `NAME` the tests see as data.params.profile")
