@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"sort"
 	"strings"
 )
@@ -291,7 +292,7 @@ func parseVG(text []byte, pvUUID string, r io.ReaderAt, size int64) (*VG, error)
 		if id, _ := pv.str("id"); strings.ReplaceAll(id, "-", "") == pvUUID {
 			pvName = name
 			ps, ok := pv.int("pe_start")
-			if !ok || ps < 0 || ps*sector > size {
+			if !ok || ps < 0 || ps > size/sector { // bounded before multiplying: no wrap
 				return nil, corruptf("VG %s PV %s: pe_start", vgName, name)
 			}
 			peStart = ps * sector
@@ -334,7 +335,9 @@ func (lv *LV) load(s *section, pvName string, peStart, extent int64) error {
 		}
 		startExt, ok1 := seg.int("start_extent")
 		count, ok2 := seg.int("extent_count")
-		if !ok1 || !ok2 || startExt < 0 || count <= 0 || startExt > 1<<40 || count > 1<<40 {
+		// Bounded so that no product with the extent size wraps.
+		if !ok1 || !ok2 || startExt < 0 || count <= 0 || startExt > 1<<40 || count > 1<<40 ||
+			startExt > math.MaxInt64/4/extent || count > math.MaxInt64/4/extent {
 			return corruptf("segment%d extents", i+1)
 		}
 		typ, _ := seg.str("type")
@@ -348,7 +351,7 @@ func (lv *LV) load(s *section, pvName string, peStart, extent int64) error {
 		}
 		pv, ok1 := arr[0].(string)
 		pe, ok2 := arr[1].(int64)
-		if !ok1 || !ok2 || pe < 0 || pe > 1<<40 {
+		if !ok1 || !ok2 || pe < 0 || pe > 1<<40 || pe > math.MaxInt64/4/extent {
 			return corruptf("segment%d stripes", i+1)
 		}
 		if pv != pvName {

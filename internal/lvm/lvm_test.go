@@ -104,6 +104,21 @@ func TestCorrupt(t *testing.T) {
 				return strings.Replace(s, `"pv0", 0`, `"pv0", 900000`, 1)
 			})
 		}, lvm.ErrCorrupt},
+		{"pe_start wraps to the PV's start", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string {
+				require.Contains(t, s, "pe_start = 2048")
+				// 2^55 sectors of 512 bytes wrap to byte 0.
+				return strings.Replace(s, "pe_start = 2048", "pe_start = 36028797018963968", 1)
+			})
+		}, nil},
+		{"segment's PV extent wraps to the PV's start", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string {
+				require.Contains(t, s, "extent_size = 2048")
+				// 2^23 extents of 2^32 sectors wrap to byte 0.
+				s = strings.Replace(s, "extent_size = 2048", "extent_size = 4294967296", 1)
+				return strings.Replace(s, `"pv0", 0`, `"pv0", 8388608`, 1)
+			})
+		}, nil},
 		{"unbalanced braces", func(b []byte) []byte {
 			return rewrite(t, b, func(s string) string { return strings.Replace(s, "}", "", 1) })
 		}, nil},
