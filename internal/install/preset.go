@@ -152,12 +152,14 @@ func Preset(fsys *rootfs.FS) (map[string]PresetAction, error) {
 // /etc/machine-id is missing or says "uninitialized" (an existing empty
 // file is not a first boot, machine-id(5)).
 func FirstBoot(fsys *rootfs.FS) bool {
+	// A link to /dev/null resolves to a device the image does not hold
+	// at rest; PID 1 reads it at boot as empty, which is not a first boot.
+	if res, err := fsys.Resolve("etc/machine-id"); err == nil && res == rootfs.NullName {
+		return false
+	}
 	x := newBareIndex(fsys)
 	r, err := x.chase("/etc/machine-id", false, false)
 	if err != nil {
-		return true
-	}
-	if r == "/dev/null" {
 		return true
 	}
 	data, err := x.readFileFollow(r)

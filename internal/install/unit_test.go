@@ -23,7 +23,8 @@ func TestFirstBoot(t *testing.T) {
 		{"empty: not a first boot, machine-id(5)", fstest.MapFS{"etc/machine-id": {Data: nil}}, false},
 		{"uninitialized", fstest.MapFS{"etc/machine-id": {Data: []byte("uninitialized\n")}}, true},
 		{"set", fstest.MapFS{"etc/machine-id": {Data: []byte("0123456789abcdef0123456789abcdef\n")}}, false},
-		{"link to /dev/null", fstest.MapFS{"etc/machine-id": {Data: []byte("/dev/null"), Mode: fs.ModeSymlink}}, true},
+		{"link to /dev/null reads empty: not a first boot", fstest.MapFS{"etc/machine-id": {Data: []byte("/dev/null"), Mode: fs.ModeSymlink}}, false},
+		{"dangling link", fstest.MapFS{"etc/machine-id": {Data: []byte("/var/lib/dbus/machine-id"), Mode: fs.ModeSymlink}}, true},
 		{"link to id", fstest.MapFS{
 			"etc/machine-id":          {Data: []byte("../var/lib/dbus/machine-id"), Mode: fs.ModeSymlink},
 			"var/lib/dbus/machine-id": {Data: []byte("0123456789abcdef0123456789abcdef\n")}}, false},
