@@ -24,8 +24,8 @@ type unitsDoc struct {
 	Schema string `json:"schema"`
 	Target string `json:"target"`
 	// FirstBoot says systemd will apply presets to every unit at the
-	// image's first boot (its /etc/machine-id is missing, empty or
-	// "uninitialized").
+	// image's first boot (its /etc/machine-id is missing, unreadable or
+	// "uninitialized"; an empty one is not a first boot).
 	FirstBoot bool       `json:"first_boot"`
 	Units     []unitJSON `json:"units"`
 }
