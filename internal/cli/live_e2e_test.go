@@ -21,6 +21,7 @@ import (
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/live"
+	"github.com/amilint/amilint/internal/sdbus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -316,6 +317,20 @@ func TestE2ELive(t *testing.T) {
 	perAudit := (cpuTime() - c0) / steady
 	t.Logf("steady systemd audit (kept connection, one snapshot): wall %s, CPU %s per audit = %.2f%% of a core at 15 s",
 		(time.Since(w0) / steady).Round(time.Millisecond), perAudit.Round(time.Millisecond), 100*perAudit.Seconds()/15)
+	// The kept connection caches service properties until a signal says a
+	// unit changed: the crash loop's NRestarts growth must still show
+	// between two snapshots.
+	grew := false
+	for range 60 {
+		f, err := aud.Audit(ctx)
+		require.NoError(t, err)
+		i := slices.IndexFunc(f.Systemd.Units, func(u sdbus.Unit) bool { return u.Name == "crashloop.service" })
+		if grew = i >= 0 && f.Systemd.Units[i].CrashLoop != nil && f.Systemd.Units[i].CrashLoop.Growth > 0; grew {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	assert.True(t, grew, "NRestarts growth of crashloop.service between snapshots of a kept connection")
 	aud.Close()
 
 	// The same through the policies: static facts of the container's root

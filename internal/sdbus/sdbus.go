@@ -4,8 +4,9 @@
 // and command lines. From two snapshots it tells which units crash-loop
 // and which services create a new container on every restart.
 //
-// It only reads: it calls List* methods and Properties.GetAll, never a
-// method that changes the manager's state. It uses the pure-Go D-Bus
+// It only reads: it calls List* methods, property getters and Subscribe
+// (to be told of unit changes), never a method that changes the
+// manager's state. It uses the pure-Go D-Bus
 // client (github.com/coreos/go-systemd/v22/dbus over godbus), so the
 // binary stays static with CGO off.
 package sdbus
@@ -94,13 +95,71 @@ func (s *Snapshot) Unit(name string) (Unit, bool) {
 // Client is a read-only connection to a systemd manager. It caches the
 // services' static properties (command lines, restart policy) for
 // staticTTL, so keeping one Client across snapshots makes them cheaper.
+//
+// It also subscribes to the manager's PropertiesChanged signals and
+// caches each service's dynamic properties (NRestarts, Result,
+// ExecMainStartTimestamp) until a signal says the unit changed: a restart
+// changes the unit's active state, which systemd signals, so a steady
+// snapshot asks only the services that changed since the last one (or
+// were never asked), and every NRestarts growth is still seen. A change
+// whose signal is still in flight when a snapshot starts shows in the
+// next one. Without a subscription (the manager refused it), or when a
+// signal may have been lost, every service is asked again.
 type Client struct {
 	conn *sd.Conn
 
-	mu      sync.Mutex
-	statics map[string]statics
-	files   []sd.UnitFile
-	filesAt time.Time
+	mu         sync.Mutex
+	statics    map[string]statics
+	files      []sd.UnitFile
+	filesAt    time.Time
+	subscribed bool
+	dirty      map[string]bool           // units a signal named since the last snapshot
+	allDirty   bool                      // a signal may have been lost
+	dynamics   map[string]map[string]any // the services' dynamic properties as last fetched
+	stop       chan struct{}
+}
+
+// subscribe asks the manager for its signals and starts the goroutine that
+// marks the units they name dirty. On failure the client asks every
+// service at every snapshot.
+func (c *Client) subscribe() {
+	updates := make(chan *sd.PropertiesUpdate, 1024)
+	errs := make(chan error, 1)
+	c.conn.SetPropertiesSubscriber(updates, errs)
+	if err := c.conn.Subscribe(); err != nil {
+		c.conn.SetPropertiesSubscriber(nil, nil)
+		return
+	}
+	c.subscribed, c.stop = true, make(chan struct{})
+	go func() {
+		for {
+			select {
+			case u := <-updates:
+				c.mu.Lock()
+				if c.dirty == nil {
+					c.dirty = map[string]bool{}
+				}
+				c.dirty[u.UnitName] = true
+				c.mu.Unlock()
+			case <-errs: // the update channel was full: an update was dropped
+				c.mu.Lock()
+				c.allDirty = true
+				c.mu.Unlock()
+			case <-c.stop:
+				return
+			}
+		}
+	}()
+}
+
+// takeDirty returns which units changed since the last call (all when not
+// subscribed or a signal may have been lost) and starts a new period.
+func (c *Client) takeDirty() (map[string]bool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, all := c.dirty, c.allDirty || !c.subscribed
+	c.dirty, c.allDirty = nil, false
+	return d, all
 }
 
 // unitFiles lists unit files, at most once per staticTTL: the manager
@@ -137,10 +196,22 @@ var (
 	staticProps  = []string{"ExecStart", "Restart"}
 )
 
-// serviceProperties fills u's service fields; a service that vanished
-// meanwhile keeps what ListUnits said.
-func (c *Client) serviceProperties(ctx context.Context, u *Unit) {
+// serviceProperties fills u's service fields, asking the manager for the
+// dynamic properties only when fresh is set or none are cached; a service
+// that vanished meanwhile keeps what ListUnits said.
+func (c *Client) serviceProperties(ctx context.Context, u *Unit, fresh bool) {
 	props := map[string]any{}
+	if !fresh {
+		c.mu.Lock()
+		dyn, ok := c.dynamics[u.Name]
+		c.mu.Unlock()
+		if !ok {
+			fresh = true
+		}
+		for k, v := range dyn {
+			props[k] = v
+		}
+	}
 	fetch := func(names []string) bool {
 		for _, p := range names {
 			prop, err := c.conn.GetServicePropertyContext(ctx, u.Name, p)
@@ -151,8 +222,20 @@ func (c *Client) serviceProperties(ctx context.Context, u *Unit) {
 		}
 		return true
 	}
-	if !fetch(dynamicProps) {
-		return
+	if fresh {
+		if !fetch(dynamicProps) {
+			return
+		}
+		dyn := make(map[string]any, len(dynamicProps))
+		for _, p := range dynamicProps {
+			dyn[p] = props[p]
+		}
+		c.mu.Lock()
+		if c.dynamics == nil {
+			c.dynamics = map[string]map[string]any{}
+		}
+		c.dynamics[u.Name] = dyn
+		c.mu.Unlock()
 	}
 	c.mu.Lock()
 	st, ok := c.statics[u.Name]
@@ -199,7 +282,9 @@ func Dial(ctx context.Context, address string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: c}, nil
+	cl := &Client{conn: c}
+	cl.subscribe()
+	return cl, nil
 }
 
 // Connect returns a raw connection to the manager at address, as Dial
@@ -239,11 +324,20 @@ func Connect(ctx context.Context, address string) (*sd.Conn, error) {
 }
 
 // Close closes the connection.
-func (c *Client) Close() { c.conn.Close() }
+func (c *Client) Close() {
+	if c.stop != nil {
+		close(c.stop)
+		c.stop = nil
+	}
+	c.conn.Close()
+}
 
 // Snapshot lists every unit file and every loaded unit, with service
 // properties for loaded services.
 func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
+	// The dirty set is taken first: a change after this point is signalled
+	// again and seen by this snapshot's fetch or the next one's.
+	dirty, all := c.takeDirty()
 	files, err := c.unitFiles(ctx)
 	if err != nil {
 		return nil, err
@@ -275,12 +369,19 @@ func (c *Client) Snapshot(ctx context.Context) (*Snapshot, error) {
 	// A few properties per service, a few services in flight at once: the
 	// bus round trips and the decoding are the cost, so the properties
 	// that change only on daemon-reload are fetched once per staticTTL.
+	c.mu.Lock()
+	for name := range c.dynamics {
+		if u := byName[name]; u == nil || !u.Loaded {
+			delete(c.dynamics, name)
+		}
+	}
+	c.mu.Unlock()
 	work := make(chan *Unit)
 	var wg sync.WaitGroup
 	for range min(propertyWorkers, len(services)) {
 		wg.Go(func() {
 			for u := range work {
-				c.serviceProperties(ctx, u)
+				c.serviceProperties(ctx, u, all || dirty[u.Name])
 			}
 		})
 	}
