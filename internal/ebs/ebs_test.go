@@ -91,10 +91,15 @@ func TestThrottlingIsRetried(t *testing.T) {
 	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}, ThrottleFirst: 2}
 	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{})
 	require.NoError(t, err)
+	before := srv.Requests
 	buf := make([]byte, 3*ebstest.BlockSize)
 	_, err = snap.ReadAt(buf, 0)
 	require.NoError(t, err)
 	assert.Equal(t, data[:len(buf)], buf)
+	// Blocks 0 and 1 are allocated (2 is not): each was throttled twice,
+	// then served, so the retries really happened.
+	assert.Equal(t, 2, srv.Fetched)
+	assert.Equal(t, 2*3, srv.Requests-before)
 }
 
 func TestFailedBlockIsAClearError(t *testing.T) {
