@@ -130,23 +130,6 @@ func (s State) ShowsPreset() bool {
 	return true
 }
 
-// Preset evaluates the image's presets for every unit file List returns.
-func Preset(fsys *rootfs.FS) (map[string]PresetAction, error) {
-	units, err := List(fsys)
-	if err != nil {
-		return nil, err
-	}
-	ps, err := LoadPresets(fsys)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]PresetAction, len(units))
-	for _, u := range units {
-		out[u.Name] = ps.Query(u.Name)
-	}
-	return out, nil
-}
-
 // FirstBoot reports whether systemd will treat the image's next boot as its
 // first boot and apply presets to every unit (systemctl preset-all): when
 // /etc/machine-id is missing or says "uninitialized" (an existing empty
