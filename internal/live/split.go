@@ -25,8 +25,8 @@ const (
 // read the static facts and, of the overlay, only what NewDocument changes
 // in them (active_at_boot of the units active now, the facts of units only
 // the manager knows); their findings are cached per static document and
-// overlay key, so a steady audit evaluates them again only when that
-// changed. The live family reads the live section and each unit's runtime
+// overlay key (a few keys), so a steady audit evaluates them again only
+// when the overlay becomes a new one. The live family reads the live section and each unit's runtime
 // state; it runs every audit over a small input (liveInput), not the whole
 // document.
 type split struct {
@@ -35,9 +35,13 @@ type split struct {
 
 	mu       sync.Mutex
 	cacheDoc *facts.Document
-	cacheKey string
-	cached   []finding.Finding
+	cached   map[string][]finding.Finding // by overlay key, for cacheDoc
 }
+
+// maxOverlays bounds the overlays whose static findings are kept: a unit
+// flapping between running and not (a crash loop of a unit the static
+// model does not start, a timer's service) alternates a few keys.
+const maxOverlays = 8
 
 // liveInput is what the live family reads: the live section and, per
 // unit, its type, chain and runtime state.
@@ -99,8 +103,8 @@ func (s *split) evaluate(ctx context.Context, doc *Document) ([]finding.Finding,
 	key := overlayKey(doc)
 	s.mu.Lock()
 	var static []finding.Finding
-	if s.cacheDoc == doc.Document && s.cacheKey == key && s.cached != nil {
-		static = s.cached
+	if s.cacheDoc == doc.Document {
+		static = s.cached[key]
 	}
 	s.mu.Unlock()
 	if static == nil {
@@ -109,7 +113,10 @@ func (s *split) evaluate(ctx context.Context, doc *Document) ([]finding.Finding,
 			return nil, err
 		}
 		s.mu.Lock()
-		s.cacheDoc, s.cacheKey, s.cached = doc.Document, key, fs
+		if s.cacheDoc != doc.Document || len(s.cached) >= maxOverlays {
+			s.cacheDoc, s.cached = doc.Document, map[string][]finding.Finding{}
+		}
+		s.cached[key] = fs
 		s.mu.Unlock()
 		static = fs
 	}
