@@ -243,6 +243,23 @@ func TestBuildActivatedAtBoot(t *testing.T) {
 	assert.Empty(t, d.Units["idle.service"].Chain)
 }
 
+// TestBuildDependencyListsDoNotReset: an empty Wants=, Requires= or After=
+// (as in a drop-in) adds nothing and removes nothing, as systemd's
+// config_parse_unit_deps does; an empty WantedBy= resets, as its
+// config_parse_strv does.
+func TestBuildDependencyListsDoNotReset(t *testing.T) {
+	opts := parseUnit(t, "[Unit]\nWants=a.service\nRequires=r.service\nAfter=n.target\n"+
+		"[Install]\nWantedBy=multi-user.target\n"+
+		"[Unit]\nWants=\nRequires=\nAfter=\nWants=b.service\n[Install]\nWantedBy=\nWantedBy=graphical.target\n")
+	d, err := Build(rootfs.New(fstest.MapFS{}), []UnitInput{{Name: "x.service", Options: opts}}, Options{})
+	require.NoError(t, err)
+	u := d.Units["x.service"]
+	assert.Equal(t, []string{"a.service", "b.service"}, u.Wants)
+	assert.Equal(t, []string{"r.service"}, u.Requires)
+	assert.Equal(t, []string{"n.target"}, u.After)
+	assert.Equal(t, []string{"graphical.target"}, u.WantedBy)
+}
+
 func TestBuildConfigFiles(t *testing.T) {
 	m := fstest.MapFS{
 		"etc/a.json":           file(`{"agent": {}}`),

@@ -70,9 +70,9 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager) *Unit {
 		}
 		sec[o.Name] = append(sec[o.Name], o.Value)
 	}
-	u.Wants = splitList(unit.Values(opts, secUnit, "Wants"))
-	u.Requires = splitList(unit.Values(opts, secUnit, "Requires"))
-	u.After = splitList(unit.Values(opts, secUnit, "After"))
+	u.Wants = splitList(depValues(opts, "Wants"))
+	u.Requires = splitList(depValues(opts, "Requires"))
+	u.After = splitList(depValues(opts, "After"))
 	u.WantedBy = splitList(unit.Values(opts, secInstall, "WantedBy"))
 
 	// Start rate limiting: [Unit] StartLimit*, with the deprecated
@@ -149,6 +149,19 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager) *Unit {
 		u.ExecStartPre = append(u.ExecStartPre, buildExec(res, v, in.Name, search))
 	}
 	return u
+}
+
+// depValues returns every value of a [Unit] dependency setting in order.
+// Unlike unit.Values it does not reset on an empty assignment: systemd's
+// config_parse_unit_deps ignores "Wants=" (dependencies cannot be reset).
+func depValues(opts []*unit.Option, name string) []string {
+	var out []string
+	for _, o := range opts {
+		if o.Section == secUnit && o.Name == name {
+			out = append(out, o.Value)
+		}
+	}
+	return out
 }
 
 func (u *Unit) problem(format string, args ...any) {
