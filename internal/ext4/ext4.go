@@ -235,17 +235,7 @@ func (f *FS) readAt(p []byte, off int64) error {
 
 // readRaw reads len(p) bytes at off from the device.
 func (f *FS) readRaw(p []byte, off int64) error {
-	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
-		return fmt.Errorf("read %d bytes at %d outside the %d-byte device: %w", len(p), off, f.size, ErrCorrupt)
-	}
-	n, err := f.r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
+	return inodefs.ReadFull(f.r, f.size, p, off, ErrCorrupt)
 }
 
 // readBlock reads filesystem block blk into a new block-sized buffer.

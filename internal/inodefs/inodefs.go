@@ -71,6 +71,24 @@ const MaxReadFile = rootfs.MaxReadFile
 // rootfs.ErrTooLarge, so callers test one error whatever the source.
 var ErrTooLarge = rootfs.ErrTooLarge
 
+// ReadFull reads exactly len(p) bytes at off from a device of size bytes,
+// the one bounded read the filesystem readers share: a range outside the
+// device fails with corrupt (the reader's ErrCorrupt), a short read with
+// io.ErrUnexpectedEOF.
+func ReadFull(r io.ReaderAt, size int64, p []byte, off int64, corrupt error) error {
+	if off < 0 || off > size || int64(len(p)) > size-off {
+		return fmt.Errorf("read %d bytes at %d outside the %d-byte device: %w", len(p), off, size, corrupt)
+	}
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
+}
+
 // Cache bounds: directories' parsed entries and inodes, so the view's
 // repeated lookups of the same prefixes do not re-read the image.
 const (

@@ -210,3 +210,55 @@ func TestFileMode(t *testing.T) {
 		assert.Equal(t, tc.want, inodefs.FileMode(tc.mode), "mode %o", tc.mode)
 	}
 }
+
+// shortReader serves only its first n bytes, then io.EOF, or err when set.
+type shortReader struct {
+	b   []byte
+	n   int
+	err error
+}
+
+func (s shortReader) ReadAt(p []byte, off int64) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if off >= int64(s.n) {
+		return 0, io.EOF
+	}
+	n := copy(p, s.b[off:s.n])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func TestReadFull(t *testing.T) {
+	errCorrupt := errors.New("corrupt fs")
+	errDisk := errors.New("disk failed")
+	dev := []byte("0123456789abcdef")
+	for _, tt := range []struct {
+		name string
+		r    io.ReaderAt
+		n    int
+		off  int64
+		want error
+	}{
+		{"inside", shortReader{b: dev, n: 16}, 4, 12, nil},
+		{"negative offset", shortReader{b: dev, n: 16}, 4, -1, errCorrupt},
+		{"past the end", shortReader{b: dev, n: 16}, 4, 13, errCorrupt},
+		{"offset past the size", shortReader{b: dev, n: 16}, 0, 17, errCorrupt},
+		{"device shorter than its size", shortReader{b: dev, n: 10}, 4, 8, io.ErrUnexpectedEOF},
+		{"device error kept", shortReader{err: errDisk}, 4, 0, errDisk},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := make([]byte, tt.n)
+			err := inodefs.ReadFull(tt.r, 16, p, tt.off, errCorrupt)
+			if tt.want == nil {
+				require.NoError(t, err)
+				assert.Equal(t, dev[tt.off:tt.off+int64(tt.n)], p)
+				return
+			}
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+}

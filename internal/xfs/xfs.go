@@ -162,17 +162,7 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 // readAt reads len(p) bytes at off, failing with ErrCorrupt when the range
 // is not inside the device.
 func (f *FS) readAt(p []byte, off int64) error {
-	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
-		return fmt.Errorf("read %d bytes at %d outside the %d-byte device: %w", len(p), off, f.size, ErrCorrupt)
-	}
-	n, err := f.r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
+	return inodefs.ReadFull(f.r, f.size, p, off, ErrCorrupt)
 }
 
 // daddr converts a filesystem block number (AG number and AG block packed
