@@ -177,6 +177,18 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = w.Apply(findings(), "ami-1", day)
+		in := findings()
+		out := w.Apply(in, "ami-1", day)
+		// Apply only marks and appends: every input finding is still
+		// there, in order, and nothing is dropped.
+		require.GreaterOrEqual(t, len(out), len(in))
+		for i := range in {
+			assert.Equal(t, in[i].RuleID, out[i].RuleID)
+			assert.Equal(t, in[i].Unit, out[i].Unit)
+			assert.False(t, in[i].Waived, "the input is not modified")
+		}
+		for _, x := range out[len(in):] {
+			assert.Equal(t, ExpiredRuleID, x.RuleID)
+		}
 	})
 }
