@@ -199,6 +199,13 @@ func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) 
 	if err != nil {
 		return nil, err
 	}
+	// An image whose initial transaction systemd cannot build (no
+	// default.target: not an image root, or a broken one) starts nothing;
+	// auditing it would pass it with no findings. A corrupt input never
+	// yields 0 (DESIGN.md): it is an error.
+	if inv.Boot.Err != nil {
+		return nil, fmt.Errorf("model boot of %s: %w", t.Name, inv.Boot.Err)
+	}
 	doc, err := a.Facts(fsys, inv)
 	if err != nil {
 		return nil, err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/boot"
 	"github.com/amilint/amilint/internal/facts"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/rootfs"
@@ -55,6 +57,16 @@ func TestAuditPointsFindingsAtTheirUnitFile(t *testing.T) {
 	i := slices.IndexFunc(res.Report.Findings, func(f finding.Finding) bool { return f.RuleID == "ecs-agent-unconfigured" })
 	require.GreaterOrEqual(t, i, 0)
 	assert.Equal(t, "/lib/systemd/system/ecs.service", res.Report.Findings[i].Evidence["fragment"])
+}
+
+// TestAuditRefusesATreeThatCannotBoot: a directory with no default.target
+// (not an image root) starts nothing, so it must not pass with no findings.
+func TestAuditRefusesATreeThatCannotBoot(t *testing.T) {
+	a, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	tree := fstest.MapFS{"lib/systemd/system/x.service": {Data: []byte("[Service]\nExecStart=/bin/true\n")}}
+	_, err = a.Audit(context.Background(), rootfs.New(tree), finding.Target{Name: "t", Kind: "dir"})
+	assert.ErrorIs(t, err, boot.ErrTransaction)
 }
 
 func TestUnknownProfileIsAnError(t *testing.T) {

@@ -147,6 +147,7 @@ func TestScanErrorsExit2(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(badPolicy, "x.rego"), []byte("package x\nthis is not rego"), 0o644))
 	for name, args := range map[string][]string{
 		"missing target":   {"scan", "/nonexistent/root"},
+		"empty directory":  {"scan", t.TempDir()},
 		"corrupt image":    {"scan", corrupt},
 		"bad flag":         {"scan", "--no-such-flag"},
 		"bad fail-on":      {"scan", "--fail-on", "severe"},
