@@ -175,13 +175,13 @@ func (t *FS) decompress() (io.ReadCloser, error) {
 	case Gzip:
 		zr, err := gzip.NewReader(bufio.NewReader(sec))
 		if err != nil {
-			return nil, fmt.Errorf("gzip: %w: %v", ErrCorrupt, err)
+			return nil, fmt.Errorf("gzip: %w: %w", ErrCorrupt, err)
 		}
 		return zr, nil
 	case Zstd:
 		zr, err := zstd.NewReader(bufio.NewReader(sec), zstd.WithDecoderConcurrency(1))
 		if err != nil {
-			return nil, fmt.Errorf("zstd: %w: %v", ErrCorrupt, err)
+			return nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
 		}
 		return zr.IOReadCloser(), nil
 	}
@@ -198,7 +198,7 @@ func (t *FS) stream(entry int, size int64) (io.Reader, io.Closer, error) {
 	for i := 0; i <= entry; i++ {
 		if _, err := tr.Next(); err != nil {
 			zr.Close()
-			return nil, nil, fmt.Errorf("%w: entry %d on a second reading: %v", ErrCorrupt, entry+1, err)
+			return nil, nil, fmt.Errorf("%w: entry %d on a second reading: %w", ErrCorrupt, entry+1, err)
 		}
 	}
 	return io.LimitReader(tr, size), zr, nil
@@ -216,7 +216,7 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, opt Opti
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w: entry %d: %v", ErrCorrupt, entries+1, err)
+			return fmt.Errorf("%w: entry %d: %w", ErrCorrupt, entries+1, err)
 		}
 		entries++
 		if entries > opt.MaxEntries {
@@ -257,7 +257,7 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, opt Opti
 			// Read at most the declared size; a short read is corruption.
 			buf := make([]byte, hdr.Size)
 			if _, err := io.ReadFull(tr, buf); err != nil {
-				return fmt.Errorf("%w: %s: %v", ErrCorrupt, name, err)
+				return fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err)
 			}
 			held += hdr.Size
 			n.data = buf

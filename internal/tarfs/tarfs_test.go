@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -295,3 +296,28 @@ func TestReadFileBounded(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// failingReader serves b up to limit and fails with err beyond it.
+type failingReader struct {
+	b     []byte
+	limit int64
+	err   error
+}
+
+func (f failingReader) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.limit {
+		n := copy(p, f.b[off:max(off, min(f.limit, int64(len(f.b))))])
+		return n, f.err
+	}
+	return copy(p, f.b[off:]), nil
+}
+
+// TestReadErrorKept reads a tarball whose storage fails part way: the
+// storage's error stays in the chain, so a caller can tell a failed read
+// from a damaged tarball.
+func TestReadErrorKept(t *testing.T) {
+	good := build(t, []entry{{name: "etc/os-release", typ: tar.TypeReg, body: "ID=debian\n"}, {name: "big", typ: tar.TypeReg, body: string(make([]byte, 5000))}})
+	errDisk := errors.New("storage failed")
+	_, err := tarfs.Open(failingReader{b: good, limit: 1024 + 100, err: errDisk}, int64(len(good)), tarfs.Options{})
+	require.ErrorIs(t, err, errDisk)
+}
