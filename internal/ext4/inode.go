@@ -35,7 +35,6 @@ type inode struct {
 }
 
 func (n *inode) isDir() bool     { return n.mode&0xF000 == 0x4000 }
-func (n *inode) isSymlink() bool { return n.mode&0xF000 == 0xA000 }
 func (n *inode) isRegular() bool { return n.mode&0xF000 == 0x8000 }
 
 // attr returns n's metadata.

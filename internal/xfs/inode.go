@@ -36,9 +36,7 @@ type inode struct {
 	fork     []byte // the data fork
 }
 
-func (n *inode) isDir() bool     { return n.mode&0xF000 == 0x4000 }
-func (n *inode) isSymlink() bool { return n.mode&0xF000 == 0xA000 }
-func (n *inode) isRegular() bool { return n.mode&0xF000 == 0x8000 }
+func (n *inode) isDir() bool { return n.mode&0xF000 == 0x4000 }
 
 // attr returns n's metadata.
 func (n *inode) attr() inodefs.Attr {
