@@ -43,6 +43,7 @@ lint: ## gofmt, go vet and staticcheck; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
+	cd packer-plugin && GOFLAGS=-mod=mod $(GO) vet ./... && GOFLAGS=-mod=mod $(GO) vet -tags e2e ./...
 
 bench: build ## benchmarks, with ratios against the peers measured in the same run
 	scripts/bench-units.sh $(BIN) .cache/debian-root 20
