@@ -303,6 +303,10 @@ func TestE2ELive(t *testing.T) {
 
 	// The exporter's steady cost for systemd: one snapshot per audit on a
 	// kept connection.
+	c0 = cpuTime()
+	time.Sleep(5 * time.Second)
+	idle := (cpuTime() - c0) * 3
+	t.Logf("idle (no connection): CPU %s per 15 s", idle.Round(time.Millisecond))
 	aud, err := live.NewAuditor(live.Options{Bus: socket, Sample: time.Second, Collect: []string{live.CollectSystemd}})
 	require.NoError(t, err)
 	_, err = aud.Audit(ctx)
@@ -331,6 +335,12 @@ func TestE2ELive(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	assert.True(t, grew, "NRestarts growth of crashloop.service between snapshots of a kept connection")
+	// Between audits the kept connection handles the manager's signals (two
+	// units crash-loop here, a restart a second each).
+	c0 = cpuTime()
+	time.Sleep(5 * time.Second)
+	t.Logf("between audits (kept connection, signals of 2 crash-looping units): CPU %s per 15 s",
+		((cpuTime() - c0) * 3).Round(time.Millisecond))
 	aud.Close()
 
 	// The same through the policies: static facts of the container's root

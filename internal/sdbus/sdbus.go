@@ -116,40 +116,76 @@ type Client struct {
 	dirty      map[string]bool           // units a signal named since the last snapshot
 	allDirty   bool                      // a signal may have been lost
 	dynamics   map[string]map[string]any // the services' dynamic properties as last fetched
-	stop       chan struct{}
+	sigConn    *dbus.Conn                // the connection the signals arrive on
 }
 
-// subscribe asks the manager for its signals and starts the goroutine that
-// marks the units they name dirty. On failure the client asks every
+// serviceMatch is the bus match rule of the signals the client listens to:
+// changes of the service interface's properties (NRestarts, Result and
+// ExecMainStartTimestamp among them), nothing else the manager says.
+const serviceMatch = "type='signal',interface='org.freedesktop.DBus.Properties',member='PropertiesChanged'," +
+	"path_namespace='/org/freedesktop/systemd1/unit',arg0='org.freedesktop.systemd1.Service'"
+
+// subscribe opens a connection of its own to address, asks the manager
+// for its signals there (Manager.Subscribe) and starts the goroutine that
+// marks the services they name dirty. On failure the client asks every
 // service at every snapshot.
-func (c *Client) subscribe() {
-	updates := make(chan *sd.PropertiesUpdate, 1024)
-	errs := make(chan error, 1)
-	c.conn.SetPropertiesSubscriber(updates, errs)
-	if err := c.conn.Subscribe(); err != nil {
-		c.conn.SetPropertiesSubscriber(nil, nil)
+func (c *Client) subscribe(ctx context.Context, address string) {
+	conn, direct, err := dialBus(ctx, Address(address))
+	if err != nil {
 		return
 	}
-	c.subscribed, c.stop = true, make(chan struct{})
+	if !direct {
+		if err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.AddMatch", 0, serviceMatch).Err; err != nil {
+			conn.Close()
+			return
+		}
+	}
+	ch := make(chan *dbus.Signal, 256)
+	conn.Signal(ch)
+	if err := conn.Object("org.freedesktop.systemd1", "/org/freedesktop/systemd1").
+		CallWithContext(ctx, "org.freedesktop.systemd1.Manager.Subscribe", 0).Err; err != nil {
+		conn.Close()
+		return
+	}
+	c.sigConn, c.subscribed = conn, true
 	go func() {
-		for {
-			select {
-			case u := <-updates:
-				c.mu.Lock()
-				if c.dirty == nil {
-					c.dirty = map[string]bool{}
-				}
-				c.dirty[u.UnitName] = true
-				c.mu.Unlock()
-			case <-errs: // the update channel was full: an update was dropped
-				c.mu.Lock()
-				c.allDirty = true
-				c.mu.Unlock()
-			case <-c.stop:
-				return
+		for sig := range ch {
+			if sig.Name != "org.freedesktop.DBus.Properties.PropertiesChanged" || len(sig.Body) == 0 {
+				continue
+			}
+			if iface, _ := sig.Body[0].(string); iface != "org.freedesktop.systemd1.Service" {
+				continue
+			}
+			c.mu.Lock()
+			if c.dirty == nil {
+				c.dirty = map[string]bool{}
+			}
+			c.dirty[unitName(sig.Path)] = true
+			c.mu.Unlock()
+		}
+		// The connection is gone: ask every service from now on.
+		c.mu.Lock()
+		c.subscribed = false
+		c.mu.Unlock()
+	}()
+}
+
+// unitName is the unit name of a unit object path
+// (/org/freedesktop/systemd1/unit/ssh_2eservice is ssh.service).
+func unitName(p dbus.ObjectPath) string {
+	s := path.Base(string(p))
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '_' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
 			}
 		}
-	}()
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // takeDirty returns which units changed since the last call (all when not
@@ -283,7 +319,7 @@ func Dial(ctx context.Context, address string) (*Client, error) {
 		return nil, err
 	}
 	cl := &Client{conn: c}
-	cl.subscribe()
+	cl.subscribe(ctx, address)
 	return cl, nil
 }
 
@@ -299,23 +335,9 @@ func Connect(ctx context.Context, address string) (*sd.Conn, error) {
 		}
 		return c, nil
 	}
-	direct := strings.HasSuffix(addr, "/systemd/private")
 	c, err := sd.NewConnection(func() (*dbus.Conn, error) {
-		conn, err := dbus.Dial(addr, dbus.WithContext(ctx))
-		if err != nil {
-			return nil, err
-		}
-		if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("auth: %w", err)
-		}
-		if !direct {
-			if err := conn.Hello(); err != nil {
-				conn.Close()
-				return nil, fmt.Errorf("hello: %w", err)
-			}
-		}
-		return conn, nil
+		conn, _, err := dialBus(ctx, addr)
+		return conn, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
@@ -323,11 +345,47 @@ func Connect(ctx context.Context, address string) (*sd.Conn, error) {
 	return c, nil
 }
 
+// dialBus opens one authenticated connection to addr ("" is the system
+// bus) and says whether it is a direct connection to the manager's
+// private socket (no bus daemon: no Hello, no match rules).
+func dialBus(ctx context.Context, addr string) (*dbus.Conn, bool, error) {
+	if addr == "" {
+		conn, err := dbus.SystemBusPrivate(dbus.WithContext(ctx))
+		if err != nil {
+			return nil, false, err
+		}
+		if err := conn.Auth(nil); err != nil {
+			conn.Close()
+			return nil, false, fmt.Errorf("auth: %w", err)
+		}
+		if err := conn.Hello(); err != nil {
+			conn.Close()
+			return nil, false, fmt.Errorf("hello: %w", err)
+		}
+		return conn, false, nil
+	}
+	direct := strings.HasSuffix(addr, "/systemd/private")
+	conn, err := dbus.Dial(addr, dbus.WithContext(ctx))
+	if err != nil {
+		return nil, direct, err
+	}
+	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+		conn.Close()
+		return nil, direct, fmt.Errorf("auth: %w", err)
+	}
+	if !direct {
+		if err := conn.Hello(); err != nil {
+			conn.Close()
+			return nil, direct, fmt.Errorf("hello: %w", err)
+		}
+	}
+	return conn, direct, nil
+}
+
 // Close closes the connection.
 func (c *Client) Close() {
-	if c.stop != nil {
-		close(c.stop)
-		c.stop = nil
+	if c.sigConn != nil {
+		c.sigConn.Close()
 	}
 	c.conn.Close()
 }
