@@ -60,7 +60,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 			u.State, u.LoadError = NotFound, fmt.Errorf("read %s: %w", u.Fragment, err)
 			return
 		}
-		opts, err := parseConfig(data)
+		opts, err := unit.ParseConfig(data)
 		if err != nil {
 			u.State, u.LoadError = Error, fmt.Errorf("parse %s: %w", u.Fragment, err)
 			return
@@ -102,7 +102,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 			}
 			continue
 		}
-		opts, err := parseConfig(data)
+		opts, err := unit.ParseConfig(data)
 		if err != nil {
 			u.Problems = append(u.Problems, fmt.Sprintf("parse /%s: %v", p, err))
 		}

@@ -182,7 +182,7 @@ func parseLSB(data []byte, file string) lsbHeader {
 	var h lsbHeader
 	in := false
 	self := strings.TrimSuffix(file, ".sh")
-	for _, raw := range splitLines(data) {
+	for _, raw := range unit.SplitLines(data) {
 		t := strings.Trim(string(raw), " \t\n\r")
 		if !strings.HasPrefix(t, "#") {
 			continue

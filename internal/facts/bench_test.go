@@ -1,7 +1,6 @@
 package facts
 
 import (
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -32,7 +31,7 @@ func BenchmarkBuildDLAMI(b *testing.B) {
 			}
 			in := UnitInput{Name: e.Name(), StartsAtBoot: true}
 			if data, err := fsys.ReadFile(d + "/" + e.Name()); err == nil {
-				if opts, err := unit.Parse(strings.NewReader(string(data))); err == nil {
+				if opts, err := unit.ParseConfig(data); err == nil {
 					in.Options = opts
 				}
 			}

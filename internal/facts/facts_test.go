@@ -3,7 +3,6 @@ package facts
 import (
 	"encoding/json"
 	"os"
-	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -20,7 +19,7 @@ func exe() *fstest.MapFile          { return &fstest.MapFile{Data: []byte("\x7fE
 
 func parseUnit(t *testing.T, text string) []*unit.Option {
 	t.Helper()
-	opts, err := unit.Parse(strings.NewReader(text))
+	opts, err := unit.ParseConfig([]byte(text))
 	require.NoError(t, err)
 	return opts
 }

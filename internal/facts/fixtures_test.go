@@ -39,7 +39,7 @@ func TestBuildEveryFixture(t *testing.T) {
 					seen[n] = true
 					in := UnitInput{Name: n, State: "enabled", StartsAtBoot: true, Path: "/" + dir + "/" + n}
 					if b, err := fsys.ReadFile(dir + "/" + n); err == nil {
-						if opts, err := unit.Parse(strings.NewReader(string(b))); err == nil {
+						if opts, err := unit.ParseConfig(b); err == nil {
 							in.Options = opts
 						}
 					}

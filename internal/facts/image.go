@@ -108,7 +108,7 @@ func readManager(fsys *rootfs.FS) (Manager, error) {
 		if err != nil {
 			return m, fmt.Errorf("read %s: %w", f, err)
 		}
-		opts, err := unit.Parse(strings.NewReader(string(b)))
+		opts, err := unit.ParseConfig(b)
 		if err != nil {
 			m.Problems = append(m.Problems, fmt.Sprintf("/%s: %v", f, err))
 			continue

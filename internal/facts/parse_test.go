@@ -1,7 +1,6 @@
 package facts
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -244,7 +243,7 @@ func FuzzBuildUnit(f *testing.F) {
 		"etc/machine-id": file("uninitialized\n"),
 	})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		opts, err := unit.Parse(bytes.NewReader(b))
+		opts, err := unit.ParseConfig(b)
 		if err != nil {
 			return
 		}

@@ -62,7 +62,7 @@ func unitInputs(t *testing.T, fsys *rootfs.FS, us []bootUnit) []facts.UnitInput 
 			if err != nil {
 				continue
 			}
-			opts, err := unit.Parse(strings.NewReader(string(b)))
+			opts, err := unit.ParseConfig(b)
 			require.NoError(t, err)
 			in.Options, in.Fragment, in.Path = opts, "/"+dir+"/"+u.name, "/"+dir+"/"+u.name
 			break
@@ -241,7 +241,7 @@ func satisfy(c rules.Condition) fstest.MapFS {
 
 func mustParse(t *testing.T, s string) []*unit.Option {
 	t.Helper()
-	o, err := unit.Parse(strings.NewReader(s))
+	o, err := unit.ParseConfig([]byte(s))
 	require.NoError(t, err)
 	return o
 }
@@ -326,7 +326,7 @@ func dlamiFacts(tb testing.TB, rs []rules.Rule) *facts.Document {
 			if err != nil {
 				continue
 			}
-			if opts, err := unit.Parse(strings.NewReader(string(b))); err == nil {
+			if opts, err := unit.ParseConfig(b); err == nil {
 				in.Options = opts
 			}
 			break

@@ -1,24 +1,14 @@
 package unit
 
 import (
-	"fmt"
-	"io"
-
 	sdunit "github.com/coreos/go-systemd/v22/unit"
 )
 
-// Option is one "Key=Value" assignment of a unit file section.
+// Option is one "Key=Value" assignment of a unit file section: go-systemd's
+// type, so options serialize with its unit.Serialize. ParseConfig reads
+// them as systemd 252 does (go-systemd's own deserializer refuses files
+// systemd loads).
 type Option = sdunit.UnitOption
-
-// Parse reads a unit file or drop-in. It uses go-systemd's parser, which
-// follows systemd's syntax (sections, continuation lines, comments).
-func Parse(r io.Reader) ([]*Option, error) {
-	opts, err := sdunit.DeserializeOptions(r)
-	if err != nil {
-		return nil, fmt.Errorf("parse unit file: %w", err)
-	}
-	return opts, nil
-}
 
 // Values returns every value of section.name in order, applying systemd's
 // list semantics: an empty assignment resets the list.

@@ -1,4 +1,4 @@
-package boot
+package unit
 
 import (
 	"bytes"
@@ -6,40 +6,38 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/amilint/amilint/internal/unit"
 )
 
 // maxLine is systemd's LONG_LINE_MAX: a longer line fails the whole file.
 const maxLine = 1 << 20
 
-// errLineTooLong reports a line or continuation longer than maxLine.
-var errLineTooLong = errors.New("line too long")
+// ErrLineTooLong reports a line or continuation longer than maxLine.
+var ErrLineTooLong = errors.New("line too long")
 
-// errBadSection reports a section header systemd refuses ("[Unit", "[a\"b]").
-var errBadSection = errors.New("invalid section header")
+// ErrBadSection reports a section header systemd refuses ("[Unit", "[a\"b]").
+var ErrBadSection = errors.New("invalid section header")
 
-// parseConfig reads a unit file or drop-in the way systemd 252's
+// ParseConfig reads a unit file or drop-in the way systemd 252's
 // config_parse does, which is more lenient than go-systemd's deserializer
-// (used by unit.Parse) in exactly the places an image may exercise: a line
+// in exactly the places an image may exercise: a line
 // without '=', an assignment before any section, invalid UTF-8 and lines
 // longer than 2 KiB are ignored or accepted by systemd, so they must not
 // make the loader reject a unit systemd loads. It returns the assignments
 // read before any fatal error, as systemd applies them, and the error
-// (errLineTooLong, errBadSection) that makes systemd refuse the file.
-func parseConfig(data []byte) ([]*unit.Option, error) {
+// (ErrLineTooLong, ErrBadSection) that makes systemd refuse the file.
+func ParseConfig(data []byte) ([]*Option, error) {
 	var (
-		opts         []*unit.Option
+		opts         []*Option
 		section      string
 		inSection    bool
 		continuation []byte
 		cont         bool
 		bomSeen      bool
 	)
-	lines := splitLines(data)
+	lines := SplitLines(data)
 	for _, raw := range lines {
 		if len(raw) > maxLine {
-			return opts, errLineTooLong
+			return opts, ErrLineTooLong
 		}
 		trimmed := bytes.TrimLeft(raw, " \t\n\r")
 		if len(trimmed) > 0 && (trimmed[0] == '#' || trimmed[0] == ';') {
@@ -54,7 +52,7 @@ func parseConfig(data []byte) ([]*unit.Option, error) {
 		var p []byte
 		if cont {
 			if len(continuation)+len(l) > maxLine {
-				return opts, errLineTooLong
+				return opts, ErrLineTooLong
 			}
 			continuation = append(continuation, l...)
 			p = continuation
@@ -98,9 +96,9 @@ func parseConfig(data []byte) ([]*unit.Option, error) {
 	return opts, nil
 }
 
-// splitLines splits data at systemd's line ends: "\n", "\r", "\r\n",
+// SplitLines splits data at systemd's line ends: "\n", "\r", "\r\n",
 // "\n\r" and NUL, as read_line does.
-func splitLines(data []byte) [][]byte {
+func SplitLines(data []byte) [][]byte {
 	var out [][]byte
 	start := 0
 	for i := 0; i < len(data); i++ {
@@ -122,7 +120,7 @@ func splitLines(data []byte) [][]byte {
 	return out
 }
 
-func parseLine(l string, section *string, inSection *bool) (*unit.Option, error) {
+func parseLine(l string, section *string, inSection *bool) (*Option, error) {
 	l = strings.Trim(l, " \t\n\r")
 	if l == "" {
 		return nil, nil
@@ -132,11 +130,11 @@ func parseLine(l string, section *string, inSection *bool) (*unit.Option, error)
 	}
 	if l[0] == '[' {
 		if l[len(l)-1] != ']' || len(l) < 2 {
-			return nil, fmt.Errorf("%w %q", errBadSection, l)
+			return nil, fmt.Errorf("%w %q", ErrBadSection, l)
 		}
 		n := l[1 : len(l)-1]
 		if !safeString(n) {
-			return nil, fmt.Errorf("%w %q", errBadSection, l)
+			return nil, fmt.Errorf("%w %q", ErrBadSection, l)
 		}
 		// "[]" is an unknown section: systemd ignores what follows.
 		*section, *inSection = n, n != ""
@@ -149,7 +147,7 @@ func parseLine(l string, section *string, inSection *bool) (*unit.Option, error)
 	if !ok || k == "" {
 		return nil, nil // "Missing '=', ignoring line."
 	}
-	return &unit.Option{Section: *section, Name: strings.Trim(k, " \t\n\r"), Value: strings.Trim(v, " \t\n\r")}, nil
+	return &Option{Section: *section, Name: strings.Trim(k, " \t\n\r"), Value: strings.Trim(v, " \t\n\r")}, nil
 }
 
 // safeString is systemd's string_is_safe: no control characters, quotes or

@@ -1,0 +1,71 @@
+package unit
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseConfig(t *testing.T) {
+	o := func(s, k, v string) *Option { return &Option{Section: s, Name: k, Value: v} }
+	tests := []struct {
+		name string
+		in   string
+		want []*Option
+		err  error
+	}{
+		{"plain", "[Unit]\nDescription=x\nWants=a.service b.service\n",
+			[]*Option{o("Unit", "Description", "x"), o("Unit", "Wants", "a.service b.service")}, nil},
+		{"trims around =", "[Unit]\n  Wants =  a.service  \n", []*Option{o("Unit", "Wants", "a.service")}, nil},
+		{"continuation", "[Unit]\nWants=a.service \\\n b.service\n", []*Option{o("Unit", "Wants", "a.service   b.service")}, nil},
+		{"comment inside continuation skipped", "[Unit]\nWants=a.service \\\n# no\n b.service\n",
+			[]*Option{o("Unit", "Wants", "a.service   b.service")}, nil},
+		{"continuation at EOF", "[Unit]\nWants=a.service \\", []*Option{o("Unit", "Wants", "a.service")}, nil},
+		{"escaped backslash is no continuation", "[Unit]\nX=a\\\\\nY=b\n", []*Option{o("Unit", "X", "a\\\\"), o("Unit", "Y", "b")}, nil},
+		{"missing = ignored", "[Unit]\ngarbage\nWants=a.service\n", []*Option{o("Unit", "Wants", "a.service")}, nil},
+		{"missing key ignored", "[Unit]\n=x\n", nil, nil},
+		{"outside section ignored", "Wants=a.service\n[Unit]\nX=1\n", []*Option{o("Unit", "X", "1")}, nil},
+		{"comments", "# c\n; c\n[Unit]\n  # c\nX=1\n", []*Option{o("Unit", "X", "1")}, nil},
+		{"BOM", "\xef\xbb\xbf[Unit]\nX=1\n", []*Option{o("Unit", "X", "1")}, nil},
+		{"CRLF", "[Unit]\r\nX=1\r\nY=2\r\n", []*Option{o("Unit", "X", "1"), o("Unit", "Y", "2")}, nil},
+		{"invalid UTF-8 line ignored", "[Unit]\nX=\xff\nY=2\n", []*Option{o("Unit", "Y", "2")}, nil},
+		{"empty value", "[Unit]\nWants=\n", []*Option{o("Unit", "Wants", "")}, nil},
+		{"bad section header fails", "[Unit]\nX=1\n[Unit\nY=2\n", []*Option{o("Unit", "X", "1")}, ErrBadSection},
+		{"unsafe section name fails", "[Un\"it]\n", nil, ErrBadSection},
+		{"line too long fails", "[Unit]\nX=" + strings.Repeat("a", maxLine) + "\n", nil, ErrLineTooLong},
+		{"NUL ends a line", "[Unit]\nX=1\x00Y=2\n", []*Option{o("Unit", "X", "1"), o("Unit", "Y", "2")}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseConfig([]byte(tc.in))
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{
+		"[Unit]\nWants=a.service\n",
+		"[Unit]\nX=a \\\n b\\\n",
+		"\xef\xbb\xbf[Service]\r\nExecStart=/bin/x\r\n",
+		"[Un\nit]\n=\n\x00\\",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		opts, err := ParseConfig(data)
+		for _, o := range opts {
+			if o.Section == "" || o.Name == "" {
+				t.Fatalf("option without section or name: %+v", o)
+			}
+		}
+		_ = err
+	})
+}
