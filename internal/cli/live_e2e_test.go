@@ -169,7 +169,7 @@ func TestE2ELive(t *testing.T) {
 	}
 	began := time.Now()
 	phase := func(name string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), name) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
 	repo, err := filepath.Abs("../..")
@@ -256,11 +256,11 @@ func TestE2ELive(t *testing.T) {
 	// is-system-running --wait answers "offline" until the bus is up.
 	var state string
 	require.Eventually(t, func() bool {
-		out, _ := run(ctx, 60*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+		out, _ := run(ctx, 90*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
 			"systemctl", "is-system-running", "--wait")
 		state = strings.TrimSpace(out)
 		return state == "running" || state == "degraded"
-	}, 120*time.Second, 500*time.Millisecond, "systemd finishes booting")
+	}, 240*time.Second, 500*time.Millisecond, "systemd finishes booting")
 	phase("booted: " + state)
 
 	// Wait, bounded, until both units have been restarted at least as often
