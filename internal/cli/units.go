@@ -9,7 +9,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/amilint/amilint/internal/boot"
+	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/install"
 	"github.com/amilint/amilint/internal/rootfs"
@@ -87,71 +87,62 @@ func runUnits(e *env, args []string) int {
 		return fail(e, "units", err)
 	}
 	defer im.Close()
-	units, err := install.List(im.FS)
-	if err != nil {
-		return fail(e, "units", fmt.Errorf("list unit files of %s: %w", pos[0], err))
-	}
 	w := bufio.NewWriter(e.stdout)
-	if *out == "tsv" {
-		err = writeUnitsTSV(w, units)
-		if err == nil {
-			err = w.Flush()
-		}
-		if err != nil {
-			return fail(e, "units", fmt.Errorf("write output: %w", err))
-		}
-		return ExitOK
-	}
-	presets, err := install.LoadPresets(im.FS)
-	if err != nil {
-		return fail(e, "units", fmt.Errorf("read presets of %s: %w", pos[0], err))
-	}
 	switch *out {
 	case "json":
-		doc := unitsDoc{Schema: unitsSchema, Target: im.Name, FirstBoot: install.FirstBoot(im.FS), Units: []unitJSON{}}
-		for _, u := range units {
-			j := unitJSON{Name: u.Name, State: string(u.State), Path: u.Path, Fragment: u.Fragment,
-				DropIns: u.DropIns, Aliases: u.Aliases, Preset: string(presets.Query(u.Name))}
-			if u.Err != nil {
-				j.Error = u.Err.Error()
-			}
-			doc.Units = append(doc.Units, j)
-		}
-		if err := withBoot(&doc, im.FS); err != nil {
-			return fail(e, "units", err)
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		err = enc.Encode(doc)
+		err = writeUnitsJSON(w, im)
 	default:
-		err = writeUnitsText(w, units, presets)
+		err = writeUnitFiles(w, im.FS, *out)
 	}
 	if err == nil {
 		err = w.Flush()
 	}
 	if err != nil {
-		return fail(e, "units", fmt.Errorf("write output: %w", err))
+		return fail(e, "units", fmt.Errorf("%s: %w", pos[0], err))
 	}
 	return ExitOK
 }
 
-// withBoot joins boot reachability to the unit list: for each unit whether
-// the initial boot transaction starts it, which started units activate it,
-// and the chain of edges from default.target that explains either.
-func withBoot(doc *unitsDoc, fsys *rootfs.FS) error {
-	g, err := boot.Load(fsys)
+// writeUnitFiles writes the list-unit-files view: tsv, or the text table
+// with the preset column.
+func writeUnitFiles(w io.Writer, fsys *rootfs.FS, format string) error {
+	units, err := install.List(fsys)
 	if err != nil {
-		return fmt.Errorf("load units: %w", err)
+		return fmt.Errorf("list unit files: %w", err)
 	}
-	b := g.Boot()
-	for i := range doc.Units {
-		u := &doc.Units[i]
-		starts := b.StartsAtBoot(u.Name)
-		u.StartsAtBoot = &starts
-		u.ActivatedBy = b.ActivatedBy[u.Name]
-		u.Chain = b.Chain(u.Name)
+	if format == "tsv" {
+		return writeUnitsTSV(w, units)
 	}
-	return nil
+	presets, err := install.LoadPresets(fsys)
+	if err != nil {
+		return fmt.Errorf("read presets: %w", err)
+	}
+	return writeUnitsText(w, units, presets)
+}
+
+// writeUnitsJSON writes the unit files with their boot reachability, from
+// the same join scan uses (audit.Model): whether the initial transaction
+// starts each unit, the started units that activate it, and the chain from
+// default.target that explains either.
+func writeUnitsJSON(w io.Writer, im *target.Image) error {
+	inv, err := audit.Model(im.FS)
+	if err != nil {
+		return err
+	}
+	doc := unitsDoc{Schema: unitsSchema, Target: im.Name, FirstBoot: inv.FirstBoot, Units: []unitJSON{}}
+	for _, u := range inv.Files {
+		starts := inv.Boot.StartsAtBoot(u.Name)
+		j := unitJSON{Name: u.Name, State: string(u.State), Path: u.Path, Fragment: u.Fragment,
+			DropIns: u.DropIns, Aliases: u.Aliases, Preset: string(inv.Presets[u.Name]),
+			StartsAtBoot: &starts, ActivatedBy: inv.Boot.ActivatedBy[u.Name], Chain: inv.Boot.Chain(u.Name)}
+		if u.Err != nil {
+			j.Error = u.Err.Error()
+		}
+		doc.Units = append(doc.Units, j)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
 }
 
 // writeUnitsTSV prints UNIT<TAB>STATE per unit, sorted by name.
