@@ -93,7 +93,15 @@ func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine
 // EngineQuery is Engine evaluating query instead of the entry point
 // (policy.Config.Query); "" is the entry point.
 func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*policy.Engine, error) {
-	return policy.New(ctx, policy.Config{
+	cfg := a.PolicyConfig(targetName)
+	cfg.Query = query
+	return policy.New(ctx, cfg)
+}
+
+// PolicyConfig is what the policies are compiled with for a target name:
+// the user's policies and data, the catalog, the profiles and parameters.
+func (a *Auditor) PolicyConfig(targetName string) policy.Config {
+	return policy.Config{
 		PolicyDirs: a.cfg.PolicyDirs,
 		DataFiles:  a.cfg.DataFiles,
 		Rules:      a.ruleData,
@@ -101,8 +109,7 @@ func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*p
 		Profile:    a.cfg.Profile,
 		Target:     targetName,
 		Params:     a.cfg.Params,
-		Query:      query,
-	})
+	}
 }
 
 // Inventory is the unit model of one image: list-unit-files states, the boot

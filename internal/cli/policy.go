@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/policy"
-	"github.com/amilint/amilint/rules"
 )
 
 // runPolicy runs "amilint policy test DIR...": the user's Rego tests,
@@ -36,11 +36,11 @@ func runPolicy(e *env, args []string) int {
 		}
 		mods = append(mods, m...)
 	}
-	cfg, err := catalogConfig(ruleDirs)
+	aud, err := audit.New(audit.Config{RulesDirs: ruleDirs, DataFiles: data, Profile: *profile})
 	if err != nil {
 		return fail(e, "policy test", err)
 	}
-	cfg.DataFiles, cfg.Profile = data, *profile
+	cfg := aud.PolicyConfig("")
 	res, err := policy.RunTestsMatching(e.ctx, mods, cfg, *run)
 	if err != nil {
 		return fail(e, "policy test", err)
@@ -76,26 +76,4 @@ func runPolicy(e *env, args []string) int {
 		return ExitFindings
 	}
 	return ExitOK
-}
-
-// catalogConfig puts the rule catalog and profiles (embedded, plus dirs)
-// where policies see them, so user tests can use data.rules.
-func catalogConfig(dirs []string) (policy.Config, error) {
-	rs, err := rules.LoadAll(dirs...)
-	if err != nil {
-		return policy.Config{}, err
-	}
-	rd, err := rules.Data(rs)
-	if err != nil {
-		return policy.Config{}, err
-	}
-	ps, err := rules.LoadAllProfiles(dirs...)
-	if err != nil {
-		return policy.Config{}, err
-	}
-	pd, err := rules.ProfilesData(ps)
-	if err != nil {
-		return policy.Config{}, err
-	}
-	return policy.Config{Rules: rd, Profiles: pd}, nil
 }
