@@ -3,6 +3,7 @@ package vdisk_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -294,4 +295,23 @@ func TestConcurrentReads(t *testing.T) {
 			assert.Equal(t, want, <-got)
 		}
 	}
+}
+
+// failingAt reads "vhdxfile" at offset 0 and fails every other read, as a
+// remote disk whose blocks cannot be fetched would.
+type failingAt struct{ err error }
+
+func (f failingAt) ReadAt(p []byte, off int64) (int, error) {
+	if off == 0 {
+		return copy(p, "vhdxfile"), nil
+	}
+	return 0, f.err
+}
+
+func TestVHDXKeepsReadErrors(t *testing.T) {
+	boom := errors.New("block fetch failed")
+	_, err := vdisk.OpenVHDX(failingAt{boom}, 4<<20)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, boom, "an I/O error is reported as itself")
+	assert.NotErrorIs(t, err, vdisk.ErrCorrupt, "not as a corrupt image")
 }

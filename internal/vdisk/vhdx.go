@@ -2,6 +2,7 @@ package vdisk
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -98,7 +99,10 @@ func OpenVHDX(r io.ReaderAt, fileSize int64) (Disk, error) {
 	var seq uint64
 	for _, off := range []int64{vhdxHeader1, vhdxHeader2} {
 		b := make([]byte, vhdxHeaderSize)
-		if readFull(r, fileSize, b, off, "vhdx header") != nil {
+		if err := readFull(r, fileSize, b, off, "vhdx header"); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				return nil, err // an I/O error is not "no valid header"
+			}
 			continue
 		}
 		if string(b[:4]) != "head" || le.Uint32(b[4:]) != vhdxCRC(b) {
@@ -118,7 +122,10 @@ func OpenVHDX(r io.ReaderAt, fileSize int64) (Disk, error) {
 	var reg []byte
 	for _, off := range []int64{vhdxRegion1, vhdxRegion2} {
 		b := make([]byte, vhdxRegionSize)
-		if readFull(r, fileSize, b, off, "vhdx region table") != nil {
+		if err := readFull(r, fileSize, b, off, "vhdx region table"); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				return nil, err
+			}
 			continue
 		}
 		if string(b[:4]) == "regi" && le.Uint32(b[4:]) == vhdxCRC(b) {
