@@ -28,7 +28,7 @@ test-plugin: plugin-generate-check ## the Packer plugin's tests (its own module)
 plugin-generate-check: ## fail if regenerating the plugin's HCL2 spec changes it
 	cd packer-plugin && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/bin/packer-sdc github.com/hashicorp/packer-plugin-sdk/cmd/packer-sdc
 	cd packer-plugin && GOFLAGS=-mod=mod PATH=$(CURDIR)/bin:$$PATH $(GO) generate ./...
-	git diff --exit-code -- packer-plugin/provisioner
+	@out=$$(git status --porcelain -- packer-plugin/provisioner); if [ -n "$$out" ]; then echo "regenerating the HCL2 spec changed:"; echo "$$out"; git diff -- packer-plugin/provisioner; exit 1; fi
 
 plugin: ## build the release binary of the Packer plugin into dist/
 	cd packer-plugin && GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/dist/packer-plugin-amilint_v$(PLUGIN_VERSION)_x5.0_$$($(GO) env GOOS)_$$($(GO) env GOARCH) .
