@@ -22,8 +22,10 @@ var ErrUnsafePath = errors.New("path goes through an absolute or escaping symbol
 // an os.Root opened on dir, so nothing is written outside it; a path whose
 // parents include an absolute symbolic link fails before anything is
 // written. Links are created under a temporary name in their directory and
-// renamed into place, so each change is atomic. Applying a plan computed
-// on the same tree twice is harmless: what is already done is skipped.
+// renamed into place, so each change is atomic; when a change fails, the
+// changes already made are undone in reverse order, so the tree is left as
+// it was (short of a crash in between). Applying a plan computed on the
+// same tree twice is harmless: what is already done is skipped.
 func Apply(dir string, p *Plan) error {
 	if p == nil || p.Empty() {
 		return nil
@@ -39,9 +41,20 @@ func Apply(dir string, p *Plan) error {
 			return fmt.Errorf("apply %s: %w", c, err)
 		}
 	}
+	var undo []func() error
 	for _, c := range p.Changes {
-		if err := applyOne(root, c); err != nil {
-			return fmt.Errorf("apply %s: %w", c, err)
+		u, err := applyOne(root, c)
+		if err != nil {
+			err = fmt.Errorf("apply %s: %w", c, err)
+			for i := len(undo) - 1; i >= 0; i-- {
+				if uerr := undo[i](); uerr != nil {
+					err = errors.Join(err, fmt.Errorf("undo: %w", uerr))
+				}
+			}
+			return err
+		}
+		if u != nil {
+			undo = append(undo, u)
 		}
 	}
 	return nil
@@ -89,46 +102,67 @@ func orDot(s string) string {
 	return s
 }
 
-func applyOne(root *os.Root, c Change) error {
+// applyOne makes one change and returns how to undo it (nil when there
+// was nothing to do).
+func applyOne(root *os.Root, c Change) (func() error, error) {
 	name := rootfs.Clean(c.Path)
 	switch c.Op {
 	case OpUnlink:
 		fi, err := root.Lstat(name)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if fi.Mode()&fs.ModeSymlink == 0 {
-			return fmt.Errorf("%s is no longer a symbolic link; not removing it", c.Path)
+			return nil, fmt.Errorf("%s is no longer a symbolic link; not removing it", c.Path)
 		}
-		return ignoreNotExist(root.Remove(name))
+		old, err := root.Readlink(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := root.Remove(name); err != nil {
+			return nil, ignoreNotExist(err)
+		}
+		return func() error { return symlinkAtomic(root, old, name) }, nil
 	case OpRmdir:
 		fi, err := root.Lstat(name)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return nil, nil
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%s is not a directory", c.Path)
+			return nil, fmt.Errorf("%s is not a directory", c.Path)
 		}
-		return ignoreNotExist(root.Remove(name))
+		if err := root.Remove(name); err != nil {
+			return nil, ignoreNotExist(err)
+		}
+		return func() error { return root.Mkdir(name, fi.Mode().Perm()) }, nil
 	case OpMkdir:
 		err := root.Mkdir(name, 0o755)
 		if errors.Is(err, fs.ErrExist) {
 			fi, serr := root.Stat(name)
 			if serr == nil && fi.IsDir() {
-				return nil
+				return nil, nil
 			}
 		}
-		return err
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return root.Remove(name) }, nil
 	case OpSymlink:
-		return symlinkAtomic(root, c.Target, name)
+		if t, err := root.Readlink(name); err == nil && t == c.Target {
+			return nil, nil // already there
+		}
+		if err := symlinkAtomic(root, c.Target, name); err != nil {
+			return nil, err
+		}
+		return func() error { return root.Remove(name) }, nil
 	}
-	return fmt.Errorf("unknown op %q", c.Op)
+	return nil, fmt.Errorf("unknown op %q", c.Op)
 }
 
 func ignoreNotExist(err error) error {
