@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -152,7 +153,7 @@ type NetDevice struct {
 	PCI string
 }
 
-var pciAddr = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$`)
+var pciAddr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$`) })
 
 // netDevices reads sys/class/net; virtual interfaces (no "device" link)
 // are left out. Unreadable sysfs yields none, and matching falls back to
@@ -187,7 +188,7 @@ func (s *Sampler) netDevices() []NetDevice {
 		}
 		// The PCI address is the link target's last component that looks like one.
 		for _, c := range slices.Backward(strings.Split(path.Clean(path.Join(path.Dir(base), dev)), "/")) {
-			if pciAddr.MatchString(c) {
+			if pciAddr().MatchString(c) {
 				d.PCI = c
 				break
 			}
@@ -200,7 +201,9 @@ func (s *Sampler) netDevices() []NetDevice {
 // nicAction matches interrupt action names of network cards when sysfs
 // cannot say: queue interrupts named after the interface (eth0-Tx-Rx-0,
 // ens5-rx-1, enp1s0f0-TxRx-3), virtio-net queues, and drivers' own names.
-var nicAction = regexp.MustCompile(`(?:^|[ ,])((?:eth|ens|enp|eno|enx|em|ib)[0-9a-z]*[0-9])(?:[-@ ,]|$)|(?:^|[ ,])(virtio[0-9]+)-(?:input|output)|(?:^|[ ,])(ena|mlx[45]_(?:comp|async)|mlx4|ixgbe|ixgbevf|i40e|iavf|ice|gve|bnxt_en|hv_netvsc|nfp|qede)[-_0-9]*(?:@|[ ,]|$)`)
+var nicAction = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:^|[ ,])((?:eth|ens|enp|eno|enx|em|ib)[0-9a-z]*[0-9])(?:[-@ ,]|$)|(?:^|[ ,])(virtio[0-9]+)-(?:input|output)|(?:^|[ ,])(ena|mlx[45]_(?:comp|async)|mlx4|ixgbe|ixgbevf|i40e|iavf|ice|gve|bnxt_en|hv_netvsc|nfp|qede)[-_0-9]*(?:@|[ ,]|$)`)
+})
 
 // nicOf names the network device an interrupt row belongs to, or "".
 func nicOf(r Row, devs []NetDevice) string {
@@ -222,7 +225,7 @@ func nicOf(r Row, devs []NetDevice) string {
 	if len(devs) > 0 {
 		return ""
 	}
-	m := nicAction.FindStringSubmatch(r.Desc)
+	m := nicAction().FindStringSubmatch(r.Desc)
 	for _, g := range m[min(1, len(m)):] {
 		if g != "" {
 			return g

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/report"
@@ -157,7 +158,9 @@ var htmlPage = `{{define "diff"}}{{template "head" printf "amilint diff: %s → 
 {{if .Empty}}<p>No differences.</p>{{end}}
 {{template "foot"}}{{end}}`
 
-var diffTemplate = template.Must(report.NewHTMLTemplate("diff", htmlPage))
+var diffTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(report.NewHTMLTemplate("diff", htmlPage))
+})
 
 type htmlRow struct {
 	Unit   string
@@ -197,7 +200,7 @@ func (h htmlWriter) Write(w io.Writer, d *Diff) error {
 		}
 		data.Sections = append(data.Sections, hs)
 	}
-	if err := diffTemplate.ExecuteTemplate(w, "diff", data); err != nil {
+	if err := diffTemplate().ExecuteTemplate(w, "diff", data); err != nil {
 		return fmt.Errorf("write html diff: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/amilint/amilint/internal/finding"
 )
@@ -38,7 +39,11 @@ func NewHTMLTemplate(name, text string) (*template.Template, error) {
 	return t, nil
 }
 
-var reportTemplate = template.Must(template.New("report").Funcs(htmlFuncs).ParseFS(templateFS, "templates/*.html.tmpl"))
+// reportTemplate is parsed on first use, not at program start: most runs
+// never write HTML.
+var reportTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(htmlFuncs).ParseFS(templateFS, "templates/*.html.tmpl"))
+})
 
 // htmlWriter writes one self-contained HTML page.
 type htmlWriter struct{ o options }
@@ -97,7 +102,7 @@ func (h *htmlWriter) Write(w io.Writer, r *finding.Report) error {
 	if h.o.live != nil && len(h.o.live.Cores) > 0 {
 		d.Chart = newCPUChart(h.o.live.Cores)
 	}
-	if err := reportTemplate.ExecuteTemplate(w, "report", d); err != nil {
+	if err := reportTemplate().ExecuteTemplate(w, "report", d); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
 	return nil

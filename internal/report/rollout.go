@@ -364,7 +364,7 @@ func (rolloutHTML) Write(w io.Writer, r *Rollout) error {
 		p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest[sev.String()], Label: "targets at " + sev.String(), Class: sev.String()})
 	}
 	p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest["none"], Label: "clean targets", Class: "ok"})
-	if err := reportTemplate.ExecuteTemplate(w, "rollout", p); err != nil {
+	if err := reportTemplate().ExecuteTemplate(w, "rollout", p); err != nil {
 		return fmt.Errorf("write html rollout: %w", err)
 	}
 	return nil
