@@ -184,6 +184,7 @@ type Auditor struct {
 	prevCgT time.Time
 	prevCPU *cpu.Reading
 	prevSd  *sdbus.Snapshot
+	track   tracker // zombie growth against restarts, across audits
 }
 
 // NewAuditor validates o and returns an Auditor; it connects to systemd
@@ -269,7 +270,18 @@ func (a *Auditor) Audit(ctx context.Context) (*Facts, error) {
 	wg.Wait()
 	a.last = time.Now()
 	if f.Cgroups != nil && f.Systemd != nil {
-		f.Cgroups.Suspect, f.Cgroups.Why = suspect(f.Cgroups, f.Systemd)
+		zombies := 0
+		if f.Cgroups.Growth != nil {
+			zombies = f.Cgroups.Growth.Zombies
+		}
+		restarts := map[string]int{}
+		for _, u := range f.Systemd.Units {
+			if u.CrashLoop != nil && u.CrashLoop.Growth > 0 {
+				restarts[u.Name] = int(u.CrashLoop.Growth)
+			}
+		}
+		a.track.add(zombies, restarts)
+		f.Cgroups.Suspect, f.Cgroups.Why = suspect(f.Cgroups, f.Systemd, &a.track)
 	}
 	if len(f.Errors) == 0 {
 		f.Errors = nil
@@ -381,27 +393,27 @@ func isEnabled(state string) bool {
 }
 
 // suspect names the unit most likely leaking memcgs: the v2 hierarchy's
-// leaking subtree when it is a unit; else a crash-looping service that
-// creates a container per restart; else any crash-looping service whose
-// restarts grew while the zombies did.
-func suspect(c *Cgroups, s *Systemd) (string, string) {
+// leaking subtree when it is a unit; else the service whose restarts track
+// the zombie growth over the recent audits; else a crash-looping service
+// that creates a container per restart; else the service that restarted
+// most while the zombies grew.
+func suspect(c *Cgroups, s *Systemd, t *tracker) (string, string) {
 	if c.Unified != nil && c.Unified.Leaking != "" {
 		base := path.Base(c.Unified.Leaking)
 		if strings.Contains(base, ".") {
 			return base, fmt.Sprintf("%s holds most dying cgroups (%s)", c.Unified.Leaking, "cgroup.stat nr_dying_descendants")
 		}
 	}
+	if a, ok := t.correlated(); ok {
+		return a.unit, a.why
+	}
 	for _, n := range s.CrashLooping {
 		if slices.Contains(s.ContainerPerRestart, n) {
 			return n, "it crash-loops and creates a new container, hence a new memory cgroup, on every restart"
 		}
 	}
-	if c.Growth != nil && c.Growth.Zombies > 0 {
-		for _, u := range s.Units {
-			if u.CrashLoop != nil && u.CrashLoop.Growth > 0 {
-				return u.Name, "it restarted while the zombie count grew"
-			}
-		}
+	if a, ok := t.latest(); ok {
+		return a.unit, a.why
 	}
 	return "", ""
 }
