@@ -21,14 +21,11 @@ func LoadProfiles() ([]Profile, error) {
 // LoadProfilesDir returns the profiles in the *.yaml and *.yml files of
 // dir, validated, sorted by name.
 func LoadProfilesDir(dir string) ([]Profile, error) {
-	fi, err := os.Stat(dir)
+	fsys, err := userDir(dir, "profiles")
 	if err != nil {
-		return nil, fmt.Errorf("load profiles %s: %w", dir, err)
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("load profiles %s: not a directory", dir)
-	}
-	return loadProfiles(os.DirFS(dir), ".", dir+"/")
+	return loadProfiles(fsys, ".", dir+"/")
 }
 
 // LoadAllProfiles returns the embedded profiles with those of each rules
@@ -57,51 +54,28 @@ func LoadAllProfiles(dirs ...string) ([]Profile, error) {
 // MergeProfiles returns base with every profile of override added,
 // replacing the base profile of the same name; sorted by name.
 func MergeProfiles(base, override []Profile) []Profile {
-	byName := map[string]Profile{}
-	for _, p := range base {
-		byName[p.Name] = p
-	}
-	for _, p := range override {
-		byName[p.Name] = p
-	}
-	out := make([]Profile, 0, len(byName))
-	for _, p := range byName {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b Profile) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	return mergeBy(base, override, func(p Profile) string { return p.Name })
 }
 
 func loadProfiles(fsys fs.FS, dir, prefix string) ([]Profile, error) {
-	ents, err := fs.ReadDir(fsys, dir)
+	files, errs, err := readCatalog(fsys, dir, prefix, "profiles")
 	if err != nil {
-		return nil, fmt.Errorf("load profiles %s: %w", strings.TrimSuffix(prefix, "/"), err)
+		return nil, err
 	}
 	var ps []Profile
-	var errs []error
-	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			continue
-		}
-		src := prefix + name
-		b, err := readLimited(fsys, path.Join(dir, name))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", src, err))
-			continue
-		}
+	for _, f := range files {
 		var p Profile
-		if err := decodeStrict(b, &p); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", src, err))
+		if err := decodeStrict(f.data, &p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.src, err))
 			continue
 		}
-		p.Source = src
+		p.Source = f.src
 		var problems []error
-		if want := strings.TrimSuffix(strings.TrimSuffix(name, ".yaml"), ".yml"); p.Name != "" && p.Name != want {
-			problems = append(problems, fmt.Errorf("name %q does not match the file name %s", p.Name, name))
+		if p.Name != "" && p.Name != f.stem {
+			problems = append(problems, fmt.Errorf("name %q does not match the file name %s", p.Name, f.name))
 		}
 		if err := errors.Join(append(problems, p.Validate())...); err != nil {
-			errs = append(errs, prefixEach(src, err)...)
+			errs = append(errs, prefixEach(f.src, err)...)
 			continue
 		}
 		ps = append(ps, p)

@@ -41,7 +41,6 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
-	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -164,14 +163,11 @@ func Load() ([]Rule, error) {
 // LoadDir returns the rules in the *.yaml and *.yml files of dir (not its
 // subdirectories), validated, sorted by id.
 func LoadDir(dir string) ([]Rule, error) {
-	fi, err := os.Stat(dir)
+	fsys, err := userDir(dir, "rules")
 	if err != nil {
-		return nil, fmt.Errorf("load rules %s: %w", dir, err)
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("load rules %s: not a directory", dir)
-	}
-	return load(os.DirFS(dir), ".", dir+"/")
+	return load(fsys, ".", dir+"/")
 }
 
 // LoadAll returns the embedded catalog with the rules of each dir merged
@@ -195,56 +191,33 @@ func LoadAll(dirs ...string) ([]Rule, error) {
 // Merge returns base with every rule of override added, replacing the base
 // rule of the same id; the result is sorted by id.
 func Merge(base, override []Rule) []Rule {
-	byID := make(map[string]Rule, len(base)+len(override))
-	for _, r := range base {
-		byID[r.ID] = r
-	}
-	for _, r := range override {
-		byID[r.ID] = r
-	}
-	out := make([]Rule, 0, len(byID))
-	for _, r := range byID {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b Rule) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	return mergeBy(base, override, func(r Rule) string { return r.ID })
 }
 
 func load(fsys fs.FS, dir, prefix string) ([]Rule, error) {
-	ents, err := fs.ReadDir(fsys, dir)
+	files, errs, err := readCatalog(fsys, dir, prefix, "rules")
 	if err != nil {
-		return nil, fmt.Errorf("load rules %s: %w", strings.TrimSuffix(prefix, "/"), err)
+		return nil, err
 	}
 	var rs []Rule
-	var errs []error
 	seen := map[string]string{}
-	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			continue
-		}
-		src := prefix + name
-		b, err := readLimited(fsys, path.Join(dir, name))
+	for _, f := range files {
+		r, err := Parse(f.data)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", src, err))
+			errs = append(errs, fmt.Errorf("%s: %w", f.src, err))
 			continue
 		}
-		r, err := Parse(b)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", src, err))
-			continue
-		}
-		r.Source = src
+		r.Source = f.src
 		var problems []error
-		if want := strings.TrimSuffix(strings.TrimSuffix(name, ".yaml"), ".yml"); r.ID != "" && r.ID != want {
-			problems = append(problems, fmt.Errorf("id %q does not match the file name %s", r.ID, name))
+		if r.ID != "" && r.ID != f.stem {
+			problems = append(problems, fmt.Errorf("id %q does not match the file name %s", r.ID, f.name))
 		}
 		if first, dup := seen[r.ID]; dup && r.ID != "" {
 			problems = append(problems, fmt.Errorf("duplicate id %q (also in %s)", r.ID, first))
 		}
-		seen[r.ID] = src
+		seen[r.ID] = f.src
 		if err := errors.Join(append(problems, r.Validate())...); err != nil {
-			errs = append(errs, prefixEach(src, err)...)
+			errs = append(errs, prefixEach(f.src, err)...)
 			continue
 		}
 		rs = append(rs, r)
