@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/amilint/amilint/internal/boot"
@@ -47,6 +48,9 @@ type Auditor struct {
 	requests []facts.ConfigRequest
 	ruleData map[string]any
 	profData map[string]any
+
+	mu      sync.Mutex
+	engines map[string]*policy.Engine // compiled per target name
 }
 
 // New loads the rule catalog and profiles. Policies are compiled per
@@ -85,9 +89,23 @@ func New(cfg Config) (*Auditor, error) {
 // Rules returns the loaded catalog.
 func (a *Auditor) Rules() []rules.Rule { return a.rules }
 
-// Engine compiles the policies for a target name once.
+// Engine compiles the policies for a target name once: fix and the live
+// exporter audit the same target again and reuse it.
 func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine, error) {
-	return a.EngineQuery(ctx, targetName, "")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e := a.engines[targetName]; e != nil {
+		return e, nil
+	}
+	e, err := a.EngineQuery(ctx, targetName, "")
+	if err != nil {
+		return nil, err
+	}
+	if a.engines == nil {
+		a.engines = map[string]*policy.Engine{}
+	}
+	a.engines[targetName] = e
+	return e, nil
 }
 
 // EngineQuery is Engine evaluating query instead of the entry point

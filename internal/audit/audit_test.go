@@ -73,3 +73,17 @@ func TestUnknownProfileIsAnError(t *testing.T) {
 	_, err := audit.New(audit.Config{Profile: "nope"})
 	assert.ErrorContains(t, err, `no profile "nope"`)
 }
+
+func TestEngineIsCompiledOncePerTarget(t *testing.T) {
+	a, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	e1, err := a.Engine(ctx, "fixture:dlami")
+	require.NoError(t, err)
+	e2, err := a.Engine(ctx, "fixture:dlami")
+	require.NoError(t, err)
+	assert.Same(t, e1, e2, "audit, fix and re-audit of one target compile once")
+	e3, err := a.Engine(ctx, "other")
+	require.NoError(t, err)
+	assert.NotSame(t, e1, e3, "the target is a policy parameter")
+}
