@@ -60,6 +60,23 @@ ExecStart=/bin/false
 WantedBy=multi-user.target
 `
 
+// gaveupUnit crash-loops until systemd gives up: four failed starts
+// within a minute hit its start limit and leave it failed (with
+// Result=exit-code, the first failure's, in systemd 252).
+const gaveupUnit = `[Unit]
+Description=A unit that fails at once until its start limit is hit
+StartLimitIntervalSec=60
+StartLimitBurst=3
+
+[Service]
+Restart=always
+RestartSec=200ms
+ExecStart=/bin/false
+
+[Install]
+WantedBy=multi-user.target
+`
+
 // dockerStub satisfies ecs.service's Requires=docker.service without a Docker engine.
 const dockerStub = `[Unit]
 Description=Stand-in for the Docker engine
@@ -152,7 +169,7 @@ func checkReport(t *testing.T, how string, code int, out []byte) {
 	for _, f := range rep.Findings {
 		got = append(got, f.RuleID+" "+f.Unit)
 	}
-	for _, want := range []string{"live-unit-crashloop crashloop.service", "live-unit-crashloop ecs.service", "live-container-per-restart ecs.service",
+	for _, want := range []string{"live-unit-crashloop crashloop.service", "live-unit-crashloop ecs.service", "live-unit-crashloop gaveup.service", "live-container-per-restart ecs.service",
 		// The static rules, over the container's root, under their own ids.
 		"ecs-agent-unconfigured ecs.service", "crash-loop-restart crashloop.service"} {
 		assert.Contains(t, got, want, how)
@@ -194,12 +211,14 @@ func TestE2ELive(t *testing.T) {
 	// in the upper layer would hide.
 	writeFile(t, filepath.Join(upper, "usr/lib/systemd/system/ecs.service"), string(ecs), 0o644)
 	writeFile(t, filepath.Join(sys, "crashloop.service"), crashloopUnit, 0o644)
+	writeFile(t, filepath.Join(sys, "gaveup.service"), gaveupUnit, 0o644)
 	writeFile(t, filepath.Join(sys, "docker.service"), dockerStub, 0o644)
 	writeFile(t, filepath.Join(upper, "usr/libexec/amazon-ecs-init"), ecsInit, 0o755)
 	wants := filepath.Join(sys, "multi-user.target.wants")
 	require.NoError(t, os.MkdirAll(wants, 0o755))
 	require.NoError(t, os.Symlink("/lib/systemd/system/ecs.service", filepath.Join(wants, "ecs.service")))
 	require.NoError(t, os.Symlink("/etc/systemd/system/crashloop.service", filepath.Join(wants, "crashloop.service")))
+	require.NoError(t, os.Symlink("/etc/systemd/system/gaveup.service", filepath.Join(wants, "gaveup.service")))
 
 	// The binary run inside the container: AMILINT_E2E_BIN (make e2e-live
 	// passes bin/amilint), or one built now.
@@ -269,7 +288,16 @@ func TestE2ELive(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return restarts(ctx, initPID, "crashloop.service") >= 3 && restarts(ctx, initPID, "ecs.service") >= 3
 	}, 90*time.Second, 500*time.Millisecond, "both units crash-loop")
-	phase("both units restarted 3 times")
+	if !assert.Eventually(t, func() bool {
+		out, err := run(ctx, 10*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+			"systemctl", "show", "-p", "ActiveState", "--value", "gaveup.service")
+		return err == nil && strings.TrimSpace(out) == "failed"
+	}, 30*time.Second, 500*time.Millisecond, "gaveup.service hits its start limit") {
+		out, _ := run(ctx, 10*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+			"systemctl", "status", "--no-pager", "gaveup.service")
+		t.Fatalf("systemctl status gaveup.service:\n%s", out)
+	}
+	phase("both units restarted 3 times, gaveup.service hit its start limit")
 
 	// Inside the container: the static binary talks to the real PID 1 over
 	// the system bus.
@@ -403,6 +431,11 @@ func TestE2ELive(t *testing.T) {
 	require.NotEqual(t, ExitError, code, out)
 	assert.Contains(t, out, "disable ecs.service: removed /etc/systemd/system/multi-user.target.wants/ecs.service")
 	assert.Contains(t, out, "stop ecs.service: stopped")
+	// A unit systemd gave up on is not running, so not stopped: it is
+	// disabled and its failed state reset, as after systemctl reset-failed.
+	assert.Contains(t, out, "disable gaveup.service: removed /etc/systemd/system/multi-user.target.wants/gaveup.service")
+	assert.Contains(t, out, "reset-failed gaveup.service: cleared its failed state")
+	assert.NotContains(t, out, "stop gaveup.service")
 	assert.Contains(t, out, "reminder: a reboot is what purges the zombie memory cgroups already leaked")
 	en, act = unitState("ecs.service")
 	assert.Equal(t, "disabled", en, "systemctl is-enabled inside")
@@ -427,6 +460,7 @@ func TestE2ELive(t *testing.T) {
 	for _, f := range again.Findings {
 		assert.NotEqual(t, "ecs.service", f.Unit, "re-audit still reports %s", f.RuleID)
 		assert.NotEqual(t, "crashloop.service", f.Unit, "re-audit still reports %s", f.RuleID)
+		assert.NotEqual(t, "gaveup.service", f.Unit, "re-audit still reports %s", f.RuleID)
 	}
 	assert.NotContains(t, again.Live.Systemd.CrashLooping, "ecs.service")
 	phase("re-audit after fix --live")

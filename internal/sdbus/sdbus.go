@@ -560,8 +560,9 @@ func ContainerPerRestart(cmds [][]string) bool {
 }
 
 // Detect marks crash-looping units in cur: a service waiting to restart
-// (sub state auto-restart), a service that hit its start limit, one with
-// NRestarts at or above threshold, or one whose NRestarts grew since prev
+// (sub state auto-restart), a service that hit its start limit, one not
+// stopped (not inactive) with NRestarts at or above threshold, or one whose
+// NRestarts grew since prev
 // (nil prev: no growth check). threshold 0 means DefaultRestartThreshold.
 // It returns the names of the crash-looping units.
 func Detect(prev, cur *Snapshot, threshold uint32) []string {
@@ -582,8 +583,18 @@ func Detect(prev, cur *Snapshot, threshold uint32) []string {
 		if u.Result == "start-limit-hit" {
 			cl.Reasons = append(cl.Reasons, "it failed too often and hit its start limit")
 		}
-		if u.NRestarts >= threshold {
-			cl.Reasons = append(cl.Reasons, fmt.Sprintf("systemd restarted it %d times (threshold %d)", u.NRestarts, threshold))
+		// A restart count is kept after a stop until the next start or a
+		// reset-failed: a unit stopped (inactive) after its loop is no
+		// longer looping by its count alone. A failed one is: systemd
+		// restarted it until its start limit and gave up (systemd 252
+		// keeps the first failure's Result, e.g. exit-code, not
+		// start-limit-hit).
+		if u.NRestarts >= threshold && u.ActiveState != "inactive" {
+			why := fmt.Sprintf("systemd restarted it %d times (threshold %d)", u.NRestarts, threshold)
+			if u.ActiveState == "failed" {
+				why += " and then gave up"
+			}
+			cl.Reasons = append(cl.Reasons, why)
 		}
 		if prev != nil {
 			if p, ok := prev.Unit(u.Name); ok && u.NRestarts > p.NRestarts {

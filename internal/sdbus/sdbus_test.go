@@ -87,11 +87,18 @@ func TestDetect(t *testing.T) {
 		svc("c.service", "running", "success", 5),
 		svc("ecs.service", "running", "success", 2),
 		svc("ssh.service", "running", "success", 0),
+		// Restarted until its start limit, then given up on: systemd 252
+		// keeps Result=exit-code.
+		{Name: "w.service", Loaded: true, ActiveState: "failed", SubState: "failed", Result: "exit-code", NRestarts: 9},
 		{Name: "x.socket", Loaded: true, SubState: "auto-restart"},
 		{Name: "y.service", FileState: "enabled", NRestarts: 9},
+		// Stopped after a crash loop: the count stays, the loop is over.
+		{Name: "z.service", Loaded: true, ActiveState: "inactive", SubState: "dead", Result: "exit-code", NRestarts: 9},
 	}}
 	got := sdbus.Detect(prev, cur, 0)
-	assert.Equal(t, []string{"a.service", "b.service", "c.service", "ecs.service"}, got)
+	assert.Equal(t, []string{"a.service", "b.service", "c.service", "ecs.service", "w.service"}, got)
+	w, _ := cur.Unit("w.service")
+	assert.Equal(t, []string{"systemd restarted it 9 times (threshold 3) and then gave up"}, w.CrashLoop.Reasons)
 	ecs, ok := cur.Unit("ecs.service")
 	require.True(t, ok)
 	require.NotNil(t, ecs.CrashLoop)
@@ -103,6 +110,6 @@ func TestDetect(t *testing.T) {
 	assert.Nil(t, ssh.CrashLoop)
 
 	// Without a previous snapshot, growth is not a reason.
-	assert.Equal(t, []string{"a.service", "b.service", "c.service"}, sdbus.Detect(nil, cur, 0))
+	assert.Equal(t, []string{"a.service", "b.service", "c.service", "w.service"}, sdbus.Detect(nil, cur, 0))
 	assert.Equal(t, []string{"a.service", "b.service"}, sdbus.Detect(nil, cur, 10))
 }

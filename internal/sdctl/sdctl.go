@@ -1,9 +1,10 @@
 // Package sdctl owns changing a running systemd's units over D-Bus, the
 // live counterpart of package fix: it disables or masks unit files
-// (DisableUnitFiles, MaskUnitFiles), reloads the manager and stops the
-// units still running, as `systemctl disable --now` and `mask --now` do.
+// (DisableUnitFiles, MaskUnitFiles), reloads the manager, stops the
+// units still running and resets their failed state, as `systemctl disable
+// --now` or `mask --now` followed by `systemctl reset-failed` do.
 //
-// It only calls those four manager methods and reads unit properties; it
+// It only calls those five manager methods and reads unit properties; it
 // never starts a unit or touches one a step does not name. It uses the
 // pure-Go D-Bus client (github.com/coreos/go-systemd/v22/dbus).
 package sdctl
@@ -12,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 
 	"github.com/amilint/amilint/internal/fix"
 	"github.com/amilint/amilint/internal/sdbus"
@@ -22,7 +25,7 @@ import (
 
 // Change is one thing done (or, in a dry run, to be done) to the host.
 type Change struct {
-	// Action is "disable", "mask", "reload" or "stop".
+	// Action is "disable", "mask", "reload", "stop" or "reset-failed".
 	Action string
 	// Unit is the unit acted on ("" for reload).
 	Unit string
@@ -177,7 +180,41 @@ func (c *Client) Apply(ctx context.Context, steps []fix.Step, dryRun bool) (*Res
 			errs = append(errs, fmt.Errorf("stop %s: %w", u, ctx.Err()))
 		}
 	}
+	// As an administrator would after "systemctl stop": reset-failed every
+	// fixed unit the manager still holds as failed or with a restart count,
+	// so the crash loop's record (failed state, NRestarts, start limit)
+	// does not outlive the fix.
+	for _, u := range slices.Sorted(maps.Keys(states)) {
+		was := states[u]
+		if !slices.Contains(toStop, u) && was.active != "failed" {
+			continue
+		}
+		if dryRun {
+			if was.active == "failed" {
+				res.Changes = append(res.Changes, Change{Action: "reset-failed", Unit: u, Detail: "now " + was.active + "/" + was.sub})
+			}
+			continue
+		}
+		now, err := c.state(ctx, u)
+		if err != nil || now.load != "loaded" {
+			continue // already unloaded by the manager: nothing left to reset
+		}
+		if err := c.conn.ResetFailedUnitContext(ctx, u); err != nil {
+			if !isNoSuchUnit(err) {
+				errs = append(errs, fmt.Errorf("reset-failed %s: %w", u, err))
+			}
+			continue
+		}
+		res.Changes = append(res.Changes, Change{Action: "reset-failed", Unit: u, Detail: "cleared its failed state and restart count (was " + now.active + "/" + now.sub + ")"})
+	}
 	return res, errors.Join(errs...)
+}
+
+// isNoSuchUnit reports whether err is the manager saying the unit is not
+// loaded (it was garbage-collected between two calls).
+func isNoSuchUnit(err error) bool {
+	var de dbus.Error
+	return errors.As(err, &de) && (de.Name == "org.freedesktop.systemd1.NoSuchUnit" || de.Name == "org.freedesktop.systemd1.LoadFailed")
 }
 
 func orUnknown(s string) string {
