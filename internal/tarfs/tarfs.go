@@ -6,7 +6,10 @@
 // name replaces an earlier one, as extraction would. Contents of an
 // uncompressed tarball are re-read from their offsets; a compressed one's
 // small files are kept in memory (up to a cap) and larger ones are streamed
-// again from the tarball when opened. It never writes anything.
+// again from the tarball when opened. A tarball that can be read only once
+// (standard input) is indexed by OpenStream, which keeps the contents of
+// configuration files and the metadata of everything else. It never writes
+// anything.
 package tarfs
 
 import (
@@ -35,6 +38,10 @@ var ErrCorrupt = errors.New("corrupt tarball")
 // exceed Options.MaxMemory, or one with more than Options.MaxEntries
 // entries.
 var ErrTooLarge = errors.New("tarball too large to hold in memory")
+
+// ErrNotKept reports opening a file of a tarball read from a stream whose
+// content was not kept (see OpenStream); its metadata is there.
+var ErrNotKept = errors.New("content not kept: the tarball was read once from a stream")
 
 // Defaults for Options.
 const (
@@ -77,6 +84,14 @@ const (
 func Detect(r io.ReaderAt) (Compression, bool) {
 	var b [512]byte
 	n, _ := r.ReadAt(b[:], 0)
+	return DetectHead(b[:n])
+}
+
+// DetectHead is Detect over the first bytes of a tarball (up to 512 of
+// them), for a stream that can only be peeked at.
+func DetectHead(head []byte) (Compression, bool) {
+	var b [512]byte
+	n := copy(b[:], head)
 	switch {
 	case n >= 2 && b[0] == 0x1f && b[1] == 0x8b:
 		return Gzip, true
@@ -130,6 +145,7 @@ type node struct {
 	data     []byte // content held in memory
 	off      int64  // content offset in an uncompressed tarball; -1 otherwise
 	entry    int    // ordinal of the entry holding the content, to stream it again
+	notKept  bool   // read from a stream that did not keep the content
 	children map[string]*node
 }
 
@@ -162,7 +178,7 @@ func Open(r io.ReaderAt, size int64, opt Options) (*FS, error) {
 		defer zr.Close()
 		stream = zr
 	}
-	if err := t.index(stream, sec, comp == Plain, opt); err != nil {
+	if err := t.index(stream, sec, comp == Plain, nil, opt); err != nil {
 		return nil, fmt.Errorf("open tarball: %w", err)
 	}
 	return t, nil
@@ -206,7 +222,9 @@ func (t *FS) stream(entry int, size int64) (io.Reader, io.Closer, error) {
 
 // index reads every header once. For a plain tarball sec is also the
 // stream, and its position after each header is the content's offset.
-func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, opt Options) error {
+// keep is set for a tarball read once from a stream: it says which
+// files' contents to hold, the others are kept as metadata only.
+func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, keep func(name string, size int64, mode fs.FileMode) bool, opt Options) error {
 	tr := tar.NewReader(stream)
 	var held int64
 	entries := 0
@@ -247,12 +265,21 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, opt Opti
 				continue
 			}
 			n.off, n.entry = -1, entries-1
-			if hdr.Size > opt.MaxHeld {
+			if keep != nil && !keep(name, hdr.Size, n.mode) {
+				n.entry, n.notKept = -1, true
+				place(t, name, n) // tar.Reader skips the content
+				continue
+			}
+			if keep == nil && hdr.Size > opt.MaxHeld {
 				place(t, name, n) // streamed again when opened
 				continue
 			}
 			if held+hdr.Size > opt.MaxMemory || hdr.Size < 0 {
-				return fmt.Errorf("%w: file contents exceed %d bytes at %s (decompress the tarball: a plain tar is read in place)", ErrTooLarge, opt.MaxMemory, name)
+				hint := "decompress the tarball: a plain tar is read in place"
+				if keep != nil {
+					hint = "give the tarball as a file: it is then read in place"
+				}
+				return fmt.Errorf("%w: file contents exceed %d bytes at %s (%s)", ErrTooLarge, opt.MaxMemory, name, hint)
 			}
 			// Read at most the declared size; a short read is corruption.
 			buf := make([]byte, hdr.Size)
@@ -431,6 +458,8 @@ func (t *FS) Open(name string) (fs.File, error) {
 	switch {
 	case n.mode.IsDir():
 		f.dir = n.entries()
+	case n.mode.IsRegular() && n.notKept:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrNotKept}
 	case n.mode.IsRegular() && n.data != nil:
 		f.r = bytes.NewReader(n.data)
 	case n.mode.IsRegular() && n.off >= 0:
