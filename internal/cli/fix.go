@@ -27,7 +27,7 @@ func runFix(e *env, args []string) int {
 	lf.registerHost(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return usageOf(e, fs, "amilint fix DIR|--live [--dry-run] [--fail-on SEVERITY] [--profile NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE] [--bus ADDR]")
+		return usageOf(e, fs, "amilint fix DIR|--live [--dry-run] [--fail-on SEVERITY] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE] [--bus ADDR]")
 	}
 	if err != nil {
 		return fail(e, "fix", err)
@@ -37,6 +37,9 @@ func runFix(e *env, args []string) int {
 	}
 	if len(pos) == 0 {
 		return fail(e, "fix", fmt.Errorf("a TARGET directory is required: fix writes to the image (the default %s is read-only; unpack it first)", target.DefaultTarget))
+	}
+	if pos[0] == target.StdinTarget {
+		return fail(e, "fix", fmt.Errorf("-: a tarball on standard input is read-only; fix writes only to an unpacked image directory (unpack it, e.g. tar -x -C DIR, fix DIR, then repack)"))
 	}
 	aud, failOn, err := af.auditor()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/internal/target"
 	"github.com/amilint/amilint/internal/waiver"
+	"github.com/amilint/amilint/rules"
 )
 
 // docsBase is where each rule's documentation page lives.
@@ -26,9 +27,28 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// traitFlag is --trait: repeatable, each value one or more comma-separated
+// trait names.
+type traitFlag []string
+
+const traitUsage = "what kind of image this is, e.g. immutable (rules restricted to a trait apply only with it); repeatable or comma-separated"
+
+func (t *traitFlag) String() string { return strings.Join(*t, ",") }
+func (t *traitFlag) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		if !rules.ValidTrait(n) {
+			return fmt.Errorf("trait %q: want a slug like immutable", n)
+		}
+		*t = append(*t, n)
+	}
+	return nil
+}
+
 // auditFlags are the flags every auditing command shares.
 type auditFlags struct {
 	rules, policies, data listFlag
+	traits                traitFlag
 	profile, waivers      string
 	failOn                string
 	disk                  diskFlags
@@ -50,6 +70,7 @@ func (a *auditFlags) register(fs *flag.FlagSet) {
 	fs.Var(&a.policies, "policy", "directory of extra Rego policies; repeatable")
 	fs.Var(&a.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
 	fs.StringVar(&a.profile, "profile", "", "role profile: a default-deny allowlist of units started at boot (e.g. k8s-gpu-node)")
+	fs.Var(&a.traits, "trait", traitUsage)
 	fs.StringVar(&a.waivers, "waivers", "", "waivers file (YAML)")
 	fs.StringVar(&a.failOn, "fail-on", "high", "lowest severity that makes the exit code 1: info, low, medium, high, critical")
 	a.disk.register(fs)
@@ -61,7 +82,7 @@ func (a *auditFlags) auditor() (*audit.Auditor, finding.Severity, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("--fail-on: %w", err)
 	}
-	cfg := audit.Config{RulesDirs: a.rules, PolicyDirs: a.policies, DataFiles: a.data, Profile: a.profile}
+	cfg := audit.Config{RulesDirs: a.rules, PolicyDirs: a.policies, DataFiles: a.data, Profile: a.profile, Traits: a.traits}
 	if a.waivers != "" {
 		w, err := waiver.Load(a.waivers)
 		if err != nil {
@@ -103,7 +124,7 @@ func openTarget(e *env, pos []string, d diskFlags) (*target.Image, error) {
 // targetOptions are the options of target.Open, with a progress line on
 // stderr for remote snapshots when stderr is a terminal.
 func targetOptions(e *env, d diskFlags) target.Options {
-	opt := target.Options{Partition: d.partition, Backing: d.backing}
+	opt := target.Options{Partition: d.partition, Backing: d.backing, Stdin: os.Stdin}
 	if report.IsTerminal(e.stderr) {
 		opt.Progress = func(fetched, total int64) {
 			fmt.Fprintf(e.stderr, "\rfetching snapshot blocks: %d MiB of %d MiB allocated", fetched>>20, total>>20)
@@ -141,7 +162,7 @@ func runScan(e *env, args []string) int {
 	out := fs.String("output", "", "write the report to this file instead of stdout")
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return usageOf(e, fs, "amilint scan [TARGET] [-o FORMAT] [--fail-on SEVERITY] [--profile NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
+		return usageOf(e, fs, "amilint scan [TARGET] [-o FORMAT] [--fail-on SEVERITY] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
 	}
 	if err != nil {
 		return fail(e, "scan", err)

@@ -167,3 +167,6 @@ func sniff(head []byte) string {
 }
 
 var _ rootfs.Source = (*FS)(nil)
+
+// Compression is how the tarball was compressed.
+func (t *FS) Compression() Compression { return t.comp }

@@ -1,6 +1,7 @@
 // Package target turns a TARGET argument into an image view: it recognises
-// the target's kind (a directory today; tarballs, disk images and AMIs as
-// their readers land) and opens it read-only behind rootfs. It never mounts,
+// the target's kind (a directory, a tarball given as a file or on standard
+// input as "-", a disk image, an AMI or EBS snapshot, an embedded fixture)
+// and opens it read-only behind rootfs. It never mounts,
 // never needs root and never writes.
 package target
 
@@ -21,7 +22,8 @@ var ErrUnsupported = errors.New("unsupported target")
 type Image struct {
 	// Name is the target as the user spelled it; reports use it.
 	Name string
-	// Kind is "dir", "tar", "disk", "ami", "ebs" or "fixture".
+	// Kind is "dir", "tar", "disk", "ami", "ebs" or "fixture" ("tar" for
+	// a tarball on standard input too).
 	Kind string
 	// FS is the chroot view of the image root.
 	FS *rootfs.FS
@@ -61,6 +63,10 @@ type Options struct {
 	// Backing is the path of a qcow2 image's backing file; without it an
 	// image with one is refused.
 	Backing string
+	// Stdin is what the target "-" reads: a root filesystem tarball, read
+	// once. The CLI sets it to the process's standard input; without it
+	// "-" is refused.
+	Stdin io.Reader
 	// Progress, when set, is told how many bytes of a remote snapshot were
 	// fetched out of how many it holds.
 	Progress func(fetched, total int64)
@@ -70,6 +76,9 @@ type Options struct {
 func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 	if spec == "" {
 		return nil, fmt.Errorf("open target: %w", errors.New("empty target"))
+	}
+	if spec == StdinTarget {
+		return openStdin(opt.Stdin)
 	}
 	if im, ok, err := openFixture(spec); ok {
 		return im, err
