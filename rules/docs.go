@@ -22,6 +22,9 @@ func Markdown(r Rule) string {
 	if len(r.Profiles) > 0 {
 		fmt.Fprintf(&b, "| profiles | %s |\n", strings.Join(r.Profiles, ", "))
 	}
+	if len(r.Traits) > 0 {
+		fmt.Fprintf(&b, "| traits | %s: applies only with `--trait %s` or a profile with these traits |\n", strings.Join(r.Traits, ", "), strings.Join(r.Traits, ","))
+	}
 	if len(r.Tags) > 0 {
 		fmt.Fprintf(&b, "| tags | %s |\n", strings.Join(r.Tags, ", "))
 	}

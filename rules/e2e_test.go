@@ -22,9 +22,14 @@ import (
 // rationales claim about the fixtures holds.
 func runAudit(t *testing.T, fixture, profile string) []finding.Finding {
 	t.Helper()
+	return runAuditConfig(t, fixture, audit.Config{Profile: profile})
+}
+
+func runAuditConfig(t *testing.T, fixture string, cfg audit.Config) []finding.Finding {
+	t.Helper()
 	src, err := fixtures.Source(fixture)
 	require.NoError(t, err)
-	a, err := audit.New(audit.Config{Profile: profile})
+	a, err := audit.New(cfg)
 	require.NoError(t, err)
 	res, err := a.Audit(context.Background(), rootfs.New(src), finding.Target{Name: "fixture:" + fixture, Kind: "fixture"})
 	require.NoError(t, err)
@@ -63,7 +68,6 @@ func TestCatalogOnDLAMI(t *testing.T) {
 		{"cloudwatch-agent-unconfigured", "amazon-cloudwatch-agent.service"},
 		{"ssm-agent-unconfigured", "amazon-ssm-agent.service"},
 		{"snapd-on-server", "snapd.service"},
-		{"auto-upgrades-immutable", "apt-daily.timer"},
 		{"motd-news", "motd-news.timer"},
 		{"modemmanager", "ModemManager.service"},
 		{"avahi", "avahi-daemon.service"},
@@ -74,6 +78,20 @@ func TestCatalogOnDLAMI(t *testing.T) {
 	} {
 		assert.NotNil(t, find(fs, want[0], want[1]), "%s on %s\n%s", want[0], want[1], describe(fs))
 	}
+}
+
+// TestCatalogTraits: unattended upgrades are drift only on an immutable
+// image; the k8s-gpu-node profile says its images are, as --trait does.
+func TestCatalogTraits(t *testing.T) {
+	assert.Nil(t, find(runAudit(t, "dlami", ""), "auto-upgrades-immutable", "apt-daily.timer"), "no trait, no finding")
+	for _, c := range []audit.Config{{Traits: []string{"immutable"}}, {Profile: "k8s-gpu-node"}} {
+		fs := runAuditConfig(t, "dlami", c)
+		for _, u := range []string{"apt-daily.timer", "apt-daily-upgrade.timer"} {
+			assert.NotNil(t, find(fs, "auto-upgrades-immutable", u), "%+v: %s\n%s", c, u, describe(fs))
+		}
+	}
+	_, err := audit.New(audit.Config{Traits: []string{"Not A Slug"}})
+	assert.ErrorContains(t, err, `trait "Not A Slug"`)
 }
 
 func TestCatalogECSConfigured(t *testing.T) {

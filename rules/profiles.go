@@ -100,6 +100,11 @@ func (p Profile) Validate() error {
 	if len(p.Allow) == 0 {
 		bad("allow: a default-deny profile allows at least one unit")
 	}
+	for _, t := range p.Traits {
+		if !ValidTrait(t) {
+			bad("trait %q: want a slug like immutable", t)
+		}
+	}
 	seen := map[string]bool{}
 	for _, a := range p.Allow {
 		if !validUnitPattern(a) {

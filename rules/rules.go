@@ -30,6 +30,14 @@
 // A leaf may add format: env|json|dir|file, the way the facts builder
 // parses the file (default: env for config_key, file for file_exists, a
 // guess from the name for config_valid). Paths are image-absolute.
+//
+// # Traits
+//
+// Some knowledge holds only for some kinds of image: unattended upgrades
+// are drift on an image that is rebuilt and replaced, not on one patched in
+// place. A rule's traits (e.g. [immutable]) restrict it to audits whose
+// traits include them all; an audit's traits are the selected profile's
+// traits plus those given with --trait. Trait names are slugs.
 package rules
 
 import (
@@ -80,6 +88,10 @@ type Rule struct {
 	// Profiles restrict the rule to scans with one of these role
 	// profiles; empty means every scan.
 	Profiles []string `yaml:"profiles,omitempty" json:"profiles,omitempty"`
+	// Traits restrict the rule to audits of images with all these traits
+	// (the profile's and --trait's, e.g. immutable); empty means every
+	// audit. See the package doc.
+	Traits []string `yaml:"traits,omitempty" json:"traits,omitempty"`
 	// Tags are free labels (aws, immutable, server, desktop, incident…).
 	Tags []string `yaml:"tags,omitempty" json:"tags,omitempty"`
 	// Params are the rule's numeric defaults (thresholds), seen by
@@ -129,6 +141,9 @@ type Profile struct {
 	Name string `yaml:"name" json:"name"`
 	// Description says what kind of host it describes.
 	Description string `yaml:"description" json:"description"`
+	// Traits are what kind of image it is (immutable, server…): the rules
+	// restricted to a trait apply when the profile is selected.
+	Traits []string `yaml:"traits,omitempty" json:"traits,omitempty"`
 	// Allow are unit names or globs (*, ?, [...]) allowed to start at boot.
 	Allow []string `yaml:"allow" json:"allow"`
 
@@ -362,8 +377,16 @@ func (r Rule) Validate() error {
 			bad("tag %q: want a slug", t)
 		}
 	}
+	for _, t := range r.Traits {
+		if !ValidTrait(t) {
+			bad("trait %q: want a slug like immutable", t)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// ValidTrait reports whether t is a well-formed trait name (a slug).
+func ValidTrait(t string) bool { return len(t) <= maxIDLen && idPattern.MatchString(t) }
 
 // Level returns the rule's severity as the finding model's type.
 func (r Rule) Level() finding.Severity {

@@ -31,6 +31,9 @@ type Config struct {
 	DataFiles []string
 	// Profile selects a role profile ("" for none).
 	Profile string
+	// Traits say what kind of image this is (--trait, e.g. immutable); the
+	// selected profile's traits are added to them.
+	Traits []string
 	// Waivers, when set, waive matching findings.
 	Waivers *waiver.File
 	// Now is the date waivers expire against; zero means time.Now.
@@ -48,6 +51,7 @@ type Auditor struct {
 	requests []facts.ConfigRequest
 	ruleData map[string]any
 	profData map[string]any
+	traits   []string
 
 	mu      sync.Mutex
 	engines map[string]*policy.Engine // compiled per target name
@@ -64,13 +68,25 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load profiles: %w", err)
 	}
-	if cfg.Profile != "" && !slices.ContainsFunc(ps, func(p rules.Profile) bool { return p.Name == cfg.Profile }) {
-		names := make([]string, len(ps))
-		for i, p := range ps {
-			names[i] = p.Name
+	traits := slices.Clone(cfg.Traits)
+	for _, t := range traits {
+		if !rules.ValidTrait(t) {
+			return nil, fmt.Errorf("trait %q: want a slug like immutable", t)
 		}
-		return nil, fmt.Errorf("load profiles: no profile %q (have %v)", cfg.Profile, names)
 	}
+	if cfg.Profile != "" {
+		i := slices.IndexFunc(ps, func(p rules.Profile) bool { return p.Name == cfg.Profile })
+		if i < 0 {
+			names := make([]string, len(ps))
+			for i, p := range ps {
+				names[i] = p.Name
+			}
+			return nil, fmt.Errorf("load profiles: no profile %q (have %v)", cfg.Profile, names)
+		}
+		traits = append(traits, ps[i].Traits...)
+	}
+	slices.Sort(traits)
+	traits = slices.Compact(traits)
 	rd, err := rules.Data(rs)
 	if err != nil {
 		return nil, fmt.Errorf("load rules: %w", err)
@@ -79,7 +95,7 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load profiles: %w", err)
 	}
-	a := &Auditor{cfg: cfg, rules: rs, ruleData: rd, profData: pd}
+	a := &Auditor{cfg: cfg, rules: rs, ruleData: rd, profData: pd, traits: traits}
 	for _, c := range rules.ConfigRequests(rs) {
 		a.requests = append(a.requests, facts.ConfigRequest{Path: c.Path, Format: c.Format})
 	}
@@ -88,6 +104,9 @@ func New(cfg Config) (*Auditor, error) {
 
 // Rules returns the loaded catalog.
 func (a *Auditor) Rules() []rules.Rule { return a.rules }
+
+// Traits returns the audit's traits: --trait's and the profile's, sorted.
+func (a *Auditor) Traits() []string { return a.traits }
 
 // Engine compiles the policies for a target name once: fix and the live
 // exporter audit the same target again and reuse it.
@@ -126,6 +145,7 @@ func (a *Auditor) PolicyConfig(targetName string) policy.Config {
 		Profiles:   a.profData,
 		Profile:    a.cfg.Profile,
 		Target:     targetName,
+		Traits:     a.traits,
 		Params:     a.cfg.Params,
 	}
 }

@@ -38,6 +38,7 @@ type liveFlags struct {
 	restarts                      uint
 	saturation                    float64
 	rules, policies, data         listFlag
+	traits                        traitFlag
 	profile, waivers              string
 }
 
@@ -49,6 +50,7 @@ func (l *liveFlags) register(fs *flag.FlagSet) {
 	fs.Var(&l.policies, "policy", "directory of extra Rego policies; repeatable")
 	fs.Var(&l.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
 	fs.StringVar(&l.profile, "profile", "", "role profile: a default-deny allowlist of units (e.g. k8s-gpu-node)")
+	fs.Var(&l.traits, "trait", traitUsage)
 	fs.StringVar(&l.waivers, "waivers", "", "waivers file (YAML)")
 }
 
@@ -63,9 +65,9 @@ func (l *liveFlags) registerHost(fs *flag.FlagSet) {
 	fs.Float64Var(&l.saturation, "saturation", 0, "share of system time at or above which a core is saturated (0: the live-core-saturated rule's param, 0.95)")
 }
 
-// auditConfig is the rules, policies, data, profile and waivers to apply.
-func auditConfig(rules, policies, data []string, profile, waivers string) (audit.Config, error) {
-	cfg := audit.Config{RulesDirs: rules, PolicyDirs: policies, DataFiles: data, Profile: profile}
+// auditConfig is the rules, policies, data, profile, traits and waivers to apply.
+func auditConfig(rules, policies, data []string, profile string, traits []string, waivers string) (audit.Config, error) {
+	cfg := audit.Config{RulesDirs: rules, PolicyDirs: policies, DataFiles: data, Profile: profile, Traits: traits}
 	if waivers != "" {
 		w, err := waiver.Load(waivers)
 		if err != nil {
@@ -122,7 +124,7 @@ func runLive(e *env, args []string) int {
 	if !slices.Contains(report.Formats, *out) {
 		return fail(e, "live", fmt.Errorf("output %q: want one of %s", *out, strings.Join(report.Formats, ", ")))
 	}
-	cfg, err := auditConfig(lf.rules, lf.policies, lf.data, lf.profile, lf.waivers)
+	cfg, err := auditConfig(lf.rules, lf.policies, lf.data, lf.profile, lf.traits, lf.waivers)
 	if err != nil {
 		return fail(e, "live", err)
 	}

@@ -12,13 +12,15 @@ import (
 // compiled with the embedded default policies, in-process.
 func runPolicy(e *env, args []string) int {
 	if len(args) == 0 || args[0] != "test" {
-		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE] [--rules DIR] [--profile NAME] [--run REGEXP] [-v] DIR"))
+		return fail(e, "policy", errors.New("usage: amilint policy test [--data FILE] [--rules DIR] [--profile NAME] [--trait NAME] [--run REGEXP] [-v] DIR"))
 	}
 	fs := newFlags(e, "policy test")
 	var data, ruleDirs listFlag
 	fs.Var(&data, "data", "JSON or YAML `FILE` merged under data.user (repeatable)")
 	fs.Var(&ruleDirs, "rules", "rules `DIR` merged over the embedded catalog in data.rules (repeatable)")
 	profile := fs.String("profile", "", "profile `NAME` the tests see as data.params.profile")
+	var traits traitFlag
+	fs.Var(&traits, "trait", "trait `NAME` the tests see in data.params.traits (repeatable or comma-separated)")
 	verbose := fs.Bool("v", false, "print every test, not only failures")
 	run := fs.String("run", "", "run only the tests whose package.name matches `REGEXP`")
 	dirs, err := parse(fs, args[1:])
@@ -36,7 +38,7 @@ func runPolicy(e *env, args []string) int {
 		}
 		mods = append(mods, m...)
 	}
-	aud, err := audit.New(audit.Config{RulesDirs: ruleDirs, DataFiles: data, Profile: *profile})
+	aud, err := audit.New(audit.Config{RulesDirs: ruleDirs, DataFiles: data, Profile: *profile, Traits: traits})
 	if err != nil {
 		return fail(e, "policy test", err)
 	}

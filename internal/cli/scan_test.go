@@ -154,6 +154,8 @@ func TestScanErrorsExit2(t *testing.T) {
 		"bad format":       {"scan", "-o", "pdf"},
 		"bad policy":       {"scan", "--policy", badPolicy},
 		"unknown profile":  {"scan", "--profile", "no-such-profile"},
+		"bad trait":        {"scan", "--trait", "Immutable Image"},
+		"empty trait":      {"scan", "--trait", "immutable,"},
 		"missing waivers":  {"scan", "--waivers", "/nonexistent/waivers.yaml"},
 		"two targets":      {"scan", "a", "b"},
 		"diff one target":  {"diff", "fixture:dlami"},
@@ -166,6 +168,31 @@ func TestScanErrorsExit2(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line naming the problem: %q", stderr)
 		})
 	}
+}
+
+// TestScanTraits: auto-upgrades-immutable reports the apt timers only when
+// the image is said to be immutable, by --trait or by the profile.
+func TestScanTraits(t *testing.T) {
+	units := func(args ...string) []string {
+		code, out, stderr := runCLI(t, append([]string{"scan", "-o", "json", "--fail-on", "critical"}, args...)...)
+		require.Equal(t, ExitOK, code, stderr)
+		var rep finding.Report
+		require.NoError(t, json.Unmarshal([]byte(out), &rep))
+		var got []string
+		for _, f := range rep.Findings {
+			if f.RuleID == "auto-upgrades-immutable" {
+				got = append(got, f.Unit)
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	want := []string{"apt-daily-upgrade.timer", "apt-daily.timer", "unattended-upgrades.service"}
+	assert.Empty(t, units())
+	assert.Empty(t, units("--trait", "server"))
+	assert.Equal(t, want, units("--trait", "immutable"))
+	assert.Equal(t, want, units("--trait", "server,immutable"))
+	assert.Equal(t, want, units("--profile", "k8s-gpu-node"))
 }
 
 func TestFactsIsThePolicyInput(t *testing.T) {

@@ -88,13 +88,14 @@ func evaluate(t *testing.T, cfg Config, doc *facts.Document) []finding.Finding {
 	require.Empty(t, cfg.PolicyDirs, "evaluate caches engines of the catalog config only")
 	require.Empty(t, cfg.DataFiles, "evaluate caches engines of the catalog config only")
 	var e *Engine
-	if v, ok := engines.Load(cfg.Profile); ok {
+	key := cfg.Profile + "|" + strings.Join(cfg.Traits, ",")
+	if v, ok := engines.Load(key); ok {
 		e = v.(*Engine)
 	} else {
 		var err error
 		e, err = New(context.Background(), cfg)
 		require.NoError(t, err)
-		engines.Store(cfg.Profile, e)
+		engines.Store(key, e)
 	}
 	fs, err := e.Evaluate(context.Background(), doc)
 	require.NoError(t, err)
@@ -185,6 +186,17 @@ func TestCatalogUnitRules(t *testing.T) {
 			c := cfg
 			if len(r.Profiles) > 0 {
 				c.Profile = r.Profiles[0]
+			}
+			if len(r.Traits) > 0 {
+				// Without the rule's traits it does not apply at all.
+				doc, err := facts.Build(rootfs.New(fstest.MapFS{}), []facts.UnitInput{{
+					Name: name, State: "enabled", StartsAtBoot: true,
+					Chain:   wantsChain("multi-user.target", name),
+					Options: mustParse(t, "[Unit]\nDescription=x\n"),
+				}}, facts.Options{ConfigFiles: configRequests(rs)})
+				require.NoError(t, err)
+				assert.Empty(t, byRule(evaluate(t, c, doc))[r.ID], "without traits %v", r.Traits)
+				c.Traits = r.Traits
 			}
 			run := func(m fstest.MapFS, boot bool) []finding.Finding {
 				doc, err := facts.Build(rootfs.New(m), []facts.UnitInput{{

@@ -52,8 +52,12 @@ type Config struct {
 	Profile string
 	// Target is the audited target's name (data.params.target).
 	Target string
+	// Traits are the audited image's traits (data.params.traits, sorted):
+	// the selected profile's and the user's (--trait).
+	Traits []string
 	// Params are more parameters under data.params (a live audit's
-	// thresholds under "live"); profile and target cannot be overridden.
+	// thresholds under "live"); profile, target and traits cannot be
+	// overridden.
 	Params map[string]any
 	// Query, when set, is the Rego query evaluated instead of EntryPoint;
 	// its value must be a set or array of finding objects (a live audit
@@ -307,7 +311,11 @@ func params(cfg Config) map[string]any {
 	for k, v := range cfg.Params {
 		p[k] = v
 	}
-	p["profile"], p["target"] = cfg.Profile, cfg.Target
+	traits := make([]any, 0, len(cfg.Traits))
+	for _, t := range cfg.Traits {
+		traits = append(traits, t)
+	}
+	p["profile"], p["target"], p["traits"] = cfg.Profile, cfg.Target, traits
 	return p
 }
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/report"
+	"github.com/amilint/amilint/rules"
 )
 
 // EngineArg is the first argument that makes the plugin binary act as the
@@ -68,6 +69,10 @@ type Config struct {
 	// A role profile (for example `k8s-gpu-node`): a default-deny allowlist of
 	// the units that may start at boot.
 	Profile string `mapstructure:"profile"`
+	// What kind of image this is, for example `["immutable"]`: rules
+	// restricted to a trait (such as `auto-upgrades-immutable`) apply only
+	// with it. The profile's own traits are added.
+	Traits []string `mapstructure:"traits"`
 	// Directories of your own Rego policies, on the Packer host, evaluated
 	// with the embedded ones.
 	PolicyPaths []string `mapstructure:"policy_paths"`
@@ -173,6 +178,11 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	}
 	if len(c.ReportFormats) > 0 && c.ReportPath == "" {
 		add("report_formats is set but report_path is not")
+	}
+	for _, t := range c.Traits {
+		if !rules.ValidTrait(t) {
+			add("traits: %q is not a trait name (a slug like immutable)", t)
+		}
 	}
 	for _, d := range c.PolicyPaths {
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
@@ -329,6 +339,9 @@ func (s *session) upload(ctx context.Context) error {
 	}
 	if c.Profile != "" {
 		s.flags = append(s.flags, "--profile", c.Profile)
+	}
+	for _, t := range c.Traits {
+		s.flags = append(s.flags, "--trait", t)
 	}
 	return nil
 }

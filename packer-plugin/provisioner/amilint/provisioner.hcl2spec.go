@@ -21,6 +21,7 @@ type FlatConfig struct {
 	Mode                *string           `mapstructure:"mode" cty:"mode" hcl:"mode"`
 	FailOn              *string           `mapstructure:"fail_on" cty:"fail_on" hcl:"fail_on"`
 	Profile             *string           `mapstructure:"profile" cty:"profile" hcl:"profile"`
+	Traits              []string          `mapstructure:"traits" cty:"traits" hcl:"traits"`
 	PolicyPaths         []string          `mapstructure:"policy_paths" cty:"policy_paths" hcl:"policy_paths"`
 	RulesPaths          []string          `mapstructure:"rules_paths" cty:"rules_paths" hcl:"rules_paths"`
 	Data                *string           `mapstructure:"data" cty:"data" hcl:"data"`
@@ -57,6 +58,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"mode":                       &hcldec.AttrSpec{Name: "mode", Type: cty.String, Required: false},
 		"fail_on":                    &hcldec.AttrSpec{Name: "fail_on", Type: cty.String, Required: false},
 		"profile":                    &hcldec.AttrSpec{Name: "profile", Type: cty.String, Required: false},
+		"traits":                     &hcldec.AttrSpec{Name: "traits", Type: cty.List(cty.String), Required: false},
 		"policy_paths":               &hcldec.AttrSpec{Name: "policy_paths", Type: cty.List(cty.String), Required: false},
 		"rules_paths":                &hcldec.AttrSpec{Name: "rules_paths", Type: cty.List(cty.String), Required: false},
 		"data":                       &hcldec.AttrSpec{Name: "data", Type: cty.String, Required: false},

@@ -110,6 +110,7 @@ func TestPrepareReportsEveryProblemAtOnce(t *testing.T) {
 		"rules_paths":     []string{"/nonexistent/rules"},
 		"data":            "/nonexistent/data.json",
 		"waivers":         "/nonexistent/waivers.yaml",
+		"traits":          []string{"immutable", "Not A Slug"},
 		"execute_command": "sudo amilint",
 	})
 	require.Error(t, err)
@@ -119,6 +120,7 @@ func TestPrepareReportsEveryProblemAtOnce(t *testing.T) {
 		"report_formats is set but report_path is not", `policy_paths: "/nonexistent/policies"`,
 		`rules_paths: "/nonexistent/rules"`, `data: "/nonexistent/data.json"`,
 		`waivers: "/nonexistent/waivers.yaml"`, "execute_command must contain",
+		`traits: "Not A Slug"`,
 	} {
 		assert.Contains(t, msg, want)
 	}
@@ -138,7 +140,7 @@ func TestAuditModeFailsTheBuildNamingTheUnit(t *testing.T) {
 	policies := t.TempDir()
 	p := newProvisioner(t, map[string]interface{}{
 		"root": "/mnt/image", "report_path": reports, "report_formats": []string{"json", "sarif", "html"},
-		"policy_paths": []string{policies}, "profile": "k8s-gpu-node",
+		"policy_paths": []string{policies}, "profile": "k8s-gpu-node", "traits": []string{"immutable", "gpu"},
 	})
 	comm := &recorder{answer: func(cmd string) (string, int) {
 		if strings.Contains(cmd, " scan ") {
@@ -151,7 +153,7 @@ func TestAuditModeFailsTheBuildNamingTheUnit(t *testing.T) {
 	assert.Contains(t, err.Error(), "ecs.service")
 	assert.Equal(t, []string{"mkdir", "mkdir", "scan", "rm"}, comm.verbs())
 	scan := comm.commands[2]
-	for _, want := range []string{"scan /mnt/image", "--fail-on high", "-o json", "--policy ", "--profile k8s-gpu-node", "AMILINT_NO_COLOR=1"} {
+	for _, want := range []string{"scan /mnt/image", "--fail-on high", "-o json", "--policy ", "--profile k8s-gpu-node", "--trait immutable --trait gpu", "AMILINT_NO_COLOR=1"} {
 		assert.Contains(t, scan, want)
 	}
 	assert.Len(t, comm.uploads, 1, "the binary")

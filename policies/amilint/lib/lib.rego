@@ -30,12 +30,25 @@ default profile := ""
 profile := data.params.profile
 
 # METADATA
+# title: Traits
+# description: The audited image's traits (the profile's and --trait's), a set.
+traits := {t | some t in data.params.traits}
+
+# METADATA
 # title: Rule applies
 # description: |
-#   A rule applies when it lists no profiles, or lists the selected one.
-applies(rule) if count(object.get(rule, "profiles", [])) == 0
+#   A rule applies when it lists no profiles or lists the selected one, and
+#   the image has every trait the rule lists (none listed: every image).
+applies(rule) if {
+	profile_applies(rule)
+	every t in object.get(rule, "traits", []) {
+		t in traits
+	}
+}
 
-applies(rule) if profile in object.get(rule, "profiles", [])
+profile_applies(rule) if count(object.get(rule, "profiles", [])) == 0
+
+profile_applies(rule) if profile in object.get(rule, "profiles", [])
 
 # METADATA
 # title: Unit name matches

@@ -28,7 +28,17 @@ immutable_rule := {
 	"profiles": ["immutable"],
 }
 
-rules := {"ecs-agent-unconfigured": ecs_rule, "snapd": snapd_rule, "unattended-upgrades": immutable_rule}
+auto_upgrades_rule := {
+	"id": "auto-upgrades-immutable",
+	"severity": "medium",
+	"units": ["apt-daily-upgrade.timer"],
+	"traits": ["immutable"],
+}
+
+rules := {
+	"ecs-agent-unconfigured": ecs_rule, "snapd": snapd_rule, "unattended-upgrades": immutable_rule,
+	"auto-upgrades-immutable": auto_upgrades_rule,
+}
 
 chain := [
 	{"from": "default.target", "to": "multi-user.target", "kind": "alias"},
@@ -88,6 +98,22 @@ test_profile_rule_only_under_its_profile if {
 	count(unneeded.findings) == 0 with input as inp with data.rules as rules with data.params.profile as ""
 	count(unneeded.findings) == 0 with input as inp with data.rules as rules with data.params.profile as "k8s-gpu-node"
 	count(unneeded.findings) == 1 with input as inp with data.rules as rules with data.params.profile as "immutable"
+}
+
+test_trait_rule_only_on_images_with_the_trait if {
+	inp := {"units": {"apt-daily-upgrade.timer": unit("apt-daily-upgrade.timer", true)}}
+	count(unneeded.findings) == 0 with input as inp with data.rules as rules
+	count(unneeded.findings) == 0 with input as inp with data.rules as rules with data.params.traits as []
+	count(unneeded.findings) == 0 with input as inp with data.rules as rules with data.params.traits as ["server"]
+	fs := unneeded.findings with input as inp with data.rules as rules with data.params.traits as ["immutable", "server"]
+	{f.rule_id | some f in fs} == {"auto-upgrades-immutable"}
+}
+
+test_trait_rule_needs_every_trait if {
+	r := {"x": object.union(auto_upgrades_rule, {"id": "x", "traits": ["immutable", "gpu"]})}
+	inp := {"units": {"apt-daily-upgrade.timer": unit("apt-daily-upgrade.timer", true)}}
+	count(unneeded.findings) == 0 with input as inp with data.rules as r with data.params.traits as ["immutable"]
+	count(unneeded.findings) == 1 with input as inp with data.rules as r with data.params.traits as ["gpu", "immutable"]
 }
 
 test_generic_rules_are_ignored if {
