@@ -87,6 +87,24 @@ func (t *tracker) correlated() (attribution, bool) {
 	return attribution{}, false
 }
 
+// explained returns, within the latest interval alone, the service whose
+// restarts account for the zombie growth: systemd removes a service's
+// memory cgroup when its processes are gone, so r restarts of a service
+// that leaves page cache behind make about r zombies. It is the service
+// that restarted most, if its restarts are at least half the growth.
+func (t *tracker) explained() (attribution, bool) {
+	a, ok := t.latest()
+	if !ok {
+		return attribution{}, false
+	}
+	last := t.samples[len(t.samples)-1]
+	if 2*last.restarts[a.unit] < last.zombies {
+		return attribution{}, false
+	}
+	a.why = fmt.Sprintf("its restarts account for the zombie growth: it restarted %d times while the zombie count grew by %d", last.restarts[a.unit], last.zombies)
+	return a, true
+}
+
 // latest returns, within the latest interval alone, the service that
 // restarted most while the zombies grew.
 func (t *tracker) latest() (attribution, bool) {

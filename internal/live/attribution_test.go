@@ -51,13 +51,48 @@ func TestTrackerNeedsVariationAndForgets(t *testing.T) {
 	assert.Equal(t, "x.service", a.unit)
 }
 
+func TestTrackerExplained(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		zombies  int
+		restarts map[string]int
+		want     string
+	}{
+		{"restarts match the growth", 4, map[string]int{"leak.service": 4, "crashloop.service": 2}, "leak.service"},
+		{"half the growth is enough", 6, map[string]int{"leak.service": 3}, "leak.service"},
+		{"too few restarts for the growth", 7, map[string]int{"leak.service": 3}, ""},
+		{"no growth", 0, map[string]int{"leak.service": 3}, ""},
+		{"no restarts", 3, map[string]int{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tr tracker
+			tr.add(tc.zombies, tc.restarts)
+			a, ok := tr.explained()
+			assert.Equal(t, tc.want != "", ok)
+			assert.Equal(t, tc.want, a.unit)
+			if ok {
+				assert.Contains(t, a.why, "account for the zombie growth")
+			}
+		})
+	}
+}
+
 func TestSuspectOrder(t *testing.T) {
-	s := &Systemd{CrashLooping: []string{"ecs.service"}, ContainerPerRestart: []string{"ecs.service"}}
+	// The end-to-end test's container: ecs.service crash-loops and is
+	// known to create a container per restart, but the zombies grew with
+	// the restarts of another service.
+	s := &Systemd{CrashLooping: []string{"crashloop.service", "ecs.service", "leak.service"}, ContainerPerRestart: []string{"ecs.service"}}
 	c := &Cgroups{}
 	var tr tracker
-	tr.add(5, map[string]int{"other.service": 5})
+	tr.add(7, map[string]int{"leak.service": 8, "crashloop.service": 2, "ecs.service": 1})
 	unit, why := suspect(c, s, &tr)
-	assert.Equal(t, "ecs.service", unit, "one interval: a crash-looping container-per-restart service beats a mere restart")
+	assert.Equal(t, "leak.service", unit, "one interval: restarts that account for the growth beat the container-per-restart guess")
+	assert.Contains(t, why, "it restarted 8 times while the zombie count grew by 7")
+
+	tr = tracker{}
+	tr.add(5, map[string]int{"other.service": 1})
+	unit, why = suspect(c, s, &tr)
+	assert.Equal(t, "ecs.service", unit, "one interval: a crash-looping container-per-restart service beats a restart that cannot account for the growth")
 	assert.Contains(t, why, "new container")
 
 	for _, z := range []int{0, 8, 2} {

@@ -394,9 +394,12 @@ func isEnabled(state string) bool {
 
 // suspect names the unit most likely leaking memcgs: the v2 hierarchy's
 // leaking subtree when it is a unit; else the service whose restarts track
-// the zombie growth over the recent audits; else a crash-looping service
-// that creates a container per restart; else the service that restarted
-// most while the zombies grew.
+// the zombie growth over the recent audits; else the service whose
+// restarts within the latest interval account for its growth (measured
+// restarts beat a guess from the unit's configuration); else a
+// crash-looping service that creates a container per restart (its
+// containers churn without systemd restarting it); else the service that
+// restarted most while the zombies grew.
 func suspect(c *Cgroups, s *Systemd, t *tracker) (string, string) {
 	if c.Unified != nil && c.Unified.Leaking != "" {
 		base := path.Base(c.Unified.Leaking)
@@ -405,6 +408,9 @@ func suspect(c *Cgroups, s *Systemd, t *tracker) (string, string) {
 		}
 	}
 	if a, ok := t.correlated(); ok {
+		return a.unit, a.why
+	}
+	if a, ok := t.explained(); ok {
 		return a.unit, a.why
 	}
 	for _, n := range s.CrashLooping {
