@@ -109,7 +109,30 @@ func splitComponents(p string) []string {
 // is not followed (CHASE_NOFOLLOW); with nonexistent a missing component
 // ends the walk successfully (CHASE_NONEXISTENT) unless what follows it is
 // not plain. The result is normalized and image-absolute.
+//
+// The image does not change while it is indexed, so results are cached like
+// the lstat and readlink answers they derive from: units ask for the same
+// few directories (a search directory the image lacks) hundreds of times.
 func (x *index) chase(p string, noFollow, nonexistent bool) (string, error) {
+	k := chaseKey{p, noFollow, nonexistent}
+	if r, ok := x.chased[k]; ok {
+		return r.target, r.err
+	}
+	r, err := x.chaseUncached(p, noFollow, nonexistent)
+	if x.chased == nil {
+		x.chased = map[chaseKey]linkResult{}
+	}
+	x.chased[k] = linkResult{r, err}
+	return r, err
+}
+
+// chaseKey is one chase call's arguments.
+type chaseKey struct {
+	p                     string
+	noFollow, nonexistent bool
+}
+
+func (x *index) chaseUncached(p string, noFollow, nonexistent bool) (string, error) {
 	done := "/"
 	todo := p
 	hops := 0

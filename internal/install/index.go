@@ -70,6 +70,8 @@ type index struct {
 	// lstats and links cache lstat(2) and readlink(2) by resolved path.
 	lstats map[string]lstatResult
 	links  map[string]linkResult
+	// chased caches chase results by their arguments.
+	chased map[chaseKey]linkResult
 	// byPath finds a search directory by its SearchPath entry.
 	byPath map[string]*searchDir
 	spec   *specifiers

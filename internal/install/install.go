@@ -644,10 +644,14 @@ func knownName(i *installInfo, name string) bool {
 // (service.d) of every search dir. Files are applied in name order, the
 // first directory in that list winning for a name.
 func (x *index) loaderDropIns(name string, aliases []string) []string {
-	var dirs []string
+	var dirs, cands []string
 	for _, n := range append([]string{name}, aliases...) {
+		// The names to look for are the same in every search dir.
+		cands = dropInDirNames(cands[:0], n, 0)
 		for _, sd := range x.search {
-			dirs = x.findDropInDirs(dirs, sd, n, 0)
+			for _, d := range cands {
+				dirs = x.appendDirIn(dirs, sd, d)
+			}
 		}
 	}
 	t := nameType(name)
@@ -658,30 +662,32 @@ func (x *index) loaderDropIns(name string, aliases []string) []string {
 	return shown
 }
 
-// findDropInDirs ports unit_file_find_dirs for one search directory.
-func (x *index) findDropInDirs(dirs []string, sd *searchDir, name string, depth int) []string {
+// dropInDirNames ports the names unit_file_find_dirs looks for in one
+// search directory, in its order: <name>.d, then the template's, then the
+// dash-prefix ones (foo-bar-.service.d, foo-.service.d), recursively.
+func dropInDirNames(out []string, name string, depth int) []string {
 	if depth > 2*unitNameMax {
-		return dirs
+		return out
 	}
-	dirs = x.appendDirIn(dirs, sd, name+".d")
+	out = append(out, name+".d")
 	kind, inst, err := nameInstanceOf(name)
 	if err != nil {
-		return dirs
+		return out
 	}
 	if kind == nameInstance {
 		if t, err := nameTemplateOf(name); err == nil {
-			dirs = x.findDropInDirs(dirs, sd, t, depth+1)
+			out = dropInDirNames(out, t, depth+1)
 		}
 	}
 	prefix, err := namePrefix(name)
 	if err != nil {
-		return dirs
+		return out
 	}
 	chopped := false
 	for {
 		dash := strings.LastIndexByte(prefix, '-')
 		if dash <= 0 {
-			return dirs
+			return out
 		}
 		if dash+1 < len(prefix) || chopped {
 			prefix = prefix[:dash+1]
@@ -695,9 +701,9 @@ func (x *index) findDropInDirs(dirs []string, sd *searchDir, name string, depth 
 		built = prefix + "@" + inst + "." + nameType(name)
 	}
 	if !nameIsValid(built, nameAny) {
-		return dirs
+		return out
 	}
-	return x.findDropInDirs(dirs, sd, built, depth+1)
+	return dropInDirNames(out, built, depth+1)
 }
 
 // appendDirIn appends sd's subdirectory d when the index says it exists

@@ -24,10 +24,13 @@ const (
 // unitNameMax is systemd's UNIT_NAME_MAX: a name must be shorter.
 const unitNameMax = 256
 
-// unitTypes are systemd 252's unit types.
-var unitTypes = map[string]bool{
-	"service": true, "mount": true, "swap": true, "socket": true, "target": true,
-	"device": true, "automount": true, "timer": true, "path": true, "slice": true, "scope": true,
+// isUnitType reports whether t is one of systemd 252's unit types.
+func isUnitType(t string) bool {
+	switch t {
+	case "service", "mount", "swap", "socket", "target", "device", "automount", "timer", "path", "slice", "scope":
+		return true
+	}
+	return false
 }
 
 // nameIsValid ports unit_name_is_valid: several '@' are allowed, only the
@@ -40,7 +43,7 @@ func nameIsValid(n string, flags nameKind) bool {
 	if e <= 0 {
 		return false
 	}
-	if !unitTypes[n[e+1:]] {
+	if !isUnitType(n[e+1:]) {
 		return false
 	}
 	at := -1

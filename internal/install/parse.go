@@ -1,6 +1,7 @@
 package install
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -33,7 +34,7 @@ var (
 
 // readLines splits data the way systemd's read_line does: "\n", "\r",
 // "\r\n", "\n\r" and NUL each end one line; a line of longLineMax bytes or
-// more is an error.
+// more is an error. The lines share one copy of data.
 func readLines(data []byte) ([]string, error) {
 	const (
 		eolNone = 0
@@ -52,42 +53,36 @@ func readLines(data []byte) ([]string, error) {
 		}
 		return eolNone
 	}
-	var lines []string
+	if len(data) == 0 {
+		return nil, nil
+	}
+	s := string(data)
+	lines := make([]string, 0, bytes.Count(data, []byte{'\n'})+1)
 	i := 0
-	for i < len(data) {
+	for i < len(s) {
+		// A line is a run of non-EOL bytes, then one EOL sequence: each
+		// of "\n", "\r" and NUL at most once, a NUL ending it.
 		start := i
-		var buf []byte
-		prev := eolNone
-		for {
-			if len(buf) >= longLineMax {
+		for i < len(s) && categorize(s[i]) == eolNone {
+			if i-start >= longLineMax {
 				return nil, errLineTooLong
 			}
-			if i >= len(data) {
-				break
-			}
-			c := data[i]
-			eol := categorize(c)
-			if prev&eolZero != 0 || (eol == eolNone && prev != eolNone) || (eol != eolNone && prev&eol != 0) {
-				break
-			}
 			i++
-			if eol != eolNone {
-				prev |= eol
-				continue
-			}
-			if buf == nil {
-				// Most lines have no EOL inside; slice instead of copying.
-				j := i
-				for j < len(data) && categorize(data[j]) == eolNone && j-start < longLineMax {
-					j++
-				}
-				buf = data[start:j:j]
-				i = j
-				continue
-			}
-			buf = append(buf, c)
 		}
-		lines = append(lines, string(buf))
+		if i-start >= longLineMax {
+			return nil, errLineTooLong
+		}
+		line := s[start:i]
+		prev := eolNone
+		for i < len(s) {
+			eol := categorize(s[i])
+			if prev&eolZero != 0 || eol == eolNone || prev&eol != 0 {
+				break
+			}
+			prev |= eol
+			i++
+		}
+		lines = append(lines, line)
 	}
 	return lines, nil
 }
