@@ -275,6 +275,19 @@ func (x *index) readFile(r string) ([]byte, error) {
 // readRaw reads the regular file at the resolved path r, uncached. It is
 // safe for concurrent use when the Source is.
 func (x *index) readRaw(r string) ([]byte, error) {
+	if d, ok := x.src.(*rootfs.Dir); ok {
+		// A host directory reads a file whole in one buffer sized from
+		// its fstat, bounded like the generic path below.
+		data, err := d.ReadFile(fsName(r))
+		var pe *fs.PathError
+		switch {
+		case errors.Is(err, rootfs.ErrTooLarge):
+			return nil, fmt.Errorf("read %s: %w", r, errTooLarge)
+		case errors.As(err, &pe) && pe.Op == "read":
+			return nil, fmt.Errorf("read %s: %w", r, err)
+		}
+		return data, err
+	}
 	f, err := x.src.Open(fsName(r))
 	if err != nil {
 		return nil, err

@@ -311,10 +311,15 @@ func (x *dirFDs) readDir(name string) ([]fs.DirEntry, error) {
 
 // getdents reads every entry of the open directory fd (the directory name)
 // with getdents64(2), using the types it reports. os.File's own ReadDir is
-// not used: its entries' Info would lstat a host path.
+// not used: its entries' Info would lstat a host path. The entries and
+// their names are allocated together, not one by one.
 func (x *dirFDs) getdents(fd int, name string) ([]fs.DirEntry, error) {
-	var ents []fs.DirEntry
-	buf := make([]byte, 16<<10)
+	var (
+		names []byte  // every name, back to back
+		ends  []int   // where each name ends in names
+		typs  []uint8 // each entry's d_type
+		buf   = make([]byte, 16<<10)
+	)
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
@@ -324,7 +329,7 @@ func (x *dirFDs) getdents(fd int, name string) ([]fs.DirEntry, error) {
 			return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
 		}
 		if n <= 0 {
-			return ents, nil
+			break
 		}
 		for b := buf[:n]; len(b) >= 19; {
 			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
@@ -336,22 +341,36 @@ func (x *dirFDs) getdents(fd int, name string) ([]fs.DirEntry, error) {
 			if i := slices.Index(nm, 0); i >= 0 {
 				nm = nm[:i]
 			}
-			s := string(nm)
-			if s == "." || s == ".." || s == "" {
+			if len(nm) == 0 || string(nm) == "." || string(nm) == ".." {
 				continue
 			}
-			de := &dirEntry{x: x, name: s, full: path.Join(name, s), typ: direntType(typ)}
-			if typ == unix.DT_UNKNOWN {
-				// Some file systems do not report types; ask, inside the root.
-				fi, err := x.lstat(de.full)
-				if err != nil {
-					return nil, err
-				}
-				de.typ, de.info = fi.Mode().Type(), fi
-			}
-			ents = append(ents, de)
+			names = append(names, nm...)
+			ends = append(ends, len(names))
+			typs = append(typs, typ)
 		}
 	}
+	if len(ends) == 0 {
+		return nil, nil
+	}
+	all := string(names)
+	store := make([]dirEntry, len(ends))
+	ents := make([]fs.DirEntry, len(ends))
+	start := 0
+	for i, end := range ends {
+		de := &store[i]
+		*de = dirEntry{x: x, dir: name, name: all[start:end], typ: direntType(typs[i])}
+		start = end
+		if typs[i] == unix.DT_UNKNOWN {
+			// Some file systems do not report types; ask, inside the root.
+			fi, err := x.lstat(de.full())
+			if err != nil {
+				return nil, err
+			}
+			de.typ, de.info = fi.Mode().Type(), fi
+		}
+		ents[i] = de
+	}
+	return ents, nil
 }
 
 func direntType(t uint8) fs.FileMode {
@@ -375,11 +394,14 @@ func direntType(t uint8) fs.FileMode {
 // dirEntry is one entry of a directory listing; Info asks the Dir, so it
 // stays inside the root.
 type dirEntry struct {
-	x          *dirFDs
-	name, full string
-	typ        fs.FileMode
-	info       fs.FileInfo
+	x         *dirFDs
+	dir, name string // the directory listed and the entry's name in it
+	typ       fs.FileMode
+	info      fs.FileInfo
 }
+
+// full is the entry's name from the root.
+func (e *dirEntry) full() string { return path.Join(e.dir, e.name) }
 
 func (e *dirEntry) Name() string      { return e.name }
 func (e *dirEntry) IsDir() bool       { return e.typ.IsDir() }
@@ -390,7 +412,7 @@ func (e *dirEntry) Info() (fs.FileInfo, error) {
 	if e.info != nil {
 		return e.info, nil
 	}
-	return e.x.lstat(e.full)
+	return e.x.lstat(e.full())
 }
 
 // file is an open file of a Dir, on its raw descriptor: an os.File would
