@@ -62,7 +62,7 @@ type diskFlags struct {
 
 func (d *diskFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&d.partition, "partition", 0, "partition number of a disk image holding the root (0: find the one with os-release)")
-	fs.StringVar(&d.backing, "backing", "", "backing file of a qcow2 overlay image (refused without it)")
+	fs.StringVar(&d.backing, "backing", "", "backing file of a qcow2 overlay or parent of a VHD/VHDX differencing disk (refused without it)")
 }
 
 func (a *auditFlags) register(fs *flag.FlagSet) {

@@ -60,8 +60,9 @@ type Options struct {
 	// Partition selects a partition of a disk image by number (1-based); 0
 	// finds the root partition automatically.
 	Partition int
-	// Backing is the path of a qcow2 image's backing file; without it an
-	// image with one is refused.
+	// Backing is the path of a qcow2 image's backing file or of a VHD or
+	// VHDX differencing disk's parent; without it such an image is refused
+	// with an error naming the file it wants.
 	Backing string
 	// Stdin is what the target "-" reads: a root filesystem tarball, read
 	// once. The CLI sets it to the process's standard input; without it

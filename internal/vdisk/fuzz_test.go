@@ -74,10 +74,39 @@ func FuzzVMDK(f *testing.F) {
 
 func FuzzVHD(f *testing.F) {
 	seeds(f, []string{"vpc", "-o", "subformat=dynamic"}, []string{"vpc", "-o", "subformat=fixed"})
-	fuzzDisk(f, vdisk.OpenVHD)
+	diffSeed(f, "vpc")
+	fuzzDisk(f, func(r io.ReaderAt, size int64) (vdisk.Disk, error) { return vdisk.OpenVHD(r, size, zeroDisk{}) })
 }
 
 func FuzzVHDX(f *testing.F) {
 	seeds(f, []string{"vhdx", "-o", "block_size=1M"})
-	fuzzDisk(f, vdisk.OpenVHDX)
+	diffSeed(f, "vhdx")
+	fuzzDisk(f, func(r io.ReaderAt, size int64) (vdisk.Disk, error) { return vdisk.OpenVHDX(r, size, zeroDisk{}) })
+}
+
+// zeroDisk is a parent of any size that reads as zeros, so fuzzing reaches
+// a differencing disk's bitmaps.
+type zeroDisk struct{}
+
+func (zeroDisk) Size() int64 { return 1 << 50 }
+func (zeroDisk) ReadAt(p []byte, _ int64) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// diffSeed adds a differencing disk (see imagetest.Differencing) whose
+// parent is a zeroed 128 KiB disk to f's corpus.
+func diffSeed(f *testing.F, format string) {
+	dir := f.TempDir()
+	final, parent := filepath.Join(dir, "final.raw"), filepath.Join(dir, "parent.raw")
+	b := make([]byte, 128<<10)
+	for i := 0; i < len(b); i += 1536 {
+		copy(b[i:], "amilint differencing seed")
+	}
+	require.NoError(f, os.WriteFile(final, b, 0o644))
+	require.NoError(f, os.WriteFile(parent, make([]byte, len(b)), 0o644))
+	child, _ := imagetest.Differencing(f, format, parent, final, 1)
+	img, err := os.ReadFile(child)
+	require.NoError(f, err)
+	f.Add(img)
 }

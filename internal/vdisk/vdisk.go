@@ -18,7 +18,7 @@ import (
 var ErrCorrupt = errors.New("corrupt disk image")
 
 // ErrUnsupported reports a valid container using a feature amilint does not
-// read (encryption, external data files, differencing disks without a parent).
+// read (encryption, external data files, a VHDX log to replay).
 var ErrUnsupported = errors.New("unsupported disk image feature")
 
 // ErrBacking reports an image that needs a backing (parent) file that was
@@ -47,8 +47,9 @@ const (
 
 // Options tune Open.
 type Options struct {
-	// Backing is the guest disk of a qcow2 image's backing file. Without it
-	// an image that names a backing file fails with ErrBacking.
+	// Backing is the guest disk of a qcow2 image's backing file or of a
+	// VHD or VHDX differencing disk's parent. Without it an image that
+	// names one fails with ErrBacking.
 	Backing Disk
 }
 
@@ -92,9 +93,9 @@ func Open(r io.ReaderAt, size int64, opt Options) (Disk, Format, error) {
 	case VMDK:
 		d, err = OpenVMDK(r, size)
 	case VHD:
-		d, err = OpenVHD(r, size)
+		d, err = OpenVHD(r, size, opt.Backing)
 	case VHDX:
-		d, err = OpenVHDX(r, size)
+		d, err = OpenVHDX(r, size, opt.Backing)
 	default:
 		d = NewRaw(r, size)
 	}

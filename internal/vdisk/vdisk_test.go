@@ -310,7 +310,7 @@ func (f failingAt) ReadAt(p []byte, off int64) (int, error) {
 
 func TestVHDXKeepsReadErrors(t *testing.T) {
 	boom := errors.New("block fetch failed")
-	_, err := vdisk.OpenVHDX(failingAt{boom}, 4<<20)
+	_, err := vdisk.OpenVHDX(failingAt{boom}, 4<<20, nil)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, boom, "an I/O error is reported as itself")
 	assert.NotErrorIs(t, err, vdisk.ErrCorrupt, "not as a corrupt image")

@@ -4,18 +4,24 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"strings"
+	"unicode/utf16"
 )
 
 // VHD disk types, from Microsoft's Virtual Hard Disk Image Format
 // Specification.
 const (
-	vhdFixed       = 2
-	vhdDynamic     = 3
-	vhdDifferecing = 4
-	vhdUnused      = 0xffffffff
+	vhdFixed        = 2
+	vhdDynamic      = 3
+	vhdDifferencing = 4
+	vhdUnused       = 0xffffffff
+
+	vhdLocators       = 8
+	vhdMaxLocatorData = 64 << 10
+	vhdBitmapCache    = 64
 )
 
-// vhdDisk is the guest disk of a dynamic VHD.
+// vhdDisk is the guest disk of a dynamic or differencing VHD.
 type vhdDisk struct {
 	r          io.ReaderAt
 	fileSize   int64
@@ -23,6 +29,26 @@ type vhdDisk struct {
 	blockSize  int64
 	bitmapSize int64
 	bat        []uint32
+	id         [16]byte
+	// parent is set for a differencing disk: sectors whose bit is clear
+	// in their block's bitmap, and unallocated blocks, are read from it.
+	parent  Disk
+	bitmaps *lru[[]byte]
+}
+
+// vhdFixedDisk is the guest disk of a fixed VHD.
+type vhdFixedDisk struct {
+	*io.SectionReader
+	id [16]byte
+}
+
+// identity lets a differencing child check that it was given its parent.
+func (d *vhdDisk) identity() (string, [16]byte)      { return "vhd unique id", d.id }
+func (d *vhdFixedDisk) identity() (string, [16]byte) { return "vhd unique id", d.id }
+
+// identified is a disk that carries the identifier its children name.
+type identified interface {
+	identity() (what string, id [16]byte)
 }
 
 // vhdChecksum is the one's complement of the byte sum of b, skipping the
@@ -38,9 +64,10 @@ func vhdChecksum(b []byte, skip int) uint32 {
 	return ^s
 }
 
-// OpenVHD opens a fixed or dynamic VHD. Differencing disks fail with
-// ErrBacking.
-func OpenVHD(r io.ReaderAt, fileSize int64) (Disk, error) {
+// OpenVHD opens a fixed, dynamic or differencing VHD. A differencing disk
+// needs parent, its parent's guest disk; without it Open fails with
+// ErrBacking naming the parent as the disk's locators record it.
+func OpenVHD(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 	be := binary.BigEndian
 	var foot [512]byte
 	if fileSize < 512 {
@@ -65,15 +92,15 @@ func OpenVHD(r io.ReaderAt, fileSize int64) (Disk, error) {
 	if size < 0 || size > 1<<48 {
 		return nil, corruptf("vhd: disk size %d", size)
 	}
-	switch typ := be.Uint32(foot[60:]); typ {
+	id := [16]byte(foot[68:84])
+	typ := be.Uint32(foot[60:])
+	switch typ {
 	case vhdFixed:
 		if size > fileSize-512 {
 			return nil, corruptf("vhd: fixed disk of %d bytes in a %d byte file", size, fileSize)
 		}
-		return io.NewSectionReader(r, 0, size), nil
-	case vhdDynamic:
-	case vhdDifferecing:
-		return nil, fmt.Errorf("vhd differencing disk: %w", ErrBacking)
+		return &vhdFixedDisk{io.NewSectionReader(r, 0, size), id}, nil
+	case vhdDynamic, vhdDifferencing:
 	default:
 		return nil, corruptf("vhd: disk type %d", typ)
 	}
@@ -88,7 +115,17 @@ func OpenVHD(r io.ReaderAt, fileSize int64) (Disk, error) {
 	if sum := be.Uint32(hdr[36:]); sum != vhdChecksum(hdr[:], 36) {
 		return nil, corruptf("vhd: dynamic header checksum %#x, want %#x", sum, vhdChecksum(hdr[:], 36))
 	}
-	d := &vhdDisk{r: r, fileSize: fileSize, size: size}
+	d := &vhdDisk{r: r, fileSize: fileSize, size: size, id: id}
+	if typ == vhdDifferencing {
+		name := vhdParentName(r, fileSize, hdr[:])
+		if parent == nil {
+			return nil, fmt.Errorf("vhd differencing disk whose parent is %s: %w (give it explicitly)", name, ErrBacking)
+		}
+		if err := checkParent(parent, size, "vhd unique id", [16]byte(hdr[40:56])); err != nil {
+			return nil, fmt.Errorf("vhd differencing disk whose parent is %s: %w", name, err)
+		}
+		d.parent, d.bitmaps = parent, newLRU[[]byte](vhdBitmapCache)
+	}
 	batOff := int64(be.Uint64(hdr[16:]))
 	entries := int64(be.Uint32(hdr[28:]))
 	d.blockSize = int64(be.Uint32(hdr[32:]))
@@ -117,6 +154,63 @@ func OpenVHD(r io.ReaderAt, fileSize int64) (Disk, error) {
 	return d, nil
 }
 
+// checkParent checks that parent can be the parent of a child disk of
+// size bytes that names it by id (when the parent's format carries one).
+func checkParent(parent Disk, size int64, what string, want [16]byte) error {
+	if parent.Size() < size {
+		return fmt.Errorf("the given parent holds %d bytes, the child %d: %w", parent.Size(), size, ErrBacking)
+	}
+	if p, ok := parent.(identified); ok {
+		if w, got := p.identity(); w == what && got != want {
+			return fmt.Errorf("the given parent is not this disk's parent (its %s is %x, the child names %x): %w", what, got, want, ErrBacking)
+		}
+	}
+	return nil
+}
+
+// vhdParentName names a differencing disk's parent: its relative and
+// absolute paths from the parent locators, else the header's parent name.
+func vhdParentName(r io.ReaderAt, fileSize int64, hdr []byte) string {
+	be := binary.BigEndian
+	var names []string
+	for i := range vhdLocators {
+		e := hdr[576+24*i : 600+24*i]
+		code := string(e[:4])
+		length := int64(be.Uint32(e[8:]))
+		off := int64(be.Uint64(e[16:]))
+		if length <= 0 || length > vhdMaxLocatorData {
+			continue
+		}
+		b := make([]byte, length)
+		if readFull(r, fileSize, b, off, "vhd parent locator") != nil {
+			continue
+		}
+		switch code {
+		case "W2ru", "W2ku":
+			names = append(names, quote(utf16String(b, binary.LittleEndian)))
+		case "MacX":
+			names = append(names, quote(strings.TrimRight(string(b), "\x00")))
+		}
+	}
+	if len(names) == 0 {
+		return quote(utf16String(hdr[64:576], be))
+	}
+	return strings.Join(names, " or ")
+}
+
+// utf16String decodes a NUL-padded UTF-16 string.
+func utf16String(b []byte, order binary.ByteOrder) string {
+	u := make([]uint16, 0, len(b)/2)
+	for i := 0; i+1 < len(b); i += 2 {
+		c := order.Uint16(b[i:])
+		if c == 0 {
+			break
+		}
+		u = append(u, c)
+	}
+	return string(utf16.Decode(u))
+}
+
 func (d *vhdDisk) Size() int64 { return d.size }
 
 func (d *vhdDisk) ReadAt(p []byte, off int64) (int, error) {
@@ -126,13 +220,90 @@ func (d *vhdDisk) ReadAt(p []byte, off int64) (int, error) {
 func (d *vhdDisk) readBlock(p []byte, blk, within int64) error {
 	e := d.bat[blk]
 	if e == vhdUnused {
+		if d.parent != nil {
+			return readParent(d.parent, p, blk*d.blockSize+within)
+		}
 		clear(p)
 		return nil
 	}
-	start := int64(e)*512 + d.bitmapSize
 	if e == 0 {
 		return corruptf("vhd: block %d points at the footer copy", blk)
 	}
-	// The sector bitmap is not consulted for dynamic disks, as in QEMU.
-	return readFull(d.r, d.fileSize, p, start+within, "vhd block")
+	start := int64(e)*512 + d.bitmapSize
+	if d.parent == nil {
+		// The sector bitmap is not consulted for dynamic disks, as in QEMU.
+		return readFull(d.r, d.fileSize, p, start+within, "vhd block")
+	}
+	bm, err := d.bitmap(blk, int64(e)*512)
+	if err != nil {
+		return err
+	}
+	// A set bit (most significant first) is a sector of this disk, a
+	// clear one is the parent's; read runs of either in one go.
+	return readRuns(p, within, 512, func(s int64) bool { return bm[s/8]&(0x80>>(s%8)) != 0 },
+		func(q []byte, at int64) error { return readFull(d.r, d.fileSize, q, start+at, "vhd block") },
+		func(q []byte, at int64) error { return readParent(d.parent, q, blk*d.blockSize+at) })
+}
+
+// bitmap returns the sector bitmap of block blk, stored at off.
+func (d *vhdDisk) bitmap(blk, off int64) ([]byte, error) {
+	if bm, ok := d.bitmaps.get(blk); ok {
+		return bm, nil
+	}
+	bm := make([]byte, d.bitmapSize)
+	if err := readFull(d.r, d.fileSize, bm, off, "vhd sector bitmap"); err != nil {
+		return nil, err
+	}
+	d.bitmaps.put(blk, bm)
+	return bm, nil
+}
+
+// readRuns fills p, which starts at byte within of a block of sectors of
+// sector bytes, in runs of sectors that mine says are the disk's own (read
+// with own) or the parent's (read with parent); at is the offset in the
+// block.
+func readRuns(p []byte, within, sector int64, mine func(s int64) bool, own, parent func(q []byte, at int64) error) error {
+	n := int64(0)
+	for n < int64(len(p)) {
+		pos := within + n
+		m := mine(pos / sector)
+		end := (pos/sector + 1) * sector
+		for end < within+int64(len(p)) && mine(end/sector) == m {
+			end += sector
+		}
+		end = min(end, within+int64(len(p)))
+		q := p[n : end-within]
+		read := parent
+		if m {
+			read = own
+		}
+		if err := read(q, pos); err != nil {
+			return err
+		}
+		n = end - within
+	}
+	return nil
+}
+
+// readParent reads p at off of a parent disk, which must hold it all.
+func readParent(parent Disk, p []byte, off int64) error {
+	n, err := parent.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return corruptf("parent disk ends at %d, before byte %d", parent.Size(), off+int64(len(p)))
+	}
+	return fmt.Errorf("read parent disk at %d: %w", off, err)
+}
+
+// quote puts a name from an image in quotes, control characters replaced,
+// so that it reads as the user would type it.
+func quote(s string) string {
+	return `"` + strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s) + `"`
 }

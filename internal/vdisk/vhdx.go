@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"strings"
 )
 
 // VHDX structures, from Microsoft's [MS-VHDX] specification.
@@ -35,7 +36,30 @@ var (
 	vhdxFileParamGUID = guid("CAA16737-FA36-4D43-B3B6-33F0AA44E76B")
 	vhdxDiskSizeGUID  = guid("2FA54224-CD1B-4876-B211-5DBED83BF4B8")
 	vhdxLogicalGUID   = guid("8141BF1D-A96F-4709-BA47-F233A8FAAB5F")
+	vhdxParentGUID    = guid("A8D35F2D-B30B-454D-ABF7-D3D84834AB0C")
+	vhdxLocatorGUID   = guid("B04AEFB7-D19E-4A81-B789-25B8E9445913")
 )
+
+// vhdxMaxLocatorEntries bounds the parent locator's key-value entries.
+const vhdxMaxLocatorEntries = 256
+
+// parseGUID reads a textual GUID, with or without braces, into its
+// on-disk bytes; ok is false when s is not one.
+func parseGUID(s string) (b [16]byte, ok bool) {
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "{"), "}")
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	for i, c := range s {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			continue
+		}
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return b, false
+		}
+	}
+	return guid(s), true
+}
 
 // guid returns the on-disk (mixed-endian) bytes of a textual GUID.
 func guid(s string) [16]byte {
@@ -73,8 +97,18 @@ type vhdxDisk struct {
 	size       int64
 	blockSize  int64
 	chunkRatio int64
+	sector     int64
 	bat        []uint64
+	dataWrite  [16]byte
+	// parent is set for a differencing disk: blocks not present, and the
+	// sectors of partially present blocks whose bitmap bit is clear, are
+	// read from it.
+	parent  Disk
+	bitmaps *lru[[]byte]
 }
+
+// identity lets a differencing child check that it was given its parent.
+func (d *vhdxDisk) identity() (string, [16]byte) { return "vhdx data write guid", d.dataWrite }
 
 func vhdxCRC(b []byte) uint32 {
 	c := make([]byte, len(b))
@@ -83,9 +117,11 @@ func vhdxCRC(b []byte) uint32 {
 	return crc32.Checksum(c, castagnoli)
 }
 
-// OpenVHDX opens a VHDX file. Differencing disks fail with ErrBacking and a
-// log that still needs replaying with ErrUnsupported.
-func OpenVHDX(r io.ReaderAt, fileSize int64) (Disk, error) {
+// OpenVHDX opens a VHDX file. A differencing disk needs parent, its
+// parent's guest disk; without it Open fails with ErrBacking naming the
+// parent as its parent locator records it. A log that still needs
+// replaying fails with ErrUnsupported.
+func OpenVHDX(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 	le := binary.LittleEndian
 	var sig [8]byte
 	if err := readFull(r, fileSize, sig[:], 0, "vhdx file identifier"); err != nil {
@@ -185,11 +221,9 @@ func OpenVHDX(r io.ReaderAt, fileSize int64) (Disk, error) {
 	if len(fp) < 8 || len(ds) < 8 || len(ls) < 4 {
 		return nil, corruptf("vhdx: required metadata missing")
 	}
-	d := &vhdxDisk{r: r, fileSize: fileSize}
+	d := &vhdxDisk{r: r, fileSize: fileSize, dataWrite: [16]byte(hdr[32:48])}
 	d.blockSize = int64(le.Uint32(fp))
-	if le.Uint32(fp[4:])&2 != 0 {
-		return nil, fmt.Errorf("vhdx differencing disk: %w", ErrBacking)
-	}
+	hasParent := le.Uint32(fp[4:])&2 != 0
 	if d.blockSize < 1<<20 || d.blockSize > 256<<20 || d.blockSize&(d.blockSize-1) != 0 {
 		return nil, corruptf("vhdx: block size %d", d.blockSize)
 	}
@@ -201,11 +235,32 @@ func OpenVHDX(r io.ReaderAt, fileSize int64) (Disk, error) {
 	if sector != 512 && sector != 4096 {
 		return nil, corruptf("vhdx: logical sector size %d", sector)
 	}
+	d.sector = sector
 	d.chunkRatio = (1 << 23) * sector / d.blockSize
 	blocks := (d.size + d.blockSize - 1) / d.blockSize
 	entries := blocks + (blocks-1)/d.chunkRatio
 	if blocks == 0 {
 		entries = 0
+	}
+	if hasParent {
+		keys, err := vhdxLocator(items[vhdxParentGUID])
+		if err != nil {
+			return nil, err
+		}
+		name := vhdxParentName(keys)
+		if parent == nil {
+			return nil, fmt.Errorf("vhdx differencing disk whose parent is %s: %w (give it explicitly)", name, ErrBacking)
+		}
+		linkage, ok := parseGUID(keys["parent_linkage"])
+		if !ok {
+			return nil, corruptf("vhdx: parent_linkage %q is not a GUID", keys["parent_linkage"])
+		}
+		if err := checkParent(parent, d.size, "vhdx data write guid", linkage); err != nil {
+			return nil, fmt.Errorf("vhdx differencing disk whose parent is %s: %w", name, err)
+		}
+		d.parent, d.bitmaps = parent, newLRU[[]byte](vhdBitmapCache)
+		// Every chunk has its sector bitmap entry, the last one too.
+		entries = (blocks + d.chunkRatio - 1) / d.chunkRatio * (d.chunkRatio + 1)
 	}
 	if entries*8 > batLen || entries*8 > qcowMaxTableLen {
 		return nil, corruptf("vhdx: BAT region of %d bytes for %d entries", batLen, entries)
@@ -233,7 +288,13 @@ func (d *vhdxDisk) ReadAt(p []byte, off int64) (int, error) {
 func (d *vhdxDisk) readBlock(p []byte, blk, within int64) error {
 	e := d.bat[blk+blk/d.chunkRatio]
 	switch e & 7 {
-	case vhdxNotPresent, vhdxUndefined, vhdxZero, vhdxUnmapped:
+	case vhdxNotPresent, vhdxUndefined:
+		if d.parent != nil {
+			return readParent(d.parent, p, blk*d.blockSize+within)
+		}
+		clear(p)
+		return nil
+	case vhdxZero, vhdxUnmapped:
 		clear(p)
 		return nil
 	case vhdxFull:
@@ -243,8 +304,96 @@ func (d *vhdxDisk) readBlock(p []byte, blk, within int64) error {
 		}
 		return readFull(d.r, d.fileSize, p, off+within, "vhdx block")
 	case vhdxPartial:
-		return fmt.Errorf("vhdx block %d is partially present: %w", blk, ErrBacking)
+		if d.parent == nil {
+			return corruptf("vhdx: block %d is partially present in a disk without a parent", blk)
+		}
+		off := int64(e>>20) << 20
+		if off < 1<<20 {
+			return corruptf("vhdx: block %d at offset %d overlaps the headers", blk, off)
+		}
+		bm, err := d.bitmap(blk)
+		if err != nil {
+			return err
+		}
+		// A set bit (least significant first) is a sector of this disk,
+		// a clear one the parent's.
+		return readRuns(p, within, d.sector, func(s int64) bool { return bm[s/8]&(1<<(s%8)) != 0 },
+			func(q []byte, at int64) error { return readFull(d.r, d.fileSize, q, off+at, "vhdx block") },
+			func(q []byte, at int64) error { return readParent(d.parent, q, blk*d.blockSize+at) })
 	default:
 		return corruptf("vhdx: block %d has state %d", blk, e&7)
 	}
+}
+
+// bitmap returns the part of its chunk's sector bitmap block that covers
+// payload block blk.
+func (d *vhdxDisk) bitmap(blk int64) ([]byte, error) {
+	if bm, ok := d.bitmaps.get(blk); ok {
+		return bm, nil
+	}
+	chunk := blk / d.chunkRatio
+	e := d.bat[chunk*(d.chunkRatio+1)+d.chunkRatio]
+	if e&7 != vhdxFull { // SB_BLOCK_PRESENT
+		return nil, corruptf("vhdx: block %d is partially present but its sector bitmap (state %d) is not", blk, e&7)
+	}
+	off := int64(e>>20) << 20
+	if off < 1<<20 {
+		return nil, corruptf("vhdx: sector bitmap of chunk %d at offset %d overlaps the headers", chunk, off)
+	}
+	n := d.blockSize / d.sector / 8
+	bm := make([]byte, n)
+	if err := readFull(d.r, d.fileSize, bm, off+blk%d.chunkRatio*n, "vhdx sector bitmap"); err != nil {
+		return nil, err
+	}
+	d.bitmaps.put(blk, bm)
+	return bm, nil
+}
+
+// vhdxLocator reads the parent locator metadata item into its keys and
+// values.
+func vhdxLocator(item []byte) (map[string]string, error) {
+	le := binary.LittleEndian
+	if len(item) < 20 {
+		return nil, corruptf("vhdx: differencing disk without a parent locator")
+	}
+	if [16]byte(item[:16]) != vhdxLocatorGUID {
+		return nil, fmt.Errorf("vhdx parent locator type %x: %w", item[:16], ErrUnsupported)
+	}
+	n := int(le.Uint16(item[18:]))
+	if n > vhdxMaxLocatorEntries || 20+12*n > len(item) {
+		return nil, corruptf("vhdx: parent locator of %d entries in %d bytes", n, len(item))
+	}
+	str := func(off uint32, length uint16) (string, bool) {
+		end := int64(off) + int64(length)
+		if end > int64(len(item)) || length%2 != 0 {
+			return "", false
+		}
+		return utf16String(item[off:end], le), true
+	}
+	keys := map[string]string{}
+	for i := range n {
+		e := item[20+12*i:]
+		k, ok1 := str(le.Uint32(e), le.Uint16(e[8:]))
+		v, ok2 := str(le.Uint32(e[4:]), le.Uint16(e[10:]))
+		if !ok1 || !ok2 {
+			return nil, corruptf("vhdx: parent locator entry %d out of bounds", i)
+		}
+		keys[k] = v
+	}
+	return keys, nil
+}
+
+// vhdxParentName names a differencing disk's parent by the paths its
+// locator records.
+func vhdxParentName(keys map[string]string) string {
+	var names []string
+	for _, k := range []string{"relative_path", "absolute_win32_path", "volume_path"} {
+		if v := keys[k]; v != "" {
+			names = append(names, quote(v))
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("the disk whose data write GUID is %s", keys["parent_linkage"])
+	}
+	return strings.Join(names, " or ")
 }
