@@ -15,7 +15,7 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## build bin/amilint
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/amilint
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o $(BIN) ./cmd/amilint
 
 test: test-unit test-plugin ## what CI runs: unit, differential and fuzz-seed tests of the engine and the Packer plugin
 

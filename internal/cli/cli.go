@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"strings"
 )
@@ -21,8 +22,47 @@ const (
 	ExitError    = 2 // could not do the job: bad flag, unreadable or corrupt input, policy error
 )
 
-// Version is set at link time (-ldflags "-X ...cli.Version=v1.2.3").
+// Version is set at link time (-ldflags "-X ...cli.Version=v1.2.3"); when
+// it is not, version() asks the build info.
 var Version = "dev"
+
+// version is the version reports and `amilint version` print: Version when
+// set at link time, else the module version `go install …@vX` records, else
+// the VCS revision `go build` in a checkout records, else "dev".
+func version() string {
+	if Version != "dev" {
+		return Version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Version
+	}
+	return versionOf(bi)
+}
+
+func versionOf(bi *debug.BuildInfo) string {
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return "dev-" + rev + dirty
+}
 
 // env carries what every command gets.
 type env struct {
@@ -86,14 +126,16 @@ func usage(w io.Writer, cmds map[string]command) {
 }
 
 func runVersion(e *env, args []string) int {
-	fmt.Fprintln(e.stdout, "amilint", Version)
+	fmt.Fprintln(e.stdout, "amilint", version())
 	return ExitOK
 }
 
-// newFlags returns a FlagSet that reports errors to stderr without exiting.
+// newFlags returns a FlagSet that returns errors without exiting or
+// printing: the command prints one line naming the problem (fail), and its
+// usage only when asked with -h (usageOf).
 func newFlags(e *env, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("amilint "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(io.Discard)
 	return fs
 }
 

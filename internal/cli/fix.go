@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/fix"
@@ -92,7 +93,12 @@ func runFix(e *env, args []string) int {
 		}
 		why := "not fixable by disable/mask"
 		if f.Remediation.Action == fix.Disable || f.Remediation.Action == fix.Mask {
-			why = "not fully applied; see the notes above"
+			why = "still starts at boot after the change, as it would after systemctl " + f.Remediation.Action
+			if slices.ContainsFunc(plan.Notes, func(n fix.Note) bool { return n.Unit == f.Unit }) {
+				why = "not fully applied; see the notes above"
+			} else if n := len(f.Chain); n > 0 && f.Chain[n-1].Source != "" {
+				why += "; what makes it start is " + f.Chain[n-1].Source
+			}
 		}
 		fmt.Fprintf(e.stdout, "remaining: %s %s %s (remediation %s: %s)\n", f.Severity, f.RuleID, f.Unit, f.Remediation.Action, why)
 	}

@@ -141,3 +141,18 @@ func TestFixRefusesReadOnlyTargets(t *testing.T) {
 	}
 	assert.Equal(t, "enabled", isEnabled(t, dir, "ecs.service"))
 }
+
+// TestFixSaysWhyAUnitStillStarts: when the link that enables a unit lives
+// in a .wants directory reached through a symlink, disable (like systemctl
+// disable) does not remove it; fix names what still makes the unit start
+// instead of pointing at notes it did not print.
+func TestFixSaysWhyAUnitStillStarts(t *testing.T) {
+	dir := fixTree(t, "dlami")
+	wants := filepath.Join(dir, "etc/systemd/system/multi-user.target.wants")
+	require.NoError(t, os.Rename(wants, filepath.Join(dir, "etc/wants-elsewhere")))
+	require.NoError(t, os.Symlink("/etc/wants-elsewhere", wants))
+	code, out, errOut := fixCLI(t, "fix", dir)
+	require.Equal(t, ExitFindings, code, "%s\n%s", out, errOut)
+	assert.Contains(t, out, "remaining: high ecs-agent-unconfigured ecs.service (remediation disable: still starts at boot after the change, as it would after systemctl disable; what makes it start is /etc/systemd/system/multi-user.target.wants/ecs.service)")
+	assert.NotContains(t, out, "see the notes above")
+}

@@ -114,7 +114,9 @@ func runLive(e *env, args []string) int {
 	npdMode := fs.Bool("npd", false, "node-problem-detector custom plugin mode: one line, exit 0 OK, 1 problem, 2 unknown")
 	interval := fs.Duration("interval", metrics.DefaultInterval, "with --serve, time between two audits")
 	failOn := fs.String("fail-on", "high", "exit 1 when a finding is at or above this severity")
-	if _, err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args); errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint live [-o FORMAT] [--fail-on SEVERITY] [--serve ADDR] [--npd] [--sample DURATION] [--collect LIST] [--bus ADDR] [--root DIR] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
+	} else if err != nil {
 		return fail(e, "live", err)
 	}
 	sev, err := finding.ParseSeverity(*failOn)
@@ -195,7 +197,7 @@ func writeLive(e *env, format string, sev finding.Severity, host *live.Host, rep
 		return nil
 	}
 	w, err := report.Get(format, report.WithFailOn(sev), report.WithRules(ruleMeta(host.Auditor())),
-		report.WithVersion(Version), report.WithLive(reportLive(rep.Target.Name, facts)))
+		report.WithVersion(version()), report.WithLive(reportLive(rep.Target.Name, facts)))
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 
 	"github.com/amilint/amilint/internal/audit"
@@ -24,6 +25,9 @@ func runPolicy(e *env, args []string) int {
 	verbose := fs.Bool("v", false, "print every test, not only failures")
 	run := fs.String("run", "", "run only the tests whose package.name matches `REGEXP`")
 	dirs, err := parse(fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint policy test [--data FILE] [--rules DIR] [--profile NAME] [--trait NAME] [--run REGEXP] [-v] DIR...")
+	}
 	if err != nil {
 		return fail(e, "policy test", err)
 	}

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -21,6 +23,9 @@ func runReport(e *env, args []string) int {
 	out := fs.String("o", "markdown", "output format: "+strings.Join(report.RolloutFormats, ", "))
 	failOn := fs.String("fail-on", "high", "a target fails when it has a finding at or above this severity")
 	files, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint report [-o FORMAT] [--fail-on SEVERITY] FILE...")
+	}
 	if err != nil {
 		return fail(e, "report", err)
 	}

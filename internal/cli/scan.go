@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/amilint/amilint/internal/audit"
@@ -61,7 +62,14 @@ type diskFlags struct {
 }
 
 func (d *diskFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&d.partition, "partition", 0, "partition number of a disk image holding the root (0: find the one with os-release)")
+	fs.Func("partition", "partition `N`umber of a disk image holding the root (default: find the one with os-release)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want a partition number, 1 or more")
+		}
+		d.partition = n
+		return nil
+	})
 	fs.StringVar(&d.backing, "backing", "", "backing file of a qcow2 overlay or parent of a VHD/VHDX differencing disk (refused without it)")
 }
 
@@ -171,7 +179,7 @@ func runScan(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "scan", err)
 	}
-	w, err := report.Get(*format, report.WithFailOn(failOn), report.WithRules(ruleMeta(aud)), report.WithVersion(Version))
+	w, err := report.Get(*format, report.WithFailOn(failOn), report.WithRules(ruleMeta(aud)), report.WithVersion(version()))
 	if err != nil {
 		return fail(e, "scan", err)
 	}

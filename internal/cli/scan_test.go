@@ -160,6 +160,13 @@ func TestScanErrorsExit2(t *testing.T) {
 		"two targets":      {"scan", "a", "b"},
 		"diff one target":  {"diff", "fixture:dlami"},
 		"facts bad target": {"facts", "/nonexistent"},
+		"report bad flag":  {"report", "--bogus"},
+		"live bad flag":    {"live", "--bogus"},
+		"policy bad flag":  {"policy", "test", "--bogus"},
+		"units bad flag":   {"units", "--bogus"},
+		"fix bad flag":     {"fix", "--bogus"},
+		"diff bad flag":    {"diff", "--bogus"},
+		"bad partition":    {"scan", "--partition", "-1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, stderr := runCLI(t, args...)
@@ -167,6 +174,17 @@ func TestScanErrorsExit2(t *testing.T) {
 			assert.Empty(t, out)
 			assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line naming the problem: %q", stderr)
 		})
+	}
+}
+
+// TestHelpPrintsUsage: -h prints the usage and the flags, and exits 0.
+func TestHelpPrintsUsage(t *testing.T) {
+	for _, args := range [][]string{{"scan"}, {"facts"}, {"diff"}, {"units"}, {"fix"}, {"live"}, {"report"}, {"policy", "test"}} {
+		code, out, stderr := runCLI(t, append(args, "-h")...)
+		assert.Equal(t, ExitOK, code, "%v", args)
+		assert.Empty(t, out)
+		assert.Contains(t, stderr, "usage: amilint "+strings.Join(args, " "), "%v", args)
+		assert.Contains(t, stderr, "  -", "%v: the flags are listed", args)
 	}
 }
 
