@@ -92,6 +92,8 @@ func TestCatalogTraits(t *testing.T) {
 	}
 	_, err := audit.New(audit.Config{Traits: []string{"Not A Slug"}})
 	assert.ErrorContains(t, err, `trait "Not A Slug"`)
+	_, err = audit.New(audit.Config{Traits: []string{"imutable"}})
+	assert.ErrorContains(t, err, `trait "imutable": no rule or profile uses it (known: immutable, server)`)
 }
 
 func TestCatalogECSConfigured(t *testing.T) {

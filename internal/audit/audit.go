@@ -7,7 +7,9 @@ package audit
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,10 +70,26 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load profiles: %w", err)
 	}
+	// A trait no rule or profile knows would switch nothing on, and a typo
+	// (imutable) would silently switch a rule off: refuse it.
+	known := map[string]bool{}
+	for _, r := range rs {
+		for _, t := range r.Traits {
+			known[t] = true
+		}
+	}
+	for _, p := range ps {
+		for _, t := range p.Traits {
+			known[t] = true
+		}
+	}
 	traits := slices.Clone(cfg.Traits)
 	for _, t := range traits {
 		if !rules.ValidTrait(t) {
 			return nil, fmt.Errorf("trait %q: want a slug like immutable", t)
+		}
+		if !known[t] {
+			return nil, fmt.Errorf("trait %q: no rule or profile uses it (known: %s)", t, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
 		}
 	}
 	if cfg.Profile != "" {

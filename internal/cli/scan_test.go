@@ -156,6 +156,7 @@ func TestScanErrorsExit2(t *testing.T) {
 		"unknown profile":  {"scan", "--profile", "no-such-profile"},
 		"bad trait":        {"scan", "--trait", "Immutable Image"},
 		"empty trait":      {"scan", "--trait", "immutable,"},
+		"unknown trait":    {"scan", "--trait", "imutable"},
 		"missing waivers":  {"scan", "--waivers", "/nonexistent/waivers.yaml"},
 		"two targets":      {"scan", "a", "b"},
 		"diff one target":  {"diff", "fixture:dlami"},
