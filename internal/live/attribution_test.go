@@ -105,4 +105,16 @@ func TestSuspectOrder(t *testing.T) {
 	c.Unified = &cgroup.Unified{Leaking: "system.slice/leaky.service"}
 	unit, _ = suspect(c, s, &tr)
 	assert.Equal(t, "leaky.service", unit, "the v2 hierarchy names the leaking subtree directly")
+	c.Memory = &cgroup.Memory{Version: 2}
+	unit, _ = suspect(c, s, &tr)
+	assert.Equal(t, "leaky.service", unit, "the memory controller on v2: its dying cgroups are memcgs")
+
+	// A hybrid host, as systemd in nspawn here: the unified hierarchy
+	// has no memory controller, its dying cgroups (briefly, at each
+	// restart) say nothing about memcgs.
+	c.Memory = &cgroup.Memory{Version: 1}
+	c.Unified = &cgroup.Unified{Dying: 1, Leaking: "system.slice"}
+	unit, why = suspect(c, s, &tr)
+	assert.Equal(t, "other.service", unit, "hybrid: the unified hierarchy is not asked")
+	assert.Contains(t, why, "track the zombie growth")
 }

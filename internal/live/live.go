@@ -235,9 +235,31 @@ func (a *Auditor) Audit(ctx context.Context) (*Facts, error) {
 		f.Errors[name] = err.Error()
 		errs = append(errs, fmt.Errorf("%s: %w", name, err))
 	}
-	// The collectors run in parallel over the same sample; each writes
-	// only its own fields.
-	if slices.Contains(o.Collect, CollectCgroup) {
+	// The first audit (or the first after systemd's connection was lost)
+	// takes the first readings of every collector that has none, together,
+	// then waits one sample: the collectors' growths then cover the same
+	// interval, so zombie growth and restarts can be compared (a first
+	// systemd snapshot over a new connection can take a second alone).
+	active := slices.Clone(o.Collect)
+	if unprimed := slices.DeleteFunc(slices.Clone(o.Collect), a.primed); len(unprimed) > 0 {
+		for _, c := range unprimed {
+			wg.Go(func() {
+				if err := a.prime(ctx, c); err != nil {
+					fail(c, err)
+				}
+			})
+		}
+		wg.Wait()
+		active = slices.DeleteFunc(active, func(c string) bool { _, failed := f.Errors[c]; return failed })
+		if err := sleep(ctx, o.Sample); err != nil {
+			for _, c := range active {
+				fail(c, err)
+			}
+			active = nil
+		}
+	}
+	// The collectors then read in parallel; each writes only its own fields.
+	if slices.Contains(active, CollectCgroup) {
 		wg.Go(func() {
 			c, err := a.collectCgroups(ctx)
 			if err != nil {
@@ -247,7 +269,7 @@ func (a *Auditor) Audit(ctx context.Context) (*Facts, error) {
 			f.Cgroups = c
 		})
 	}
-	if slices.Contains(o.Collect, CollectCPU) {
+	if slices.Contains(active, CollectCPU) {
 		wg.Go(func() {
 			r, err := a.collectCPU(ctx)
 			if err != nil {
@@ -257,7 +279,7 @@ func (a *Auditor) Audit(ctx context.Context) (*Facts, error) {
 			f.CPU = r
 		})
 	}
-	if slices.Contains(o.Collect, CollectSystemd) {
+	if slices.Contains(active, CollectSystemd) {
 		wg.Go(func() {
 			s, err := a.collectSystemd(ctx)
 			if err != nil {
@@ -300,17 +322,51 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (a *Auditor) collectCgroups(ctx context.Context) (*Cgroups, error) {
+// primed says whether the collector has a previous reading to compare with.
+func (a *Auditor) primed(collector string) bool {
+	switch collector {
+	case CollectCgroup:
+		return a.prevCg != nil
+	case CollectCPU:
+		return a.prevCPU != nil
+	case CollectSystemd:
+		return a.prevSd != nil
+	}
+	return true
+}
+
+// prime takes a collector's first reading.
+func (a *Auditor) prime(ctx context.Context, collector string) error {
+	switch collector {
+	case CollectCgroup:
+		h, err := a.cg.Read()
+		if err != nil {
+			return err
+		}
+		a.prevCg, a.prevCgT = h, time.Now()
+	case CollectCPU:
+		r, err := a.cpu.Read()
+		if err != nil {
+			return err
+		}
+		a.prevCPU = r
+	case CollectSystemd:
+		s, err := a.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		a.prevSd = s
+	}
+	return nil
+}
+
+// errUnprimed is a collector asked to compare without a previous reading.
+var errUnprimed = errors.New("no previous reading")
+
+func (a *Auditor) collectCgroups(context.Context) (*Cgroups, error) {
 	prev, prevT := a.prevCg, a.prevCgT
 	if prev == nil {
-		var err error
-		if prev, err = a.cg.Read(); err != nil {
-			return nil, err
-		}
-		prevT = time.Now()
-		if err := sleep(ctx, a.o.Sample); err != nil {
-			return nil, err
-		}
+		return nil, errUnprimed
 	}
 	cur, err := a.cg.Read()
 	if err != nil {
@@ -325,16 +381,10 @@ func (a *Auditor) collectCgroups(ctx context.Context) (*Cgroups, error) {
 	return c, nil
 }
 
-func (a *Auditor) collectCPU(ctx context.Context) (*cpu.Report, error) {
+func (a *Auditor) collectCPU(context.Context) (*cpu.Report, error) {
 	prev := a.prevCPU
 	if prev == nil {
-		var err error
-		if prev, err = a.cpu.Read(); err != nil {
-			return nil, err
-		}
-		if err := sleep(ctx, a.o.Sample); err != nil {
-			return nil, err
-		}
+		return nil, errUnprimed
 	}
 	cur, err := a.cpu.Read()
 	if err != nil {
@@ -344,7 +394,10 @@ func (a *Auditor) collectCPU(ctx context.Context) (*cpu.Report, error) {
 	return a.cpu.Between(prev, cur), nil
 }
 
-func (a *Auditor) collectSystemd(ctx context.Context) (*Systemd, error) {
+// snapshot takes one systemd snapshot, connecting first if need be; on an
+// error it drops the connection and the previous snapshot, so the next
+// audit reconnects and starts over (systemd or the bus may have restarted).
+func (a *Auditor) snapshot(ctx context.Context) (*sdbus.Snapshot, error) {
 	if a.client == nil {
 		c, err := sdbus.Dial(ctx, a.o.Bus)
 		if err != nil {
@@ -352,26 +405,20 @@ func (a *Auditor) collectSystemd(ctx context.Context) (*Systemd, error) {
 		}
 		a.client = c
 	}
-	snap := func() (*sdbus.Snapshot, error) {
-		s, err := a.client.Snapshot(ctx)
-		if err != nil {
-			// Reconnect next time: systemd or the bus may have restarted.
-			a.client.Close()
-			a.client, a.prevSd = nil, nil
-		}
-		return s, err
+	s, err := a.client.Snapshot(ctx)
+	if err != nil {
+		a.client.Close()
+		a.client, a.prevSd = nil, nil
 	}
+	return s, err
+}
+
+func (a *Auditor) collectSystemd(ctx context.Context) (*Systemd, error) {
 	prev := a.prevSd
 	if prev == nil {
-		var err error
-		if prev, err = snap(); err != nil {
-			return nil, err
-		}
-		if err := sleep(ctx, a.o.Sample); err != nil {
-			return nil, err
-		}
+		return nil, errUnprimed
 	}
-	cur, err := snap()
+	cur, err := a.snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +440,7 @@ func isEnabled(state string) bool {
 }
 
 // suspect names the unit most likely leaking memcgs: the v2 hierarchy's
-// leaking subtree when it is a unit; else the service whose restarts track
+// leaking subtree when it is a unit and the memory controller is on v2; else the service whose restarts track
 // the zombie growth over the recent audits; else the service whose
 // restarts within the latest interval account for its growth (measured
 // restarts beat a guess from the unit's configuration); else a
@@ -401,7 +448,9 @@ func isEnabled(state string) bool {
 // containers churn without systemd restarting it); else the service that
 // restarted most while the zombies grew.
 func suspect(c *Cgroups, s *Systemd, t *tracker) (string, string) {
-	if c.Unified != nil && c.Unified.Leaking != "" {
+	// On a hybrid host (memory controller on v1) the unified hierarchy's
+	// dying cgroups hold no memory: they say nothing about memcgs.
+	if c.Unified != nil && c.Unified.Leaking != "" && (c.Memory == nil || c.Memory.Version == 2) {
 		base := path.Base(c.Unified.Leaking)
 		if strings.Contains(base, ".") {
 			return base, fmt.Sprintf("%s holds most dying cgroups (%s)", c.Unified.Leaking, "cgroup.stat nr_dying_descendants")

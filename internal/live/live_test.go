@@ -52,6 +52,8 @@ func TestAuditorGrowth(t *testing.T) {
 	first, err := a.Audit(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 10*time.Millisecond, first.Sample)
+	require.NotNil(t, first.Cgroups.Growth)
+	assert.GreaterOrEqual(t, first.Cgroups.Growth.Interval, 10*time.Millisecond, "the first audit's readings are a sample apart")
 
 	const n = 20
 	cgrouptest.MakeWithProcesses(t, n, 64<<10)
