@@ -249,20 +249,31 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 var rulesPackage = ast.MustParseRef("data.amilint.rules")
 
 // checkUserPackages fails when a --policy directory declares no package
-// under amilint.rules: its rules would never be evaluated (a conftest-style
-// "package main" with deny rules, say), and saying so beats silence.
+// under amilint.rules, or no findings rule in them: its rules would never
+// be evaluated (a conftest-style "package main" with deny rules, or a
+// "finding" typo), and saying so beats silence.
 func checkUserPackages(dirs map[string][]string, mods map[string]*ast.Module) error {
 	var errs []error
 	for d, names := range dirs {
-		ok := false
+		under, defines := false, false
 		for _, n := range names {
-			if m := mods[n]; m != nil && m.Package.Path.HasPrefix(rulesPackage) && len(m.Package.Path) > len(rulesPackage) {
-				ok = true
-				break
+			m := mods[n]
+			if m == nil || !m.Package.Path.HasPrefix(rulesPackage) || len(m.Package.Path) <= len(rulesPackage) {
+				continue
+			}
+			under = true
+			for _, r := range m.Rules {
+				if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Value.Compare(ast.Var("findings")) == 0 {
+					defines = true
+				}
 			}
 		}
-		if !ok {
+		switch {
+		case !under:
 			errs = append(errs, fmt.Errorf("load policies %s: no package under amilint.rules; amilint evaluates data.amilint.rules.NAME.findings only", d))
+		case !defines:
+			// A typo (finding, deny) would otherwise pass every image.
+			errs = append(errs, fmt.Errorf("load policies %s: no rule named findings in its amilint.rules packages; amilint evaluates data.amilint.rules.NAME.findings only", d))
 		}
 	}
 	return errors.Join(errs...)

@@ -77,6 +77,7 @@ func TestNewErrors(t *testing.T) {
 	write(t, dir, "v0/x.rego", "package x\n\ndeny[msg] { msg := \"x\" }\n")
 	write(t, dir, "conflict/x.rego", "package amilint.rules.c\n\nfindings contains f if {\n\tsome f in data.amilint.findings\n}\n")
 	write(t, dir, "main/x.rego", "package main\n\ndeny contains \"x\" if true\n")
+	write(t, dir, "typo/x.rego", "package amilint.rules.typo\n\nfinding contains {\"rule_id\": \"x\", \"message\": \"x\"} if true\n")
 	d := write(t, dir, "list.json", "[1, 2]")
 	d2 := write(t, dir, "c1.yaml", "a: 1\n")
 	d3 := write(t, dir, "c2.yaml", "a: 2\n")
@@ -88,6 +89,7 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"no policies", Config{PolicyDirs: []string{empty}}, "no policies found", ErrNoPolicies},
 		{"not under amilint.rules", Config{PolicyDirs: []string{filepath.Join(dir, "main")}}, "no package under amilint.rules", nil},
+		{"findings misspelt", Config{PolicyDirs: []string{filepath.Join(dir, "typo")}}, "no rule named findings", nil},
 		{"missing dir", Config{PolicyDirs: []string{filepath.Join(dir, "none")}}, "no such file", nil},
 		{"compile error", Config{PolicyDirs: []string{filepath.Join(dir, "bad")}}, "undefined function undefined_fn", nil},
 		{"syntax error", Config{PolicyDirs: []string{filepath.Join(dir, "syntax")}}, "rego_parse_error", nil},
