@@ -101,6 +101,11 @@ func TestDaemonSet(t *testing.T) {
 	}
 	assert.True(t, hasServe)
 
+	// Liveness asks whether audits run, readiness also whether every
+	// collector works: both paths the exporter serves (internal/metrics).
+	assert.Equal(t, "/healthz", get(t, c, "livenessProbe", "httpGet", "path"))
+	assert.Equal(t, "/readyz", get(t, c, "readinessProbe", "httpGet", "path"))
+
 	// Every host path is mounted read-only, and the three the auditor reads are there.
 	hostPaths := map[string]string{}
 	for _, v := range get(t, spec, "volumes").([]any) {

@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,7 +202,31 @@ func (e *Exporter) Healthy() error {
 	return nil
 }
 
-// Handler serves /metrics and /healthz.
+// Ready says whether the exporter is healthy and every collector of the
+// last audit ran: a pod whose systemd or cgroup collector fails (a missing
+// mount or bus socket) is alive, since restarting it fixes nothing, but
+// not ready.
+func (e *Exporter) Ready() error {
+	if err := e.Healthy(); err != nil {
+		return err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var down []string
+	for _, c := range e.facts.Collectors {
+		if msg, failed := e.facts.Errors[c]; failed {
+			down = append(down, c+": "+msg)
+		}
+	}
+	if len(down) > 0 {
+		slices.Sort(down)
+		return fmt.Errorf("collectors failing: %s", strings.Join(down, "; "))
+	}
+	return nil
+}
+
+// Handler serves /metrics, /healthz (liveness: audits are running) and
+// /readyz (readiness: and every collector works).
 func (e *Exporter) Handler() http.Handler {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(e)
@@ -208,6 +234,13 @@ func (e *Exporter) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelError)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := e.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.Ready(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

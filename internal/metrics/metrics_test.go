@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -206,4 +207,40 @@ func policyFindings(t *testing.T, f *live.Facts) []finding.Finding {
 	fs, err := eng.Evaluate(ctx, live.NewDocument(static, f))
 	require.NoError(t, err)
 	return fs
+}
+
+// TestReadyzNamesAFailingCollector: with the systemd collector failing
+// (no bus socket), the exporter is alive (/healthz 200: a restart would not
+// help) but not ready (/readyz 503 naming the collector), and
+// amilint_collector_up says 0 for it.
+func TestReadyzNamesAFailingCollector(t *testing.T) {
+	failing := true
+	var mu sync.Mutex
+	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		f := &live.Facts{Collectors: []string{live.CollectCgroup, live.CollectSystemd}, Errors: map[string]string{}}
+		if failing {
+			f.Errors[live.CollectSystemd] = "dial unix /host/run/dbus/system_bus_socket: no such file or directory"
+		}
+		return f, nil, nil
+	}, 20*time.Millisecond, nil)
+	base := serve(t, e)
+	waitHealthy(t, base)
+	code, body := get(t, base+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, string(body), "collectors failing: systemd: dial unix")
+	code, _ = get(t, base+"/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	fams, _ := scrape(t, base)
+	assert.Equal(t, 0.0, value(t, fams, "amilint_collector_up", map[string]string{"collector": "systemd"}))
+	assert.Equal(t, 1.0, value(t, fams, "amilint_collector_up", map[string]string{"collector": "cgroup"}))
+
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		code, _ := get(t, base+"/readyz")
+		return code == http.StatusOK
+	}, 10*time.Second, 20*time.Millisecond, "ready once the collector works")
 }
