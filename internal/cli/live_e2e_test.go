@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +21,12 @@ import (
 	"time"
 
 	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/cgroup"
 	"github.com/amilint/amilint/internal/finding"
 	"github.com/amilint/amilint/internal/live"
 	"github.com/amilint/amilint/internal/sdbus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -35,6 +40,19 @@ type e2eReport struct {
 		Unit   string `json:"unit"`
 	} `json:"findings"`
 	Live struct {
+		Cgroups *struct {
+			Memory struct {
+				Version int `json:"version"`
+				Tracked int `json:"tracked"`
+				Present int `json:"present"`
+				Zombies int `json:"zombies"`
+			} `json:"memory"`
+			Growth *struct {
+				Zombies int `json:"zombies"`
+			} `json:"growth"`
+			Suspect string `json:"suspect"`
+			Why     string `json:"why"`
+		} `json:"cgroups"`
 		Systemd struct {
 			Units []struct {
 				Name      string `json:"name"`
@@ -75,6 +93,22 @@ ExecStart=/bin/false
 
 [Install]
 WantedBy=multi-user.target
+`
+
+// leakUnit is the incident in small: every start writes page cache (to
+// the container's tmpfs) and fails, so every restart's memory cgroup is
+// removed by systemd with pages still charged to it, a zombie memcg. While
+// /run/leak.pause exists it waits instead, neither restarting nor leaking,
+// so its restarts and the zombie growth can be made to move together.
+// ("$$$$" is "$$" to the shell: systemd unescapes "$$".)
+const leakUnit = `[Unit]
+Description=Writes page cache and fails at once, restarted forever
+StartLimitIntervalSec=0
+
+[Service]
+Restart=always
+RestartSec=200ms
+ExecStart=/bin/sh -c 'while [ -e /run/leak.pause ]; do sleep 0.1; done; head -c 256K /dev/zero > /var/tmp/leak.$$$$; exit 1'
 `
 
 // dockerStub satisfies ecs.service's Requires=docker.service without a Docker engine.
@@ -179,7 +213,12 @@ func checkReport(t *testing.T, how string, code int, out []byte) {
 // TestE2ELive boots a real systemd in systemd-nspawn with a crash-looping
 // unit and the vendor's enabled ecs.service, and audits it with
 // `amilint live` both from inside the container (nsenter) and from the
-// host through the container's bus socket.
+// host through the container's bus socket. Then the incident itself: a
+// unit whose every restart leaves a zombie memory cgroup, counted on the
+// host's real cgroup v1 memory hierarchy and attributed to that unit, not
+// to the crash-looping ecs.service, by one-shot audits and by the
+// exporter's repeated ones; fix --live stops it and the zombies drain
+// once its page cache is gone.
 func TestE2ELive(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the end-to-end test needs root (overlayfs, systemd-nspawn, nsenter)")
@@ -213,6 +252,7 @@ func TestE2ELive(t *testing.T) {
 	writeFile(t, filepath.Join(sys, "crashloop.service"), crashloopUnit, 0o644)
 	writeFile(t, filepath.Join(sys, "gaveup.service"), gaveupUnit, 0o644)
 	writeFile(t, filepath.Join(sys, "docker.service"), dockerStub, 0o644)
+	writeFile(t, filepath.Join(sys, "leak.service"), leakUnit, 0o644)
 	writeFile(t, filepath.Join(upper, "usr/libexec/amazon-ecs-init"), ecsInit, 0o755)
 	wants := filepath.Join(sys, "multi-user.target.wants")
 	require.NoError(t, os.MkdirAll(wants, 0o755))
@@ -244,11 +284,32 @@ func TestE2ELive(t *testing.T) {
 		}
 	})
 
+	// The container runs in cgroups of its own, removed afterwards: in the
+	// memory hierarchy its systemd's cgroups (a cgroup namespace rooted
+	// there), in the unified and name=systemd ones nspawn's payload and
+	// supervisor cgroups.
+	require.FileExists(t, "/sys/fs/cgroup/memory/cgroup.procs", "the test needs the cgroup v1 memory hierarchy")
+	baseline := hostMemcg(t)
+	cgName := fmt.Sprintf("amilint-e2e-%d", os.Getpid())
+	memDir := filepath.Join("/sys/fs/cgroup/memory", cgName)
+	var cgDirs []string
+	for _, h := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"} {
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
+			continue
+		}
+		d := filepath.Join(h, cgName)
+		require.NoError(t, os.Mkdir(d, 0o755))
+		cgDirs = append(cgDirs, d)
+	}
+	// Runs after the container is stopped (cleanups run last first).
+	t.Cleanup(func() { removeCgroups(t, cgDirs, baseline) })
+
 	console, err := os.Create(filepath.Join(tmp, "console.log"))
 	require.NoError(t, err)
 	defer console.Close()
-	nspawn := exec.Command("systemd-nspawn", "-D", merged, "-b", "--register=no", "--keep-unit",
-		"--volatile=overlay", "--console=pipe")
+	nspawn := exec.Command("sh", "-c", `for d in $AMILINT_E2E_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 1; done; exec "$@"`, "sh",
+		"systemd-nspawn", "-D", merged, "-b", "--register=no", "--keep-unit", "--volatile=overlay", "--console=pipe")
+	nspawn.Env = append(os.Environ(), "AMILINT_E2E_CGROUPS="+strings.Join(cgDirs, " "))
 	nspawn.Stdout, nspawn.Stderr = console, console
 	nspawn.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	require.NoError(t, nspawn.Start())
@@ -282,6 +343,35 @@ func TestE2ELive(t *testing.T) {
 	}, 240*time.Second, 500*time.Millisecond, "systemd finishes booting")
 	phase("booted: " + state)
 
+	inside := func(args ...string) (int, string) {
+		out, err := run(ctx, 2*time.Minute, "nsenter", append([]string{"-t", strconv.Itoa(initPID), "-a"}, args...)...)
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err, out)
+		}
+		return code, out
+	}
+	// nspawn mounts the cgroup v1 controller hierarchies read-only, and
+	// systemd uses only the controllers it can write when it starts: make
+	// the memory hierarchy writable and re-execute systemd, which then
+	// gives every unit a memory cgroup, as on a host (DefaultMemoryAccounting
+	// is on in systemd 252).
+	code, out := inside("mount", "-o", "remount,bind,rw", "/sys/fs/cgroup/memory")
+	require.Zero(t, code, out)
+	code, out = inside("systemctl", "daemon-reexec")
+	require.Zero(t, code, out)
+	require.Eventually(t, func() bool {
+		out, _ := run(ctx, 90*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
+			"systemctl", "is-system-running", "--wait")
+		state = strings.TrimSpace(out)
+		return state == "running" || state == "degraded"
+	}, 120*time.Second, 500*time.Millisecond, "systemd is back after daemon-reexec")
+	require.DirExists(t, filepath.Join(memDir, "system.slice", "systemd-journald.service"), "the container's services have memory cgroups")
+	phase("systemd re-executed with the memory controller: " + state)
+
 	// Wait, bounded, until both units have been restarted at least as often
 	// as the default crash-loop threshold, so the audit does not depend on
 	// the instant it samples them.
@@ -306,7 +396,7 @@ func TestE2ELive(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	code := 0
+	code = 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
@@ -398,24 +488,15 @@ func TestE2ELive(t *testing.T) {
 	Run(ctx, []string{"live", "--collect", "systemd", "--bus", socket, "--root", croot, "--sample", "1s"}, &text, &herr)
 	t.Logf("amilint live (text):\n%s", text.String())
 
+	zombies := checkZombies(ctx, t, initPID, socket, croot, phase)
+
 	// fix --live, inside the container, against its real PID 1.
-	inside := func(args ...string) (int, string) {
-		out, err := run(ctx, 2*time.Minute, "nsenter", append([]string{"-t", strconv.Itoa(initPID), "-a"}, args...)...)
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else {
-			require.NoError(t, err, out)
-		}
-		return code, out
-	}
 	unitState := func(unit string) (string, string) {
 		_, enabled := inside("systemctl", "is-enabled", unit)
 		_, active := inside("systemctl", "is-active", unit)
 		return strings.TrimSpace(enabled), strings.TrimSpace(active)
 	}
-	code, out := inside("/usr/local/bin/amilint", "fix", "--live", "--dry-run", "--collect", "systemd", "--sample", "1s")
+	code, out = inside("/usr/local/bin/amilint", "fix", "--live", "--dry-run", "--collect", "systemd", "--sample", "1s")
 	t.Logf("amilint fix --live --dry-run (exit %d):\n%s", code, out)
 	require.NotEqual(t, ExitError, code, out)
 	assert.Contains(t, out, "would change (dry run)")
@@ -436,6 +517,7 @@ func TestE2ELive(t *testing.T) {
 	assert.Contains(t, out, "disable gaveup.service: removed /etc/systemd/system/multi-user.target.wants/gaveup.service")
 	assert.Contains(t, out, "reset-failed gaveup.service: cleared its failed state")
 	assert.NotContains(t, out, "stop gaveup.service")
+	assert.Contains(t, out, "stop leak.service: stopped", "the leaking unit crash-loops: stopped too")
 	assert.Contains(t, out, "reminder: a reboot is what purges the zombie memory cgroups already leaked")
 	en, act = unitState("ecs.service")
 	assert.Equal(t, "disabled", en, "systemctl is-enabled inside")
@@ -444,6 +526,8 @@ func TestE2ELive(t *testing.T) {
 	assert.Equal(t, "disabled", en, "live-unit-crashloop is high: disabled too")
 	assert.Equal(t, "inactive", act)
 	phase("fix --live")
+	checkDrain(ctx, t, initPID, zombies)
+	phase("the leaked zombies drained")
 
 	// A re-audit, from inside, no longer reports ecs.service.
 	cmd = exec.CommandContext(ctx, "nsenter", "-t", strconv.Itoa(initPID), "-a",
@@ -461,6 +545,7 @@ func TestE2ELive(t *testing.T) {
 		assert.NotEqual(t, "ecs.service", f.Unit, "re-audit still reports %s", f.RuleID)
 		assert.NotEqual(t, "crashloop.service", f.Unit, "re-audit still reports %s", f.RuleID)
 		assert.NotEqual(t, "gaveup.service", f.Unit, "re-audit still reports %s", f.RuleID)
+		assert.NotEqual(t, "leak.service", f.Unit, "re-audit still reports %s", f.RuleID)
 	}
 	assert.NotContains(t, again.Live.Systemd.CrashLooping, "ecs.service")
 	phase("re-audit after fix --live")
@@ -478,4 +563,267 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// hostMemcg is the host's memory cgroup count, read as `amilint live`
+// reads it.
+func hostMemcg(t *testing.T) cgroup.Memory {
+	t.Helper()
+	h, err := cgroup.NewReader("/").Read()
+	require.NoError(t, err)
+	require.NotNil(t, h.Memory, "no memory controller")
+	return *h.Memory
+}
+
+// amilintInside runs amilint in the container and returns its exit code,
+// stdout and stderr.
+func amilintInside(ctx context.Context, t *testing.T, initPID int, args ...string) (int, []byte, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"-t", strconv.Itoa(initPID), "-a", "/usr/local/bin/amilint"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stdout.Bytes(), stderr.String()
+	}
+	require.NoError(t, err)
+	return 0, stdout.Bytes(), stderr.String()
+}
+
+// checkLeakReport checks that a one-shot `amilint live -o json` counted
+// the zombie memory cgroups leak.service leaves and named it.
+func checkLeakReport(t *testing.T, how string, code int, out []byte, threshold int) {
+	t.Helper()
+	var rep e2eReport
+	require.NoError(t, json.Unmarshal(out, &rep), "%s: %s", how, out)
+	assert.Equal(t, ExitFindings, code, how)
+	c := rep.Live.Cgroups
+	require.NotNil(t, c, "%s: no cgroups section", how)
+	require.NotNil(t, c.Growth, how)
+	t.Logf("%s: memcg v%d tracked %d, present %d, zombies %d (%+d over the sample); suspect %s: %s",
+		how, c.Memory.Version, c.Memory.Tracked, c.Memory.Present, c.Memory.Zombies, c.Growth.Zombies, c.Suspect, c.Why)
+	assert.Equal(t, 1, c.Memory.Version, how)
+	assert.Positive(t, c.Growth.Zombies, "%s: the zombies grow during the sample", how)
+	assert.GreaterOrEqual(t, c.Memory.Zombies, threshold, how)
+	assert.Equal(t, "leak.service", c.Suspect, "%s: %s", how, c.Why)
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, f.RuleID+" "+f.Unit)
+	}
+	assert.Contains(t, got, "live-memcg-zombies leak.service", how)
+}
+
+// checkZombies starts leak.service and proves that amilint live counts
+// the zombie memory cgroups its restarts leave and names it: one-shot
+// audits from inside the container and from the host through its bus,
+// then the exporter's repeated audits (attribution by correlation) and a
+// scrape of a real `live --serve`. It returns the host's zombie count
+// before the leak.
+func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot string, phase func(string)) int {
+	before := hostMemcg(t)
+	out, err := run(ctx, 30*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a", "systemctl", "start", "--no-block", "leak.service")
+	require.NoError(t, err, out)
+	// Bounded wait for a clear leak, counted on the host.
+	require.Eventually(t, func() bool { return hostMemcg(t).Zombies >= before.Zombies+12 }, 60*time.Second, 500*time.Millisecond,
+		"leak.service's restarts leave zombie memory cgroups (host zombies were %d)", before.Zombies)
+	now := hostMemcg(t)
+	t.Logf("host memcg: tracked %d, present %d, zombies %d before leak.service; now tracked %d, present %d, zombies %d after %d restarts",
+		before.Tracked, before.Present, before.Zombies, now.Tracked, now.Present, now.Zombies, restarts(ctx, initPID, "leak.service"))
+	phase("leak.service leaks zombie memory cgroups")
+	// The container sees every memory cgroup the kernel tracks but only its
+	// own directories, so it counts at least the host's zombies.
+	threshold := before.Zombies + 8
+	live1 := []string{"live", "-o", "json", "--collect", "cgroup,systemd", "--sample", "2s", "--zombie-threshold", strconv.Itoa(threshold)}
+
+	code, stdout, stderr := amilintInside(ctx, t, initPID, live1...)
+	require.NotEqual(t, ExitError, code, "stderr: %s", stderr)
+	checkLeakReport(t, "inside via nsenter", code, stdout, threshold)
+	phase("zombies counted and attributed from inside (nsenter)")
+
+	fromHost := []string{"--bus", socket, "--root", croot, "--mountinfo", "proc/1/mountinfo"}
+	var hout, herr bytes.Buffer
+	code = Run(ctx, append(live1, fromHost...), &hout, &herr)
+	require.NotEqual(t, ExitError, code, "stderr: %s", herr.String())
+	checkLeakReport(t, "host via the bus socket", code, hout.Bytes(), threshold)
+	phase("zombies counted and attributed from the host (bus socket)")
+
+	// The exporter audits again and again on one Host: pausing the leak in
+	// every other interval makes its restarts and the zombie growth move
+	// together, and the attribution is by correlation.
+	host, err := live.NewHost(ctx, live.Options{Bus: socket, Root: croot, MountInfo: "proc/1/mountinfo", Sample: time.Second,
+		Collect: []string{live.CollectCgroup, live.CollectSystemd}, ZombieThreshold: threshold}, audit.Config{}, "container")
+	require.NoError(t, err)
+	defer host.Close()
+	pause := filepath.Join(croot, "run/leak.pause")
+	defer os.Remove(pause)
+	const audits = 6
+	var doc *live.Document
+	var fs []finding.Finding
+	for i := range audits {
+		if i > 0 {
+			if i%2 == 1 {
+				require.NoError(t, os.WriteFile(pause, nil, 0o644))
+			} else {
+				require.NoError(t, os.Remove(pause))
+			}
+			require.NoError(t, sleepCtx(ctx, 2*time.Second))
+		}
+		doc, fs, err = host.Audit(ctx)
+		require.NoError(t, err)
+		c := doc.Live.Cgroups
+		require.NotNil(t, c.Growth)
+		grew := uint32(0)
+		if j := slices.IndexFunc(doc.Live.Systemd.Units, func(u sdbus.Unit) bool { return u.Name == "leak.service" }); j >= 0 && doc.Live.Systemd.Units[j].CrashLoop != nil {
+			grew = doc.Live.Systemd.Units[j].CrashLoop.Growth
+		}
+		t.Logf("exporter audit %d (leak paused: %v): zombies %d (%+d), leak.service restarted %d times; suspect %s: %s",
+			i, i%2 == 1, c.Memory.Zombies, c.Growth.Zombies, grew, c.Suspect, c.Why)
+	}
+	require.NoError(t, os.Remove(pause))
+	c := doc.Live.Cgroups
+	assert.Equal(t, "leak.service", c.Suspect, c.Why)
+	assert.Contains(t, c.Why, fmt.Sprintf("its restarts track the zombie growth over the last %d audits", audits))
+	assert.True(t, slices.ContainsFunc(fs, func(f finding.Finding) bool {
+		return f.RuleID == "live-memcg-zombies" && f.Unit == "leak.service" && strings.Contains(f.Message, "track the zombie growth")
+	}), "the exporter's live-memcg-zombies finding names leak.service by correlation")
+	phase("exporter audits attribute the zombies by correlation")
+
+	// A real exporter, scraped.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan int, 1)
+	var sout, serr bytes.Buffer
+	go func() {
+		served <- Run(sctx, append([]string{"live", "--serve", addr, "--interval", "1s", "--collect", "cgroup,systemd", "--sample", "1s",
+			"--zombie-threshold", strconv.Itoa(threshold)}, fromHost...), &sout, &serr)
+	}()
+	defer func() {
+		stop()
+		select {
+		case code := <-served:
+			assert.Equal(t, ExitOK, code, "live --serve: %s", serr.String())
+		case <-time.After(10 * time.Second):
+			t.Error("live --serve did not stop")
+		}
+	}()
+	var families map[string]*dto.MetricFamily
+	require.Eventually(t, func() bool {
+		families = scrape(ctx, "http://"+addr+"/metrics")
+		return families["amilint_findings"] != nil && families["amilint_memcg_zombies"] != nil
+	}, 30*time.Second, 500*time.Millisecond, "live --serve exports an audit: %s", serr.String())
+	z := families["amilint_memcg_zombies"].GetMetric()[0].GetGauge().GetValue()
+	t.Logf("scraped amilint_memcg_zombies %v", z)
+	assert.GreaterOrEqual(t, z, float64(threshold))
+	found := false
+	for _, m := range families["amilint_findings"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			found = found || (l.GetName() == "rule_id" && l.GetValue() == "live-memcg-zombies")
+		}
+	}
+	assert.True(t, found, "amilint_findings{rule_id=\"live-memcg-zombies\"} is exported")
+	phase("live --serve scraped")
+	return before.Zombies
+}
+
+// scrape fetches and parses a Prometheus text exposition; nil on any error.
+func scrape(ctx context.Context, url string) map[string]*dto.MetricFamily {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil
+	}
+	return fams
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// checkDrain deletes the files leak.service left and checks that its
+// zombie memory cgroups drain: nothing but those pages held them.
+func checkDrain(ctx context.Context, t *testing.T, initPID int, beforeLeak int) {
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/root/var/tmp/leak.*", initPID))
+	require.NoError(t, err)
+	leaked := hostMemcg(t).Zombies
+	for _, f := range files {
+		require.NoError(t, os.Remove(f))
+	}
+	var now int
+	ok := assert.Eventually(t, func() bool {
+		now = hostMemcg(t).Zombies
+		return now-beforeLeak <= (leaked-beforeLeak)/5
+	}, 15*time.Second, 200*time.Millisecond, "the zombies drain once the leaked files are gone")
+	t.Logf("host zombies: %d before the leak, %d with %d leaked files, %d after deleting them (drained: %v)",
+		beforeLeak, leaked, len(files), now, ok)
+}
+
+// removeCgroups removes the test's cgroups, deepest first, once the
+// container is gone: in the memory hierarchy each is emptied of charged
+// pages first (memory.force_empty), so none lingers as a zombie. It
+// drops the page cache if the container's memory cgroups still do not
+// drain (pages of the root's files read by its services).
+func removeCgroups(t *testing.T, dirs []string, baseline cgroup.Memory) {
+	for _, top := range dirs {
+		var all []string
+		_ = filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				all = append(all, p)
+			}
+			return nil
+		})
+		for i := len(all) - 1; i >= 0; i-- {
+			_ = os.WriteFile(filepath.Join(all[i], "memory.force_empty"), []byte("0"), 0)
+			var err error
+			for range 50 {
+				if err = os.Remove(all[i]); err == nil || errors.Is(err, os.ErrNotExist) {
+					err = nil
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			assert.NoError(t, err, "remove cgroup %s", all[i])
+		}
+	}
+	drained := func() bool { return hostMemcg(t).Tracked <= baseline.Tracked }
+	how := "force_empty"
+	if !waitFor(5*time.Second, drained) {
+		how = "drop_caches"
+		unix.Sync()
+		_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0)
+		waitFor(5*time.Second, drained)
+	}
+	m := hostMemcg(t)
+	t.Logf("after the container: host memcg tracked %d, present %d, zombies %d (before it: tracked %d, zombies %d; drained by %s)",
+		m.Tracked, m.Present, m.Zombies, baseline.Tracked, baseline.Zombies, how)
+}
+
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }
