@@ -65,6 +65,8 @@ type index struct {
 	search []*searchDir
 	// dirs caches listings of other directories (drop-in dirs) by path.
 	dirs map[string]*dirListing
+	// dirsResolved finds the listings read by their resolved path.
+	dirsResolved map[string]*dirListing
 	// files caches file contents by resolved path.
 	files map[string]fileData
 	// lstats and links cache lstat(2) and readlink(2) by resolved path.
@@ -79,7 +81,7 @@ type index struct {
 
 // newBareIndex returns an index that has read nothing yet.
 func newBareIndex(fsys *rootfs.FS) *index {
-	return &index{src: fsys.Source(), dirs: map[string]*dirListing{}, files: map[string]fileData{},
+	return &index{src: fsys.Source(), dirs: map[string]*dirListing{}, dirsResolved: map[string]*dirListing{}, files: map[string]fileData{},
 		lstats: map[string]lstatResult{}, links: map[string]linkResult{}, byPath: map[string]*searchDir{}}
 }
 
@@ -174,6 +176,15 @@ func (x *index) readSearchDir(p string) *searchDir {
 	sd.resolved = l.resolved
 	sd.names = l.names
 	sd.entries = l.types
+	for _, prev := range x.search {
+		if prev.resolved == sd.resolved {
+			// The same directory under another name (/lib -> usr/lib):
+			// what it holds was collected already, and is only read.
+			sd.byName, sd.byDest = prev.byName, prev.byDest
+			sd.wantsNames, sd.wantsByTemplate = prev.wantsNames, prev.wantsByTemplate
+			return sd
+		}
+	}
 	for _, n := range sd.names {
 		t := sd.entries[n]
 		switch {
@@ -244,11 +255,17 @@ func (x *index) listDir(p string) *dirListing {
 		l.err = err
 		return l
 	}
+	if prev, ok := x.dirsResolved[r]; ok {
+		// The same directory under another name: share its listing.
+		l.resolved, l.names, l.types = r, prev.names, prev.types
+		return l
+	}
 	ents, err := x.src.ReadDir(fsName(r))
 	if err != nil {
 		l.err = classify(err)
 		return l
 	}
+	x.dirsResolved[r] = l
 	l.resolved = r
 	l.types = make(map[string]fs.FileMode, len(ents))
 	for _, e := range ents {

@@ -351,12 +351,20 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 		}
 		template = t
 	}
+	// load refuses a template or instance of a type that cannot be
+	// templated before it looks at the path; past that check a search
+	// directory the index knows lacks the name is "not here" without a
+	// lookup.
+	skipAbsent := !nameIsValid(i.name, nameTemplate|nameInstance) || typeMayTemplate(nameType(i.name))
 	found := false
 	for _, n := range []string{i.name, template} {
 		if n == "" || found {
 			continue
 		}
 		for _, sd := range x.search {
+			if skipAbsent && x.absent(sd, n) {
+				continue
+			}
 			p := joinPath(sd.path, n)
 			err := x.loadOrReadlink(ctx, i, p, false)
 			if err == nil {
@@ -388,6 +396,30 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 		}
 	}
 	return nil
+}
+
+// absent reports whether lstatEntry of the unit name n in the search
+// directory sd is known to fail with an error unit_file_search skips
+// (searchable), as the index can tell without building the path.
+func (x *index) absent(sd *searchDir, n string) bool {
+	if hiddenOrBackup(n) {
+		return false
+	}
+	if sd.resolved != "" {
+		_, ok := sd.entries[n]
+		return !ok
+	}
+	// lstatPath of a child of a directory that cannot be listed: the
+	// directory's own chase and lstat decide, whatever the name.
+	parent, err := x.chase(sd.path, false, false)
+	if err != nil {
+		return searchable(err)
+	}
+	pfi, err := x.lstatRaw(parent)
+	if err != nil {
+		return searchable(err)
+	}
+	return !pfi.IsDir()
 }
 
 // loadOrReadlink ports unit_file_load_or_readlink.
