@@ -1,8 +1,9 @@
 // Package lvm owns LVM2 physical volumes: it finds the label, reads the
 // volume group's text metadata from the metadata area (checksums checked),
-// and exposes linear logical volumes as io.ReaderAt over the PV. It never
-// writes and never talks to device-mapper; striped, thin, RAID and
-// snapshot volumes are reported as unsupported, never guessed at.
+// assembles the PVs of one volume group found in an image, and exposes
+// linear and striped logical volumes as io.ReaderAt over them. It never
+// writes and never talks to device-mapper; thin, RAID, mirror and snapshot
+// volumes are reported as unsupported, never guessed at.
 package lvm
 
 import (
@@ -32,6 +33,10 @@ const (
 	maxMetadata  = 16 << 20
 	maxSegments  = 4096
 	maxLocations = 16
+	// maxStripes is lvm2's limit on stripes per segment.
+	maxStripes = 128
+	// maxStripeSize bounds a stripe's chunk (lvm2 allows up to 4 GiB).
+	maxStripeSize = 4 << 30
 )
 
 // crc is LVM's checksum: CRC-32 (IEEE, reflected) without the initial and
@@ -90,7 +95,8 @@ func findLabel(r io.ReaderAt, size int64) ([]byte, error) {
 	return nil, fmt.Errorf("no LVM2 label: %w", ErrCorrupt)
 }
 
-// VG is the volume group as one physical volume's metadata describes it.
+// VG is a volume group as the metadata of its physical volumes in one
+// image describes it.
 type VG struct {
 	Name string
 	// LVs are the logical volumes, sorted by name.
@@ -103,13 +109,21 @@ type LV struct {
 	size int64
 	segs []segment
 	err  error // why the LV cannot be read, if it cannot
-	r    io.ReaderAt
-	pvSz int64
 }
 
+// segment maps bytes [start, start+length) of an LV onto its areas: one
+// area for a linear segment, stripe_count areas for a striped one, whose
+// chunks of stripe bytes go to the areas in turn.
 type segment struct {
 	start, length int64 // bytes, in the LV
-	pvOff         int64 // bytes, in the PV
+	stripe        int64 // bytes per chunk; 0 when there is one area
+	areas         []area
+}
+
+// area is where a segment's data (or one stripe of it) starts on a PV.
+type area struct {
+	pv  *PV
+	off int64 // bytes, in the PV
 }
 
 // Size is the logical volume's size in bytes.
@@ -142,11 +156,21 @@ func (lv *LV) ReadAt(p []byte, off int64) (int, error) {
 			return n, corruptf("LV %s has no segment at byte %d", lv.Name, pos)
 		}
 		s := lv.segs[i]
+		rel := pos - s.start
+		rest := s.length - rel
+		a, at := s.areas[0], s.areas[0].off+rel
+		if s.stripe > 0 {
+			chunk := rel / s.stripe
+			within := rel % s.stripe
+			a = s.areas[chunk%int64(len(s.areas))]
+			at = a.off + chunk/int64(len(s.areas))*s.stripe + within
+			rest = min(rest, s.stripe-within)
+		}
 		chunk := p[n:]
-		if rest := s.start + s.length - pos; int64(len(chunk)) > rest {
+		if int64(len(chunk)) > rest {
 			chunk = chunk[:rest]
 		}
-		if err := readFull(lv.r, lv.pvSz, chunk, s.pvOff+pos-s.start, "LV "+lv.Name); err != nil {
+		if err := readFull(a.pv.r, a.pv.size, chunk, at, "LV "+lv.Name); err != nil {
 			return n, err
 		}
 		n += len(chunk)
@@ -157,8 +181,43 @@ func (lv *LV) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// Open reads the LVM2 physical volume r of size bytes.
+// PV is one LVM2 physical volume: its label and the volume group metadata
+// it carries.
+type PV struct {
+	r     io.ReaderAt
+	size  int64
+	uuid  string // without dashes, as in the label
+	text  []byte // the current metadata text
+	vg    string
+	vgID  string
+	seqno int64
+}
+
+// VGName is the name of the volume group the PV belongs to.
+func (p *PV) VGName() string { return p.vg }
+
+// VGID identifies the volume group the PV belongs to (its id, else its
+// name): PVs with the same VGID are assembled together.
+func (p *PV) VGID() string {
+	if p.vgID != "" {
+		return p.vgID
+	}
+	return p.vg
+}
+
+// Open reads the LVM2 physical volume r of size bytes as a volume group of
+// its own: LVs with segments on other PVs report it in Err.
 func Open(r io.ReaderAt, size int64) (*VG, error) {
+	pv, err := ReadPV(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble([]*PV{pv})
+}
+
+// ReadPV reads the label and the current volume group metadata of the
+// physical volume r of size bytes.
+func ReadPV(r io.ReaderAt, size int64) (*PV, error) {
 	le := binary.LittleEndian
 	label, err := findLabel(r, size)
 	if err != nil {
@@ -170,7 +229,7 @@ func Open(r io.ReaderAt, size int64) (*VG, error) {
 		return nil, corruptf("PV header offset %d", off)
 	}
 	hdr := label[off:]
-	pvUUID := string(hdr[:32])
+	pv := &PV{r: r, size: size, uuid: string(hdr[:32])}
 	// Skip the data area list, then read the metadata area list.
 	lists := hdr[40:]
 	var areas [2][][2]uint64
@@ -200,14 +259,189 @@ func Open(r io.ReaderAt, size int64) (*VG, error) {
 			errs = append(errs, err)
 			continue
 		}
-		vg, err := parseVG(text, pvUUID, r, size)
+		root, err := parse(text)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		return vg, nil
+		name, vg := vgSection(root)
+		if vg == nil {
+			errs = append(errs, corruptf("metadata names no volume group"))
+			continue
+		}
+		pv.text, pv.vg = text, name
+		pv.vgID, _ = vg.str("id")
+		pv.seqno, _ = vg.int("seqno")
+		return pv, nil
 	}
 	return nil, fmt.Errorf("read LVM metadata: %w", errors.Join(errs...))
+}
+
+// Assemble builds the volume group that pvs (PVs of one VGID, from one
+// image) belong to, from the newest metadata among theirs. LVs with a
+// segment on a PV that is not among pvs report it in Err.
+func Assemble(pvs []*PV) (*VG, error) {
+	if len(pvs) == 0 {
+		return nil, fmt.Errorf("assemble volume group: %w", errors.New("no physical volumes"))
+	}
+	best := pvs[0]
+	for _, p := range pvs[1:] {
+		if p.VGID() != best.VGID() {
+			return nil, fmt.Errorf("assemble volume group: PVs of %s and %s: %w", best.vg, p.vg, errors.New("different volume groups"))
+		}
+		if p.seqno > best.seqno {
+			best = p
+		}
+	}
+	return parseVG(best.text, pvs)
+}
+
+// vgSection is the first section of the metadata: the volume group.
+func vgSection(root *section) (string, *section) {
+	for _, k := range root.order {
+		if s, ok := root.sections[k]; ok {
+			return k, s
+		}
+	}
+	return "", nil
+}
+
+// pvDev is a PV of the metadata that is in this image.
+type pvDev struct {
+	pv      *PV
+	peStart int64
+}
+
+func parseVG(text []byte, pvs []*PV) (*VG, error) {
+	root, err := parse(text)
+	if err != nil {
+		return nil, err
+	}
+	vgName, vg := vgSection(root)
+	if vg == nil {
+		return nil, corruptf("metadata names no volume group")
+	}
+	extent, ok := vg.int("extent_size")
+	if !ok || extent <= 0 || extent > 1<<32 {
+		return nil, corruptf("VG %s: extent_size", vgName)
+	}
+	extent *= sector
+	// Find the image's PVs among the group's.
+	list := vg.sections["physical_volumes"]
+	if list == nil {
+		return nil, corruptf("VG %s has no physical_volumes", vgName)
+	}
+	devs := map[string]pvDev{}
+	for _, name := range list.order {
+		s := list.sections[name]
+		if s == nil {
+			continue
+		}
+		id, _ := s.str("id")
+		for _, pv := range pvs {
+			if strings.ReplaceAll(id, "-", "") != pv.uuid {
+				continue
+			}
+			ps, ok := s.int("pe_start")
+			if !ok || ps < 0 || ps > pv.size/sector { // bounded before multiplying: no wrap
+				return nil, corruptf("VG %s PV %s: pe_start", vgName, name)
+			}
+			devs[name] = pvDev{pv: pv, peStart: ps * sector}
+		}
+	}
+	if len(devs) == 0 {
+		uuids := make([]string, len(pvs))
+		for i, pv := range pvs {
+			uuids[i] = pv.uuid
+		}
+		return nil, corruptf("VG %s does not list this PV (%s)", vgName, strings.Join(uuids, ", "))
+	}
+	out := &VG{Name: vgName}
+	if lvs := vg.sections["logical_volumes"]; lvs != nil {
+		for _, name := range lvs.order {
+			s := lvs.sections[name]
+			if s == nil {
+				continue
+			}
+			lv := &LV{Name: name}
+			lv.err = lv.load(s, devs, extent)
+			if lv.err != nil && errors.Is(lv.err, ErrCorrupt) {
+				return nil, fmt.Errorf("VG %s LV %s: %w", vgName, name, lv.err)
+			}
+			if lv.err != nil {
+				lv.err = fmt.Errorf("LV %s/%s: %w", vgName, name, lv.err)
+			}
+			out.LVs = append(out.LVs, lv)
+		}
+	}
+	sort.Slice(out.LVs, func(i, j int) bool { return out.LVs[i].Name < out.LVs[j].Name })
+	return out, nil
+}
+
+func (lv *LV) load(s *section, devs map[string]pvDev, extent int64) error {
+	n, ok := s.int("segment_count")
+	if !ok || n < 1 || n > maxSegments {
+		return corruptf("segment_count")
+	}
+	for i := range n {
+		seg := s.sections[fmt.Sprintf("segment%d", i+1)]
+		if seg == nil {
+			return corruptf("segment%d missing", i+1)
+		}
+		startExt, ok1 := seg.int("start_extent")
+		count, ok2 := seg.int("extent_count")
+		// Bounded so that no product with the extent size wraps.
+		if !ok1 || !ok2 || startExt < 0 || count <= 0 || startExt > 1<<40 || count > 1<<40 ||
+			startExt > math.MaxInt64/4/extent || count > math.MaxInt64/4/extent {
+			return corruptf("segment%d extents", i+1)
+		}
+		typ, _ := seg.str("type")
+		stripes, _ := seg.int("stripe_count")
+		if typ != "striped" || stripes < 1 {
+			return fmt.Errorf("segment type %q with %d stripes: %w", typ, stripes, ErrUnsupported)
+		}
+		if stripes > maxStripes || count%stripes != 0 {
+			return corruptf("segment%d: %d extents in %d stripes", i+1, count, stripes)
+		}
+		sg := segment{start: startExt * extent, length: count * extent}
+		if stripes > 1 {
+			ss, ok := seg.int("stripe_size")
+			if !ok || ss <= 0 || ss&(ss-1) != 0 || ss > maxStripeSize/sector {
+				return corruptf("segment%d stripe_size", i+1)
+			}
+			sg.stripe = ss * sector
+			if (count/stripes*extent)%sg.stripe != 0 {
+				return corruptf("segment%d: stripe size %d does not divide its stripes", i+1, sg.stripe)
+			}
+		}
+		arr := seg.arrays["stripes"]
+		if int64(len(arr)) != 2*stripes {
+			return corruptf("segment%d stripes", i+1)
+		}
+		for k := int64(0); k < stripes; k++ {
+			pv, ok1 := arr[2*k].(string)
+			pe, ok2 := arr[2*k+1].(int64)
+			if !ok1 || !ok2 || pe < 0 || pe > 1<<40 || pe > math.MaxInt64/4/extent {
+				return corruptf("segment%d stripes", i+1)
+			}
+			dev, ok := devs[pv]
+			if !ok {
+				return fmt.Errorf("segment on PV %s, which is not in this image: %w", pv, ErrUnsupported)
+			}
+			sg.areas = append(sg.areas, area{pv: dev.pv, off: dev.peStart + pe*extent})
+		}
+		lv.segs = append(lv.segs, sg)
+	}
+	sort.Slice(lv.segs, func(i, j int) bool { return lv.segs[i].start < lv.segs[j].start })
+	var end int64
+	for _, sg := range lv.segs {
+		if sg.start != end {
+			return corruptf("segments leave a gap or overlap at byte %d", end)
+		}
+		end += sg.length
+	}
+	lv.size = end
+	return nil
 }
 
 // readMetadata returns the current metadata text of the area at mdaOff.
@@ -254,121 +488,6 @@ func readMetadata(r io.ReaderAt, size, mdaOff, mdaSize int64) ([]byte, error) {
 		return nil, corruptf("metadata text checksum %#x, want %#x", got, sum)
 	}
 	return text, nil
-}
-
-func parseVG(text []byte, pvUUID string, r io.ReaderAt, size int64) (*VG, error) {
-	root, err := parse(text)
-	if err != nil {
-		return nil, err
-	}
-	var vgName string
-	var vg *section
-	for _, k := range root.order {
-		if s, ok := root.sections[k]; ok {
-			vgName, vg = k, s
-			break
-		}
-	}
-	if vg == nil {
-		return nil, corruptf("metadata names no volume group")
-	}
-	extent, ok := vg.int("extent_size")
-	if !ok || extent <= 0 || extent > 1<<32 {
-		return nil, corruptf("VG %s: extent_size", vgName)
-	}
-	extent *= sector
-	// Find this PV among the group's.
-	pvs := vg.sections["physical_volumes"]
-	if pvs == nil {
-		return nil, corruptf("VG %s has no physical_volumes", vgName)
-	}
-	var pvName string
-	var peStart int64
-	for _, name := range pvs.order {
-		pv := pvs.sections[name]
-		if pv == nil {
-			continue
-		}
-		if id, _ := pv.str("id"); strings.ReplaceAll(id, "-", "") == pvUUID {
-			pvName = name
-			ps, ok := pv.int("pe_start")
-			if !ok || ps < 0 || ps > size/sector { // bounded before multiplying: no wrap
-				return nil, corruptf("VG %s PV %s: pe_start", vgName, name)
-			}
-			peStart = ps * sector
-		}
-	}
-	if pvName == "" {
-		return nil, corruptf("VG %s does not list this PV (%s)", vgName, pvUUID)
-	}
-	out := &VG{Name: vgName}
-	if lvs := vg.sections["logical_volumes"]; lvs != nil {
-		for _, name := range lvs.order {
-			s := lvs.sections[name]
-			if s == nil {
-				continue
-			}
-			lv := &LV{Name: name, r: r, pvSz: size}
-			lv.err = lv.load(s, pvName, peStart, extent)
-			if lv.err != nil && errors.Is(lv.err, ErrCorrupt) {
-				return nil, fmt.Errorf("VG %s LV %s: %w", vgName, name, lv.err)
-			}
-			if lv.err != nil {
-				lv.err = fmt.Errorf("LV %s/%s: %w", vgName, name, lv.err)
-			}
-			out.LVs = append(out.LVs, lv)
-		}
-	}
-	sort.Slice(out.LVs, func(i, j int) bool { return out.LVs[i].Name < out.LVs[j].Name })
-	return out, nil
-}
-
-func (lv *LV) load(s *section, pvName string, peStart, extent int64) error {
-	n, ok := s.int("segment_count")
-	if !ok || n < 1 || n > maxSegments {
-		return corruptf("segment_count")
-	}
-	for i := range n {
-		seg := s.sections[fmt.Sprintf("segment%d", i+1)]
-		if seg == nil {
-			return corruptf("segment%d missing", i+1)
-		}
-		startExt, ok1 := seg.int("start_extent")
-		count, ok2 := seg.int("extent_count")
-		// Bounded so that no product with the extent size wraps.
-		if !ok1 || !ok2 || startExt < 0 || count <= 0 || startExt > 1<<40 || count > 1<<40 ||
-			startExt > math.MaxInt64/4/extent || count > math.MaxInt64/4/extent {
-			return corruptf("segment%d extents", i+1)
-		}
-		typ, _ := seg.str("type")
-		stripes, _ := seg.int("stripe_count")
-		if typ != "striped" || stripes != 1 {
-			return fmt.Errorf("segment type %q with %d stripes: %w", typ, stripes, ErrUnsupported)
-		}
-		arr := seg.arrays["stripes"]
-		if len(arr) != 2 {
-			return corruptf("segment%d stripes", i+1)
-		}
-		pv, ok1 := arr[0].(string)
-		pe, ok2 := arr[1].(int64)
-		if !ok1 || !ok2 || pe < 0 || pe > 1<<40 || pe > math.MaxInt64/4/extent {
-			return corruptf("segment%d stripes", i+1)
-		}
-		if pv != pvName {
-			return fmt.Errorf("segment on PV %s, which is not this image: %w", pv, ErrUnsupported)
-		}
-		lv.segs = append(lv.segs, segment{start: startExt * extent, length: count * extent, pvOff: peStart + pe*extent})
-	}
-	sort.Slice(lv.segs, func(i, j int) bool { return lv.segs[i].start < lv.segs[j].start })
-	var end int64
-	for _, sg := range lv.segs {
-		if sg.start != end {
-			return corruptf("segments leave a gap or overlap at byte %d", end)
-		}
-		end += sg.length
-	}
-	lv.size = end
-	return nil
 }
 
 // section is one { } block of LVM's text metadata.

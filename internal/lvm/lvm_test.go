@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,8 +123,22 @@ func TestCorrupt(t *testing.T) {
 		{"unbalanced braces", func(b []byte) []byte {
 			return rewrite(t, b, func(s string) string { return strings.Replace(s, "}", "", 1) })
 		}, nil},
-		{"striped", func(b []byte) []byte {
+		{"striped without its stripe size", func(b []byte) []byte {
 			return rewrite(t, b, func(s string) string { return strings.Replace(s, "stripe_count = 1", "stripe_count = 2", 1) })
+		}, nil},
+		{"stripes fewer than stripe_count", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string {
+				return strings.Replace(s, "stripe_count = 1", "stripe_count = 2\nstripe_size = 128", 1)
+			})
+		}, nil},
+		{"stripe on a PV missing from the image", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string {
+				return strings.Replace(s, "stripe_count = 1\n\nstripes = [\n\"pv0\", 0\n]",
+					"stripe_count = 2\nstripe_size = 128\n\nstripes = [\n\"pv0\", 0,\n\"pv7\", 0\n]", 1)
+			})
+		}, lvm.ErrUnsupported},
+		{"thin", func(b []byte) []byte {
+			return rewrite(t, b, func(s string) string { return strings.Replace(s, `type = "striped"`, `type = "thin"`, 1) })
 		}, lvm.ErrUnsupported},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,4 +207,79 @@ func TestMetadataRingWraps(t *testing.T) {
 		assert.Equal(t, want.LVs[i].Name, got.LVs[i].Name)
 		assert.Equal(t, want.LVs[i].Size(), got.LVs[i].Size())
 	}
+}
+
+// TestStripedLV reads a root LV striped over two PVs, built with the real
+// lvm2 tools: assembled from both PVs, its bytes equal the filesystem
+// image's; from one PV alone, it reports the missing PV.
+func TestStripedLV(t *testing.T) {
+	fsImg := imagetest.Ext4(t, imagetest.Tree(t), "24M")
+	want, size := imagetest.FileSHA256(t, fsImg)
+	disk := imagetest.StripedLVMDisk(t, fsImg)
+	f, err := os.Open(disk)
+	require.NoError(t, err)
+	defer f.Close()
+	var pvs []*lvm.PV
+	for _, off := range []int64{1 << 20, 45 << 20} {
+		r := io.NewSectionReader(f, off, 44<<20)
+		require.True(t, lvm.Probe(r, 44<<20))
+		pv, err := lvm.ReadPV(r, 44<<20)
+		require.NoError(t, err)
+		pvs = append(pvs, pv)
+	}
+	assert.Equal(t, pvs[0].VGID(), pvs[1].VGID())
+	vg, err := lvm.Assemble(pvs)
+	require.NoError(t, err)
+	require.Len(t, vg.LVs, 2)
+	root := vg.LVs[0]
+	require.Equal(t, "root", root.Name)
+	require.NoError(t, root.Err())
+	assert.Equal(t, int64(24<<20), root.Size())
+	assert.Equal(t, want, imagetest.SHA256(t, root, size))
+	// Unaligned reads that cross chunk and segment boundaries.
+	full := make([]byte, size)
+	_, err = root.ReadAt(full, 0)
+	require.NoError(t, err)
+	for _, off := range []int64{1, 65535, 12<<20 - 7, 3 << 20} {
+		b := make([]byte, 200<<10)
+		_, err := root.ReadAt(b, off)
+		require.NoError(t, err)
+		assert.Equal(t, full[off:off+int64(len(b))], b, "at %d", off)
+	}
+
+	alone, err := lvm.Assemble(pvs[:1])
+	require.NoError(t, err)
+	require.ErrorIs(t, alone.LVs[0].Err(), lvm.ErrUnsupported)
+	assert.ErrorContains(t, alone.LVs[0].Err(), "not in this image")
+	require.NoError(t, alone.LVs[1].Err(), "swap is on the first PV alone")
+}
+
+// FuzzAssemble reads two PVs from the two halves of arbitrary bytes and
+// assembles them, seeded with the label and metadata of both PVs of a real
+// striped volume group.
+func FuzzAssemble(f *testing.F) {
+	if os.Geteuid() == 0 {
+		disk := imagetest.StripedLVMDisk(f, imagetest.Ext4(f, imagetest.Tree(f), "24M"))
+		b, err := os.ReadFile(disk)
+		require.NoError(f, err)
+		f.Add(append(bytes.Clone(b[1<<20:2<<20]), b[45<<20:46<<20]...))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		half := int64(len(data) / 2)
+		var pvs []*lvm.PV
+		for _, r := range []*io.SectionReader{io.NewSectionReader(bytes.NewReader(data), 0, half), io.NewSectionReader(bytes.NewReader(data), half, half)} {
+			pv, err := lvm.ReadPV(r, half)
+			if err != nil {
+				return
+			}
+			pvs = append(pvs, pv)
+		}
+		vg, err := lvm.Assemble(pvs)
+		if err != nil {
+			return
+		}
+		for _, lv := range vg.LVs {
+			_, _ = lv.ReadAt(make([]byte, 70<<10), lv.Size()/3)
+		}
+	})
 }

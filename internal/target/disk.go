@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/amilint/amilint/internal/lvm"
@@ -230,36 +231,82 @@ func volumes(disk vdisk.Disk, tab *partition.Table, want int) ([]volume, error) 
 		if want > 1 {
 			return nil, fmt.Errorf("partition %d: the disk has no partition table", want)
 		}
-		vols = []volume{{desc: "whole disk", r: disk, size: disk.Size()}}
+		vols = []volume{{desc: "whole disk", number: want, r: disk, size: disk.Size()}}
 	} else {
 		var nums []string
+		found := false
 		for _, p := range tab.Partitions {
 			nums = append(nums, fmt.Sprint(p.Number))
-			if want != 0 && p.Number != want {
-				continue
-			}
+			found = found || p.Number == want
+			// Every partition is a candidate here: an LV chosen by one of
+			// its PVs' partitions may need the others.
 			vols = append(vols, volume{desc: fmt.Sprintf("partition %d", p.Number), number: p.Number, r: p.Section(disk), size: p.Size})
 		}
-		if want != 0 && len(vols) == 0 {
+		if want != 0 && !found {
 			return nil, fmt.Errorf("partition %d not found (the %s table has %s)", want, tab.Scheme, strings.Join(nums, ", "))
 		}
 	}
-	var out []volume
-	for _, v := range vols {
+	// LVM physical volumes: those of one volume group are assembled
+	// together (a striped LV spans them), its LVs listed where its first
+	// PV is.
+	type group struct {
+		pvs     []*lvm.PV
+		descs   []string
+		numbers []int
+	}
+	groups := map[string]*group{}
+	pvOf := make([]*lvm.PV, len(vols))
+	for i, v := range vols {
 		if !lvm.Probe(v.r, v.size) {
-			out = append(out, v)
 			continue
 		}
-		vg, err := lvm.Open(v.r, v.size)
-		if err != nil {
+		pv, err := lvm.ReadPV(v.r, v.size)
+		if err != nil && (want == 0 || v.number == want) {
 			return nil, fmt.Errorf("%s: %w", v.desc, err)
 		}
-		for _, lv := range vg.LVs {
-			desc := fmt.Sprintf("LV %s/%s in %s", vg.Name, lv.Name, v.desc)
-			if lv.Err() != nil {
-				continue // thin, striped or on another PV: not a root we read
+		if err != nil {
+			continue // a damaged PV on a partition not chosen
+		}
+		pvOf[i] = pv
+		g := groups[pv.VGID()]
+		if g == nil {
+			g = &group{}
+			groups[pv.VGID()] = g
+		}
+		g.pvs = append(g.pvs, pv)
+		g.descs = append(g.descs, v.desc)
+		g.numbers = append(g.numbers, v.number)
+	}
+	var out []volume
+	for i, v := range vols {
+		pv := pvOf[i]
+		if pv == nil {
+			if want == 0 || v.number == want {
+				out = append(out, v)
 			}
-			out = append(out, volume{desc: desc, number: v.number, r: lv, size: lv.Size()})
+			continue
+		}
+		g := groups[pv.VGID()]
+		if g.pvs[0] != pv {
+			continue // listed with the group's first PV
+		}
+		number := v.number
+		if want != 0 {
+			if !slices.Contains(g.numbers, want) {
+				continue
+			}
+			number = want
+		}
+		vg, err := lvm.Assemble(g.pvs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Join(g.descs, ", "), err)
+		}
+		for _, lv := range vg.LVs {
+			desc := fmt.Sprintf("LV %s/%s in %s", vg.Name, lv.Name, strings.Join(g.descs, " and "))
+			if lv.Err() != nil {
+				continue // thin, RAID or on a PV missing from the image: not a root we read
+			}
+			out = append(out, volume{desc: desc, number: number, r: lv, size: lv.Size()})
 		}
 	}
 	return out, nil

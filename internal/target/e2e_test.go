@@ -73,6 +73,10 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 		{"vhd fixed", func(t *testing.T) string { return imagetest.Convert(t, mbr, "vpc", "-o", "subformat=fixed") }},
 		{"vhdx", func(t *testing.T) string { return imagetest.Convert(t, gpt, "vhdx") }},
 		{"lvm in qcow2", func(t *testing.T) string { return imagetest.Convert(t, imagetest.LVMDisk(t, fsImg), "qcow2") }},
+		{"lvm striped over two PVs, raw", func(t *testing.T) string { return imagetest.StripedLVMDisk(t, fsImg) }},
+		{"lvm striped over two PVs in vmdk", func(t *testing.T) string {
+			return imagetest.Convert(t, imagetest.StripedLVMDisk(t, fsImg), "vmdk", "-o", "subformat=streamOptimized")
+		}},
 		{"xfs raw", func(*testing.T) string { return xfsImg }},
 		{"xfs gpt vmdk", func(t *testing.T) string {
 			return imagetest.Convert(t, imagetest.GPTBig(t, xfsImg, 320<<20), "vmdk", "-o", "subformat=monolithicSparse")
@@ -184,4 +188,24 @@ func TestBlockDevice(t *testing.T) {
 	got, stderr, code := units(t, loop)
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, want, got)
+}
+
+// TestStripedLVPartition chooses a striped root LV by either of its PVs'
+// partitions: the other PV is still assembled.
+func TestStripedLVPartition(t *testing.T) {
+	dir := imagetest.Tree(t)
+	want, stderr, code := units(t, dir)
+	require.Equal(t, 0, code, stderr)
+	disk := imagetest.StripedLVMDisk(t, imagetest.Ext4(t, dir, "24M"))
+	for _, part := range []int{1, 2} {
+		im, err := target.Open(context.Background(), disk, target.Options{Partition: part})
+		require.NoError(t, err)
+		assert.Contains(t, im.Detail, "LV ")
+		assert.Contains(t, im.Detail, "/root in partition 1 and partition 2")
+		im.Close()
+	}
+	var out, errb bytes.Buffer
+	code = cli.Run(context.Background(), []string{"units", disk, "--partition", "2", "-o", "tsv"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	assert.Equal(t, want, out.String())
 }

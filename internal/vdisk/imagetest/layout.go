@@ -172,3 +172,89 @@ func GPTBig(t testing.TB, fsImg string, size int64) string {
 		"oflag=seek_bytes", fmt.Sprintf("seek=%d", (2048+16384)*512))
 	return p
 }
+
+// StripedLVMDisk is a 96 MiB MBR disk whose partitions 1 and 2 (type 8e,
+// 44 MiB each) are the two PVs of one volume group, made with the real
+// lvm2 tools on loop devices (activation disabled). Its "root" LV is
+// striped over both PVs in 64 KiB chunks, in two segments around a linear
+// "swap" LV on the first PV, and holds fsImg (at most 24 MiB), written
+// chunk by chunk where lvs says each stripe lies.
+func StripedLVMDisk(t testing.TB, fsImg string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("building LVM PVs needs root for loop devices")
+	}
+	p := Blank(t, 96<<20)
+	Sfdisk(t, p, "label: dos\nstart=2048, size=44M, type=8e\nsize=44M, type=8e\n")
+	parts := []int64{1 << 20, 45 << 20}
+	var loops []string
+	offOf := map[string]int64{}
+	for _, off := range parts {
+		loop := strings.TrimSpace(Run(t, "losetup", "-f", "--show", "-o", fmt.Sprint(off), "--sizelimit", fmt.Sprint(44<<20), p))
+		defer Run(t, "losetup", "-d", loop)
+		loops = append(loops, loop)
+		offOf[loop] = off
+	}
+	vg := fmt.Sprintf("amilintst%d%s", os.Getpid(), strings.TrimPrefix(loops[0], "/dev/loop"))
+	cfg := fmt.Sprintf(`devices{use_devicesfile=0 filter=["a|^%s$|","a|^%s$|","r|.*|"]} activation{udev_sync=0 udev_rules=0} global{activation=0} backup{backup=0 archive=0}`, loops[0], loops[1])
+	lvmc := func(args ...string) string {
+		cmd := exec.Command(args[0], append([]string{"--config", cfg}, args[1:]...)...)
+		cmd.Env = append(os.Environ(), "LVM_SUPPRESS_FD_WARNINGS=1", "PATH=/usr/sbin:/sbin:"+os.Getenv("PATH"))
+		out, err := cmd.Output()
+		require.NoError(t, err, "%v: %s", args, out)
+		return string(out)
+	}
+	lvmc("pvcreate", "-q", loops[0], loops[1])
+	lvmc("vgcreate", "-q", "-s", "1M", vg, loops[0], loops[1])
+	lvmc("lvcreate", "-q", "-an", "-Zn", "-y", "-i", "2", "-I", "64k", "-n", "root", "-L", "12M", vg)
+	lvmc("lvcreate", "-q", "-an", "-Zn", "-y", "-n", "swap", "-L", "3M", vg, loops[0])
+	lvmc("lvextend", "-q", "-i", "2", "-I", "64k", "-L", "24M", vg+"/root")
+	peStart := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(lvmc("pvs", "--noheadings", "--units", "b", "--nosuffix", "-o", "pv_name,pe_start", loops[0], loops[1])), "\n") {
+		var name string
+		var ps int64
+		_, err := fmt.Sscan(line, &name, &ps)
+		require.NoError(t, err)
+		peStart[name] = ps
+	}
+	var extent int64
+	_, err := fmt.Sscan(lvmc("vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_extent_size", vg), &extent)
+	require.NoError(t, err)
+	data, err := os.ReadFile(fsImg)
+	require.NoError(t, err)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	out := lvmc("lvs", "--noheadings", "--units", "b", "--nosuffix", "--segments", "-o", "seg_start,seg_size,stripes,stripe_size,seg_pe_ranges", vg+"/root")
+	segs := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, segs, 2, "root is split around swap: %s", out)
+	for _, line := range segs {
+		fl := strings.Fields(line)
+		require.GreaterOrEqual(t, len(fl), 5, line)
+		var start, size, stripes, ss int64
+		_, err := fmt.Sscan(strings.Join(fl[:4], " "), &start, &size, &stripes, &ss)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), stripes, line)
+		require.Len(t, fl[4:], 2, line)
+		// Each stripe's first byte on the disk image.
+		var base []int64
+		for _, r := range fl[4:] {
+			dev, rng, _ := strings.Cut(r, ":")
+			var first, last int64
+			_, err := fmt.Sscanf(rng, "%d-%d", &first, &last)
+			require.NoError(t, err, r)
+			base = append(base, offOf[dev]+peStart[dev]+first*extent)
+		}
+		// dm-stripe: chunk k of the segment is chunk k/stripes of stripe k%stripes.
+		for rel := int64(0); rel < size; rel += ss {
+			lo, hi := start+rel, min(start+rel+ss, int64(len(data)))
+			if lo >= hi {
+				break
+			}
+			k := rel / ss
+			_, err := f.WriteAt(data[lo:hi], base[k%stripes]+k/stripes*ss)
+			require.NoError(t, err)
+		}
+	}
+	return p
+}
