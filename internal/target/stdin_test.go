@@ -65,6 +65,11 @@ func TestStdinTarballMatchesTree(t *testing.T) {
 			require.NoError(t, fixtures.Materialize(name, dir))
 			want, wantErr, wantCode := run("units", dir, "-o", "tsv")
 			wantScan, wantScanErr, wantScanCode := run("scan", dir, "-o", "json", "--fail-on", "critical")
+			// The policy input itself, whole.
+			wantFacts, _, wantFactsCode := run("facts", dir)
+			gotFacts, stderr, code := runPiped(t, []string{"tar", "-C", dir, "--zstd", "-c", "."}, "facts", "-")
+			require.Equal(t, wantFactsCode, code, stderr)
+			assert.Equal(t, wantFacts, gotFacts)
 			for _, producer := range [][]string{
 				{"tar", "-C", dir, "-c", "."},
 				{"tar", "-C", dir, "-cz", "."},
