@@ -77,6 +77,8 @@ type index struct {
 	// byPath finds a search directory by its SearchPath entry.
 	byPath map[string]*searchDir
 	spec   *specifiers
+	// ctx is the install context lookupState reuses.
+	ctx installContext
 }
 
 // newBareIndex returns an index that has read nothing yet.

@@ -111,7 +111,8 @@ func List(fsys *rootfs.FS) ([]UnitFile, error) {
 	}
 	x := newIndex(fsys)
 	seen := map[string]bool{}
-	var out []UnitFile
+	type listed struct{ name, path string }
+	var names []listed
 	for _, sd := range x.search {
 		if sd.resolved == "" {
 			continue
@@ -125,8 +126,12 @@ func List(fsys *rootfs.FS) ([]UnitFile, error) {
 				continue
 			}
 			seen[n] = true
-			out = append(out, x.unitFile(n, joinPath(sd.path, n)))
+			names = append(names, listed{n, joinPath(sd.path, n)})
 		}
+	}
+	out := make([]UnitFile, 0, len(names))
+	for _, l := range names {
+		out = append(out, x.unitFile(l.name, l.path))
 	}
 	slices.SortFunc(out, func(a, b UnitFile) int {
 		switch {
@@ -196,7 +201,13 @@ func (x *index) lookupState(name string) (State, *installInfo, error) {
 	if !nameIsValid(name, nameAny) {
 		return Bad, nil, fmt.Errorf("unit %s: %w", name, errInvalid)
 	}
-	ctx := installContext{}
+	// The infos of one lookup live until the next one: what the caller
+	// keeps of the returned info are its strings.
+	if x.ctx == nil {
+		x.ctx = installContext{}
+	}
+	ctx := x.ctx
+	clear(ctx)
 	info, err := x.discover(ctx, name)
 	if err != nil {
 		return Bad, nil, fmt.Errorf("unit %s: %w", name, err)

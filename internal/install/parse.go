@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 )
 
 // This file ports the part of systemd 252's config_parse (conf-parser.c)
@@ -36,6 +37,39 @@ var (
 // "\r\n", "\n\r" and NUL each end one line; a line of longLineMax bytes or
 // more is an error. The lines share one copy of data.
 func readLines(data []byte) ([]string, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	s := string(data)
+	lines := make([]string, 0, bytes.Count(data, []byte{'\n'})+1)
+	for i := 0; i < len(s); {
+		var line string
+		line, i = nextLine(s, i)
+		if len(line) >= longLineMax {
+			return nil, errLineTooLong
+		}
+		lines = append(lines, line)
+	}
+	return lines, nil
+}
+
+// checkLines reports a line of s of longLineMax bytes or more.
+func checkLines(s string) error {
+	for i := 0; i < len(s); {
+		var line string
+		line, i = nextLine(s, i)
+		if len(line) >= longLineMax {
+			return errLineTooLong
+		}
+	}
+	return nil
+}
+
+// nextLine returns the line of s that starts at i, without its end, and
+// where the next line starts: a line is a run of bytes other than "\n",
+// "\r" and NUL, then one end made of each of them at most once, a NUL
+// closing it.
+func nextLine(s string, i int) (string, int) {
 	const (
 		eolNone = 0
 		eolTen  = 1
@@ -53,38 +87,21 @@ func readLines(data []byte) ([]string, error) {
 		}
 		return eolNone
 	}
-	if len(data) == 0 {
-		return nil, nil
+	start := i
+	for i < len(s) && categorize(s[i]) == eolNone {
+		i++
 	}
-	s := string(data)
-	lines := make([]string, 0, bytes.Count(data, []byte{'\n'})+1)
-	i := 0
+	line := s[start:i]
+	prev := eolNone
 	for i < len(s) {
-		// A line is a run of non-EOL bytes, then one EOL sequence: each
-		// of "\n", "\r" and NUL at most once, a NUL ending it.
-		start := i
-		for i < len(s) && categorize(s[i]) == eolNone {
-			if i-start >= longLineMax {
-				return nil, errLineTooLong
-			}
-			i++
+		eol := categorize(s[i])
+		if prev&eolZero != 0 || eol == eolNone || prev&eol != 0 {
+			break
 		}
-		if i-start >= longLineMax {
-			return nil, errLineTooLong
-		}
-		line := s[start:i]
-		prev := eolNone
-		for i < len(s) {
-			eol := categorize(s[i])
-			if prev&eolZero != 0 || eol == eolNone || prev&eol != 0 {
-				break
-			}
-			prev |= eol
-			i++
-		}
-		lines = append(lines, line)
+		prev |= eol
+		i++
 	}
-	return lines, nil
+	return line, i
 }
 
 // knownSections is the section list install.c passes to config_parse:
@@ -105,11 +122,18 @@ type parser struct {
 	spec *specifiers
 }
 
-// parse runs config_parse over data.
+// parse runs config_parse over data. It reads data in place and keeps
+// nothing of it: every value it stores (extractWord's words, printf's
+// expansions) and every error it returns is a copy, so data stays the
+// caller's and must not change during the call.
 func (p *parser) parse(data []byte) error {
-	lines, err := readLines(data)
-	if err != nil {
-		return err
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	if len(text) >= longLineMax {
+		// Only a text this long can hold a line this long; systemd
+		// fails before it applies any line.
+		if err := checkLines(text); err != nil {
+			return err
+		}
 	}
 	var (
 		section      string
@@ -117,7 +141,9 @@ func (p *parser) parse(data []byte) error {
 		bomSeen      bool
 		continuation *string
 	)
-	for _, buf := range lines {
+	for i := 0; i < len(text); {
+		var buf string
+		buf, i = nextLine(text, i)
 		l := strings.TrimLeft(buf, whitespace)
 		if l != "" && (l[0] == '#' || l[0] == ';') {
 			continue
