@@ -650,6 +650,29 @@ func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot 
 	checkLeakReport(t, "host via the bus socket", code, hout.Bytes(), threshold)
 	phase("zombies counted and attributed from the host (bus socket)")
 
+	// A real exporter, `live --serve` on loopback, audits every second
+	// while the Host below audits every two: both see the leak paused and
+	// resumed.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	sctx, stop := context.WithCancel(ctx)
+	served := make(chan int, 1)
+	var sout, serr bytes.Buffer
+	go func() {
+		served <- Run(sctx, append([]string{"live", "--serve", addr, "--interval", "1s", "--collect", "cgroup,systemd", "--sample", "1s",
+			"--zombie-threshold", strconv.Itoa(threshold)}, fromHost...), &sout, &serr)
+	}()
+	defer func() {
+		stop()
+		select {
+		case code := <-served:
+			assert.Equal(t, ExitOK, code, "live --serve: %s", serr.String())
+		case <-time.After(10 * time.Second):
+			t.Error("live --serve did not stop")
+		}
+	}()
 	// The exporter audits again and again on one Host: pausing the leak in
 	// every other interval makes its restarts and the zombie growth move
 	// together, and the attribution is by correlation.
@@ -691,31 +714,10 @@ func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot 
 	}), "the exporter's live-memcg-zombies finding names leak.service by correlation")
 	phase("exporter audits attribute the zombies by correlation")
 
-	// A real exporter, scraped.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	sctx, stop := context.WithCancel(ctx)
-	served := make(chan int, 1)
-	var sout, serr bytes.Buffer
-	go func() {
-		served <- Run(sctx, append([]string{"live", "--serve", addr, "--interval", "1s", "--collect", "cgroup,systemd", "--sample", "1s",
-			"--zombie-threshold", strconv.Itoa(threshold)}, fromHost...), &sout, &serr)
-	}()
-	defer func() {
-		stop()
-		select {
-		case code := <-served:
-			assert.Equal(t, ExitOK, code, "live --serve: %s", serr.String())
-		case <-time.After(10 * time.Second):
-			t.Error("live --serve did not stop")
-		}
-	}()
 	var families map[string]*dto.MetricFamily
 	require.Eventually(t, func() bool {
 		families = scrape(ctx, "http://"+addr+"/metrics")
-		return families["amilint_findings"] != nil && families["amilint_memcg_zombies"] != nil
+		return families["amilint_findings"] != nil && families["amilint_memcg_zombies"] != nil && families["amilint_memcg_leak_suspect"] != nil
 	}, 30*time.Second, 500*time.Millisecond, "live --serve exports an audit: %s", serr.String())
 	z := families["amilint_memcg_zombies"].GetMetric()[0].GetGauge().GetValue()
 	t.Logf("scraped amilint_memcg_zombies %v", z)
@@ -727,6 +729,15 @@ func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot 
 		}
 	}
 	assert.True(t, found, "amilint_findings{rule_id=\"live-memcg-zombies\"} is exported")
+	var suspects []string
+	for _, m := range families["amilint_memcg_leak_suspect"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "unit" {
+				suspects = append(suspects, l.GetValue())
+			}
+		}
+	}
+	assert.Equal(t, []string{"leak.service"}, suspects, "amilint_memcg_leak_suspect names the leaking unit")
 	phase("live --serve scraped")
 	return before.Zombies
 }

@@ -94,6 +94,7 @@ var (
 	descZombies   = prometheus.NewDesc("amilint_memcg_zombies", "Memory cgroups removed from cgroupfs but still tracked by the kernel (dying, zombie memcgs).", nil, nil)
 	descTracked   = prometheus.NewDesc("amilint_memcg_tracked", "Memory cgroups the kernel tracks, live and dying (/proc/cgroups num_cgroups).", nil, nil)
 	descPresent   = prometheus.NewDesc("amilint_memcg_present", "Directories in the memory cgroup hierarchy.", nil, nil)
+	descSuspect   = prometheus.NewDesc("amilint_memcg_leak_suspect", "The unit the zombie memory cgroups are attributed to (1); the why is in the live report.", []string{"unit"}, nil)
 	descDying     = prometheus.NewDesc("amilint_cgroup_dying_descendants", "Dying descendants of a cgroup v2 subtree (cgroup.stat nr_dying_descendants).", []string{"path"}, nil)
 	descRestarts  = prometheus.NewDesc("amilint_unit_restarts_total", "Automatic restarts of a loaded service (systemd NRestarts).", []string{"unit"}, nil)
 	descLooping   = prometheus.NewDesc("amilint_unit_crashlooping", "Whether a loaded service is crash-looping (1) or not (0).", []string{"unit"}, nil)
@@ -107,7 +108,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descZombies, descTracked, descPresent, descDying, descRestarts, descLooping,
+	for _, d := range []*prometheus.Desc{descZombies, descTracked, descPresent, descSuspect, descDying, descRestarts, descLooping,
 		descBusy, descNICCore, descFindings, descDuration, descLast, descCollector} {
 		ch <- d
 	}
@@ -141,6 +142,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			gauge(descZombies, float64(m.Zombies))
 			gauge(descTracked, float64(m.Tracked))
 			gauge(descPresent, float64(m.Present))
+		}
+		if c.Suspect != "" {
+			gauge(descSuspect, 1, c.Suspect)
 		}
 		if u := c.Unified; u != nil {
 			for _, s := range u.Subtrees {

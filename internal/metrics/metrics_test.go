@@ -141,7 +141,8 @@ func TestServeRealHost(t *testing.T) {
 func TestServeIncident(t *testing.T) {
 	facts := &live.Facts{
 		Cgroups: &live.Cgroups{Memory: &cgroup.Memory{Version: 1, Hierarchy: "/sys/fs/cgroup/memory", Tracked: 68680, Present: 240, Zombies: 68440},
-			Unified: &cgroup.Unified{Mount: "/sys/fs/cgroup/unified", Dying: 3, Subtrees: []cgroup.Subtree{{Path: "system.slice", Dying: 3}}}},
+			Unified: &cgroup.Unified{Mount: "/sys/fs/cgroup/unified", Dying: 3, Subtrees: []cgroup.Subtree{{Path: "system.slice", Dying: 3}}},
+			Suspect: "ecs.service", Why: "it crash-loops and creates a new container, hence a new memory cgroup, on every restart"},
 		CPU: &cpu.Report{Busy: 0.02, Cores: []cpu.Core{{CPU: 39, System: 1, NICs: []string{"eth0"}}, {CPU: 40, User: 0.01, Idle: 0.99}},
 			NICs: []cpu.NIC{{Name: "eth0", IRQs: []int{25}, Cores: []int{39}}}},
 	}
@@ -161,6 +162,7 @@ func TestServeIncident(t *testing.T) {
 	fams, body := scrape(t, base)
 
 	assert.Equal(t, 68440.0, value(t, fams, "amilint_memcg_zombies", nil))
+	assert.Equal(t, 1.0, value(t, fams, "amilint_memcg_leak_suspect", map[string]string{"unit": "ecs.service"}))
 	assert.Equal(t, 68680.0, value(t, fams, "amilint_memcg_tracked", nil))
 	assert.Equal(t, 240.0, value(t, fams, "amilint_memcg_present", nil))
 	assert.Equal(t, 4242.0, value(t, fams, "amilint_unit_restarts_total", map[string]string{"unit": "ecs.service"}))
