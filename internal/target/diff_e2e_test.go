@@ -38,7 +38,7 @@ func TestDifferencingDisks(t *testing.T) {
 		{"vhdx", `.\parent.vhdx`},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
-			child, parent := imagetest.Differencing(t, tc.format, parentRaw, final, 1)
+			child, parent := imagetest.Differencing(t, tc.format, parentRaw, final, imagetest.DiffOptions{})
 			out, stderr, code := run("units", child, "-o", "tsv")
 			assert.Equal(t, 2, code)
 			assert.Empty(t, out)

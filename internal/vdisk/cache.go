@@ -49,3 +49,10 @@ func (c *lru[V]) put(key int64, val V) {
 		delete(c.items, e.Value.(*lruEntry[V]).key)
 	}
 }
+
+// len is the number of cached values.
+func (c *lru[V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len()
+}

@@ -50,7 +50,7 @@ func TestDifferencing(t *testing.T) {
 		{"vhdx", 1, `.\parent.vhdx`},
 	} {
 		t.Run(fmt.Sprintf("%s grain %d", tt.format, tt.grain), func(t *testing.T) {
-			child, parentPath := imagetest.Differencing(t, tt.format, parentRaw, final, tt.grain)
+			child, parentPath := imagetest.Differencing(t, tt.format, parentRaw, final, imagetest.DiffOptions{Grain: tt.grain})
 			if tt.format == "vhdx" || tt.grain == 8 { // see imagetest.Differencing on libvhdi's VHD bitmaps
 				assert.Equal(t, want, imagetest.LibvhdiSHA256(t, child, parentPath, size), "libvhdi reads the child as the final image")
 			}

@@ -14,7 +14,8 @@ import (
 )
 
 // seeds converts a small patterned raw disk with qemu-img once per
-// conversion and adds the results to f's corpus.
+// conversion and adds the results to f's corpus, each whole and truncated
+// (at 2/3, at 3/4, and less its last 256 bytes).
 func seeds(f *testing.F, convs ...[]string) {
 	raw := filepath.Join(f.TempDir(), "seed.raw")
 	b := make([]byte, 128<<10)
@@ -26,7 +27,18 @@ func seeds(f *testing.F, convs ...[]string) {
 	for _, c := range convs {
 		img, err := os.ReadFile(imagetest.Convert(f, raw, c[0], c[1:]...))
 		require.NoError(f, err)
-		f.Add(img)
+		addTruncated(f, img)
+	}
+}
+
+// addTruncated adds img and cut copies of it to f's corpus.
+func addTruncated(f *testing.F, img []byte) {
+	f.Add(img)
+	n := len(img)
+	for _, cut := range []int{n * 2 / 3, n * 3 / 4, n - 256} {
+		if cut > 0 {
+			f.Add(img[:cut])
+		}
 	}
 }
 
@@ -105,8 +117,8 @@ func diffSeed(f *testing.F, format string) {
 	}
 	require.NoError(f, os.WriteFile(final, b, 0o644))
 	require.NoError(f, os.WriteFile(parent, make([]byte, len(b)), 0o644))
-	child, _ := imagetest.Differencing(f, format, parent, final, 1)
+	child, _ := imagetest.Differencing(f, format, parent, final, imagetest.DiffOptions{VHDBlockSize: 4096})
 	img, err := os.ReadFile(child)
 	require.NoError(f, err)
-	f.Add(img)
+	addTruncated(f, img)
 }

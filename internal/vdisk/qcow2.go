@@ -2,10 +2,12 @@ package vdisk
 
 import (
 	"bytes"
+	"cmp"
 	"compress/flate"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -141,11 +143,110 @@ func OpenQCOW2(r io.ReaderAt, fileSize int64, backing Disk) (Disk, error) {
 	for i := range d.l1 {
 		d.l1[i] = be.Uint64(raw[i*8:])
 	}
-	cached := max(4, int((16<<20)/d.clusterSize))
-	d.l2Cache = newLRU[[]uint64](cached)
+	d.l2Cache = newLRU[[]uint64](d.l2Cached())
 	d.compCache = newLRU[[]byte](8)
+	if err := d.checkTables(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
+
+// l2Cached is how many L2 tables a disk keeps decoded: 16 MiB of them.
+func (d *qcow2Disk) l2Cached() int { return max(4, int((16<<20)/d.clusterSize)) }
+
+// checkTables reads every L2 table the L1 table names and checks that each
+// table and each allocated data cluster lies inside the file, so that a
+// truncated file fails at open rather than at the read of a cluster the
+// scan may never ask for. An L2 table maps 512 MiB of guest disk with 64
+// KiB clusters; adjacent tables are read together and the first ones stay
+// cached for the scan. Tables shared by several L1 entries are read once,
+// so the bytes read stay below the file's size.
+func (d *qcow2Disk) checkTables() error {
+	type table struct {
+		off int64
+		l1  int
+	}
+	var tabs []table
+	for i, e := range d.l1 {
+		off := int64(e & qcowOffsetMask)
+		if off == 0 {
+			continue
+		}
+		if err := d.checkCluster(off, "L2 table"); err != nil {
+			return err
+		}
+		if off > d.fileSize-d.clusterSize {
+			return corruptf("qcow2: L2 table %d at offset %d (+%d) lies past the end of the image (%d bytes): truncated image",
+				i, off, d.clusterSize, d.fileSize)
+		}
+		tabs = append(tabs, table{off, i})
+	}
+	slices.SortFunc(tabs, func(a, b table) int { return cmp.Or(cmp.Compare(a.off, b.off), cmp.Compare(a.l1, b.l1)) })
+	var last struct{ host, entry int64 } // the compressed cluster furthest into the file
+	for i := 0; i < len(tabs); {
+		j := i + 1
+		for j < len(tabs) && tabs[j].off <= tabs[j-1].off+d.clusterSize && tabs[j].off+d.clusterSize-tabs[i].off <= qcowMaxRun {
+			j++
+		}
+		end := tabs[j-1].off + d.clusterSize
+		raw := make([]byte, end-tabs[i].off)
+		if err := readFull(d.r, d.fileSize, raw, tabs[i].off, "qcow2 L2 tables"); err != nil {
+			return err
+		}
+		for n, t := range tabs[i:j] {
+			if n > 0 && t.off == tabs[i+n-1].off {
+				continue // shared with the previous L1 entry: checked once
+			}
+			at := raw[t.off-tabs[i].off:]
+			l2 := make([]uint64, d.l2Entries)
+			for k := range l2 {
+				l2[k] = binary.BigEndian.Uint64(at[k*8:])
+			}
+			for k, e := range l2 {
+				blk := int64(t.l1)*d.l2Entries + int64(k)
+				if blk*d.clusterSize >= d.size {
+					break // entries past the disk's end are never read
+				}
+				switch {
+				case e&qcowCompressed != 0:
+					x := 62 - (d.clusterBits - 8)
+					host := int64(e & (1<<x - 1))
+					if host <= 0 || host >= d.fileSize {
+						return corruptf("qcow2: compressed cluster %d at offset %d lies past the end of the image (%d bytes): truncated image", blk, host, d.fileSize)
+					}
+					if host > last.host {
+						last.host, last.entry = host, int64(e)
+					}
+				case e&qcowZeroFlag != 0 || e&qcowOffsetMask == 0:
+				default:
+					host := int64(e & qcowOffsetMask)
+					if err := d.checkCluster(host, "data cluster"); err != nil {
+						return fmt.Errorf("qcow2 cluster %d: %w", blk, err)
+					}
+					if n := min(d.clusterSize, d.size-blk*d.clusterSize); host > d.fileSize-n {
+						return corruptf("qcow2: data cluster %d at offset %d (+%d) lies past the end of the image (%d bytes): truncated image",
+							blk, host, n, d.fileSize)
+					}
+				}
+			}
+			if d.l2Cache.len() < d.l2Cached() {
+				d.l2Cache.put(t.off, l2)
+			}
+		}
+		i = j
+	}
+	// Only decompressing the last compressed cluster tells whether the
+	// file holds all of it.
+	if last.host > 0 {
+		if _, err := d.compressed(uint64(last.entry)); err != nil {
+			return fmt.Errorf("last compressed cluster of the image: %w", err)
+		}
+	}
+	return nil
+}
+
+// qcowMaxRun bounds one read of adjacent L2 tables at open.
+const qcowMaxRun = 4 << 20
 
 func (d *qcow2Disk) Size() int64 { return d.size }
 

@@ -145,15 +145,15 @@ func TestCorrupt(t *testing.T) {
 		wantErr error // default ErrCorrupt
 	}{
 		{"qcow2 truncated header", qcow, func(b []byte) []byte { return b[:40] }, true, nil},
-		{"qcow2 truncated data", qcow, func(b []byte) []byte { return b[:len(b)/2] }, false, nil},
+		{"qcow2 truncated data", qcow, func(b []byte) []byte { return b[:len(b)/2] }, true, nil},
 		{"qcow2 L1 points at itself", qcow, func(b []byte) []byte {
 			be.PutUint64(b[l1(b):], uint64(l1(b))|1<<63)
 			return b
-		}, false, nil},
+		}, true, nil},
 		{"qcow2 L1 past EOF", qcow, func(b []byte) []byte {
 			be.PutUint64(b[l1(b):], uint64(len(b)+1<<20))
 			return b
-		}, false, nil},
+		}, true, nil},
 		{"qcow2 L1 table offset past EOF", qcow, func(b []byte) []byte {
 			be.PutUint64(b[40:], 1<<40)
 			return b
@@ -164,12 +164,12 @@ func TestCorrupt(t *testing.T) {
 		{"vmdk grain table points at the directory", vmdk, func(b []byte) []byte {
 			le.PutUint32(b[gd(b):], uint32(gd(b)/512))
 			return b
-		}, false, nil},
+		}, true, nil},
 		{"vmdk grain directory past EOF", vmdk, func(b []byte) []byte {
 			le.PutUint64(b[56:], 1<<30)
 			return b
 		}, true, nil},
-		{"vmdk stream truncated", stream, func(b []byte) []byte { return b[:len(b)/2] }, false, nil},
+		{"vmdk stream truncated", stream, func(b []byte) []byte { return b[:len(b)/2] }, true, nil},
 		{"vmdk stream footer missing", stream, func(b []byte) []byte {
 			le.PutUint64(b[56:], 0xffffffffffffffff)
 			return b[:len(b)-1024]
@@ -180,7 +180,7 @@ func TestCorrupt(t *testing.T) {
 				b[i] = 0xAA
 			}
 			return b
-		}, false, nil},
+		}, true, nil},
 		{"vhd footer checksum", vhd, func(b []byte) []byte { b[len(b)-512+48]++; b[48]++; return b }, true, nil},
 		{"vhd BAT past EOF", vhd, func(b []byte) []byte {
 			hdr := int64(be.Uint64(b[16:]))
@@ -189,7 +189,7 @@ func TestCorrupt(t *testing.T) {
 				be.PutUint32(b[bat+uint64(4*i):], 0x7ffffff0)
 			}
 			return b
-		}, false, nil},
+		}, true, nil},
 		{"vhdx headers", vhdx, func(b []byte) []byte { b[64<<10+20]++; b[128<<10+20]++; return b }, true, nil},
 		{"vhdx region tables", vhdx, func(b []byte) []byte { b[192<<10+20]++; b[256<<10+20]++; return b }, true, nil},
 		{"vhdx truncated", vhdx, func(b []byte) []byte { return b[:200<<10] }, true, nil},

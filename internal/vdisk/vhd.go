@@ -77,13 +77,15 @@ func OpenVHD(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 		return nil, err
 	}
 	if string(foot[:8]) != "conectix" {
-		// A dynamic disk keeps a copy of the footer at offset 0.
-		if err := readFull(r, fileSize, foot[:], 0, "vhd footer copy"); err != nil {
-			return nil, err
+		// A dynamic disk keeps a copy of the footer at offset 0, but
+		// every VHD ends with its footer: without it the file was cut,
+		// and the copy would hide that.
+		var cp [512]byte
+		if readFull(r, fileSize, cp[:], 0, "vhd footer copy") == nil && string(cp[:8]) == "conectix" {
+			return nil, corruptf("vhd: the footer at the end of the file is missing (the copy at offset 0 says a %s disk of %d bytes): truncated image",
+				vhdTypeName(be.Uint32(cp[60:])), be.Uint64(cp[48:]))
 		}
-		if string(foot[:8]) != "conectix" {
-			return nil, corruptf("vhd: no footer")
-		}
+		return nil, corruptf("vhd: no footer")
 	}
 	if sum := be.Uint32(foot[64:]); sum != vhdChecksum(foot[:], 64) {
 		return nil, corruptf("vhd: footer checksum %#x, want %#x", sum, vhdChecksum(foot[:], 64))
@@ -147,11 +149,41 @@ func OpenVHD(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 		return nil, err
 	}
 	d.bat = make([]uint32, need)
-	for i := range d.bat {
-		d.bat[i] = be.Uint32(raw[i*4:])
-	}
 	d.bitmapSize = (d.blockSize/512/8 + 511) / 512 * 512
+	// Every allocated block, its sector bitmap first, lies between the
+	// dynamic header and the footer: one pass over the table read above
+	// finds a truncated file now rather than at the read of that block.
+	dataEnd := fileSize - 512
+	for i := range d.bat {
+		e := be.Uint32(raw[i*4:])
+		d.bat[i] = e
+		if e == vhdUnused {
+			continue
+		}
+		start := int64(e) * 512
+		end := start + d.bitmapSize + d.blockSize
+		if start < 512 || start < hdrOff+int64(len(hdr)) && end > hdrOff {
+			return nil, corruptf("vhd: block %d at offset %d overlaps the footer copy or the dynamic header", i, start)
+		}
+		if end > dataEnd {
+			return nil, corruptf("vhd: block %d at offset %d (+%d) lies past the end of the data (%d bytes before the footer): truncated image",
+				i, start, d.bitmapSize+d.blockSize, dataEnd)
+		}
+	}
 	return d, nil
+}
+
+// vhdTypeName names a VHD disk type.
+func vhdTypeName(typ uint32) string {
+	switch typ {
+	case vhdFixed:
+		return "fixed"
+	case vhdDynamic:
+		return "dynamic"
+	case vhdDifferencing:
+		return "differencing"
+	}
+	return fmt.Sprintf("type %d", typ)
 }
 
 // checkParent checks that parent can be the parent of a child disk of

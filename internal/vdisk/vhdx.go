@@ -276,7 +276,37 @@ func OpenVHDX(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 	for i := range d.bat {
 		d.bat[i] = le.Uint64(raw[i*8:])
 	}
+	if err := d.checkBAT(); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// checkBAT checks, in one pass over the table already read, that every
+// present payload block and sector bitmap block lies inside the file past
+// the headers, so that a truncated file fails at open rather than at the
+// read of a block the scan may never ask for.
+func (d *vhdxDisk) checkBAT() error {
+	for i, e := range d.bat {
+		what, length := "block", d.blockSize
+		if int64(i+1)%(d.chunkRatio+1) == 0 {
+			what, length = "sector bitmap", 1<<20
+			if e&7 != vhdxFull { // SB_BLOCK_PRESENT
+				continue
+			}
+		} else if s := e & 7; s != vhdxFull && s != vhdxPartial {
+			continue
+		}
+		off := int64(e>>20) << 20
+		if off < 1<<20 {
+			return corruptf("vhdx: %s of BAT entry %d at offset %d overlaps the headers", what, i, off)
+		}
+		if off > d.fileSize-length {
+			return corruptf("vhdx: %s of BAT entry %d at offset %d (+%d) lies past the end of the image (%d bytes): truncated image",
+				what, i, off, length, d.fileSize)
+		}
+	}
+	return nil
 }
 
 func (d *vhdxDisk) Size() int64 { return d.size }

@@ -2,10 +2,12 @@ package vdisk
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -134,9 +136,119 @@ func OpenVMDK(r io.ReaderAt, fileSize int64) (Disk, error) {
 	for i := range d.gd {
 		d.gd[i] = binary.LittleEndian.Uint32(raw[i*4:])
 	}
-	d.gtCache = newLRU[[]uint32](256)
+	d.gtCache = newLRU[[]uint32](vmdkGTCache)
 	d.grainCache = newLRU[[]byte](8)
+	if err := d.checkTables(); err != nil {
+		return nil, err
+	}
 	return d, nil
+}
+
+// vmdkGTCache is how many grain tables a disk keeps decoded: those of a
+// 4 GiB disk with the usual 64 KiB grains and 512-entry tables.
+const vmdkGTCache = 256
+
+// vmdkMaxRun bounds one read of adjacent grain tables at open.
+const vmdkMaxRun = 1 << 20
+
+// checkTables reads every grain table the grain directory names and checks
+// that each table and each allocated grain lies inside the file, so that a
+// truncated file fails at open rather than at the read of a grain the scan
+// may never ask for. Grain tables are small (2 KiB per 32 MiB of guest
+// disk) and usually adjacent, so they are read in few large reads; the
+// first ones read stay cached for the scan. Tables may not overlap one
+// another, which bounds the bytes read to the file's size.
+func (d *vmdkDisk) checkTables() error {
+	type table struct {
+		off int64
+		gd  int
+	}
+	var tabs []table
+	for i, gde := range d.gd {
+		if gde != 0 {
+			tabs = append(tabs, table{int64(gde) * 512, i})
+		}
+	}
+	slices.SortFunc(tabs, func(a, b table) int { return cmp.Compare(a.off, b.off) })
+	gtBytes := d.gtes * 4
+	for i, t := range tabs {
+		if t.off < d.gdEnd && t.off+gtBytes > d.gdStart {
+			return corruptf("vmdk: grain table %d at %d overlaps the grain directory", t.gd, t.off)
+		}
+		if t.off > d.fileSize-gtBytes {
+			return corruptf("vmdk: grain table %d at offset %d (+%d) lies past the end of the image (%d bytes): truncated image",
+				t.gd, t.off, gtBytes, d.fileSize)
+		}
+		if i > 0 && t.off < tabs[i-1].off+gtBytes {
+			return corruptf("vmdk: grain tables %d and %d overlap at offset %d", tabs[i-1].gd, t.gd, t.off)
+		}
+	}
+	// The grain that ends furthest into the file; for compressed grains
+	// its marker says how long it is.
+	var last struct{ off, blk int64 }
+	for i := 0; i < len(tabs); {
+		// A run of adjacent tables, read at once.
+		j := i + 1
+		for j < len(tabs) && tabs[j].off == tabs[j-1].off+gtBytes && int64(j-i+1)*gtBytes <= vmdkMaxRun {
+			j++
+		}
+		raw := make([]byte, int64(j-i)*gtBytes)
+		if err := readFull(d.r, d.fileSize, raw, tabs[i].off, "vmdk grain tables"); err != nil {
+			return err
+		}
+		for k, t := range tabs[i:j] {
+			gt := make([]uint32, d.gtes)
+			for e := range gt {
+				gt[e] = binary.LittleEndian.Uint32(raw[int64(k)*gtBytes+int64(e)*4:])
+			}
+			for e, gte := range gt {
+				if gte <= 1 { // unallocated or zeroed
+					continue
+				}
+				blk := int64(t.gd)*d.gtes + int64(e)
+				if blk*d.grainSize >= d.size {
+					break // the last table's entries past the disk's end are never read
+				}
+				off := int64(gte) * 512
+				if err := d.checkGrain(off, blk); err != nil {
+					return err
+				}
+				if off > last.off {
+					last.off, last.blk = off, blk
+				}
+			}
+			if d.gtCache.len() < vmdkGTCache {
+				d.gtCache.put(t.off, gt)
+			}
+		}
+		i = j
+	}
+	if d.compressed && last.off > 0 {
+		if _, err := d.grain(last.off, last.blk); err != nil {
+			return fmt.Errorf("last grain of the image: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkGrain checks that the grain of guest block blk at off lies inside
+// the file: all of it that the guest disk holds when it is stored whole,
+// its marker when it is compressed (only reading it tells its length).
+func (d *vmdkDisk) checkGrain(off, blk int64) error {
+	length := min(d.grainSize, d.size-blk*d.grainSize)
+	if d.compressed {
+		length = 4
+		if d.markers {
+			length = 12
+		}
+	} else if off < d.gdEnd && off+d.grainSize > d.gdStart {
+		return corruptf("vmdk: grain %d overlaps the grain directory", blk)
+	}
+	if off > d.fileSize-length {
+		return corruptf("vmdk: grain %d at offset %d (+%d) lies past the end of the image (%d bytes): truncated image",
+			blk, off, length, d.fileSize)
+	}
+	return nil
 }
 
 func (d *vmdkDisk) Size() int64 { return d.size }

@@ -30,12 +30,7 @@ import (
 // ignores the bitmaps reads wrong bytes. It returns the child's and the
 // parent's paths; the parent is named "parent.vhd" or "parent.vhdx" next
 // to the child, as the child's locators record it.
-//
-// grain is how many sectors are marked together (1: each sector alone).
-// libvhdi 20210425 misreads VHD bitmap bytes that mix set and clear bits
-// (it shifts without masking: every sector after the first set bit of a
-// byte counts as present), so comparisons with it use a grain of 8.
-func Differencing(t testing.TB, format, parentRaw, final string, grain int) (child, parent string) {
+func Differencing(t testing.TB, format, parentRaw, final string, opt DiffOptions) (child, parent string) {
 	t.Helper()
 	dir := t.TempDir()
 	ext := map[string]string{"vpc": "vhd", "vhdx": "vhdx"}[format]
@@ -46,6 +41,7 @@ func Differencing(t testing.TB, format, parentRaw, final string, grain int) (chi
 	var info struct {
 		VirtualSize int64 `json:"virtual-size"`
 	}
+	grain := max(int64(opt.Grain), 1)
 	require.NoError(t, json.Unmarshal([]byte(Run(t, "qemu-img", "info", "--output=json", "-f", format, parent)), &info))
 	size := info.VirtualSize
 	old, err := os.ReadFile(parentRaw)
@@ -60,12 +56,29 @@ func Differencing(t testing.TB, format, parentRaw, final string, grain int) (chi
 	require.NoError(t, err)
 	var out []byte
 	if format == "vpc" {
-		out = vhdChild(t, pb, old, want, size, int64(grain))
+		bs := opt.VHDBlockSize
+		if bs == 0 {
+			bs = 2 << 20
+		}
+		out = vhdChild(t, pb, old, want, size, bs, grain)
 	} else {
-		out = vhdxChild(t, pb, old, want, size, int64(grain))
+		out = vhdxChild(t, pb, old, want, size, grain)
 	}
 	require.NoError(t, os.WriteFile(child, out, 0o644))
 	return child, parent
+}
+
+// DiffOptions shape a differencing disk.
+type DiffOptions struct {
+	// Grain is how many sectors are marked together (0 or 1: each sector
+	// alone). libvhdi 20210425 misreads VHD bitmap bytes that mix set and
+	// clear bits (it shifts without masking: every sector after the first
+	// set bit of a byte counts as present), so comparisons with it use a
+	// grain of 8.
+	Grain int
+	// VHDBlockSize is a VHD child's block size (0: 2 MiB, the default of
+	// Microsoft's tools); small blocks make small fuzz seeds.
+	VHDBlockSize int64
 }
 
 // changed lists, per block of bs bytes, which sectors of sector bytes
@@ -104,10 +117,12 @@ func vhdSum(b []byte) uint32 {
 	return ^s
 }
 
-// vhdChild writes a VHD differencing disk (disk type 4) with 2 MiB blocks.
-func vhdChild(t testing.TB, parent, old, want []byte, size, grain int64) []byte {
+// vhdChild writes a VHD differencing disk (disk type 4) with blocks of bs
+// bytes (a one-sector bitmap each).
+func vhdChild(t testing.TB, parent, old, want []byte, size, bs, grain int64) []byte {
 	be := binary.BigEndian
-	const bs, sector = 2 << 20, 512
+	const sector = 512
+	require.True(t, bs >= 4096 && bs <= 2<<20 && bs&(bs-1) == 0, "VHD block size %d", bs)
 	pfoot := parent[len(parent)-512:]
 	require.Equal(t, "conectix", string(pfoot[:8]))
 	blocks := (size + bs - 1) / bs
@@ -138,7 +153,7 @@ func vhdChild(t testing.TB, parent, old, want []byte, size, grain int64) []byte 
 	be.PutUint64(hdr[16:], 1536)
 	be.PutUint32(hdr[24:], 0x00010000)
 	be.PutUint32(hdr[28:], uint32(blocks))
-	be.PutUint32(hdr[32:], bs)
+	be.PutUint32(hdr[32:], uint32(bs))
 	copy(hdr[40:56], pfoot[68:84]) // parent's unique id
 	copy(hdr[56:60], pfoot[24:28]) // parent's time stamp
 	for i, c := range utf16.Encode([]rune("parent.vhd")) {
@@ -174,7 +189,7 @@ func vhdChild(t testing.TB, parent, old, want []byte, size, grain int64) []byte 
 		}
 		be.PutUint32(img[1536+4*blk:], uint32(len(img)/512))
 		bitmap := make([]byte, 512)
-		data := bytes.Repeat([]byte{0xcc}, bs)
+		data := bytes.Repeat([]byte{0xcc}, int(bs))
 		for s, m := range marks {
 			if m {
 				bitmap[s/8] |= 0x80 >> (s % 8)
