@@ -219,37 +219,41 @@ func (x *dirFDs) readLink(name string) (string, error) {
 }
 
 // openFD opens name for reading, refusing a link as its last component, and
-// describes it. Unlike lstat and readLink it looks the whole name up from
-// the root, RESOLVE_IN_ROOT, at every call rather than through a cached
+// describes it in st. Unlike lstat and readLink it looks the whole name up
+// from the root, RESOLVE_IN_ROOT, at every call rather than through a cached
 // parent: what is read is decided by the tree as it is now, inside the root.
 // It refuses anything but a regular file or a directory: a device node in
 // an image names a host device, and a FIFO could block a read forever.
-// O_NONBLOCK keeps the open itself from blocking on a FIFO.
-func (x *dirFDs) openFD(op, name string, flags uint64) (int, *fileInfo, error) {
+// O_NONBLOCK keeps the open itself from blocking on a FIFO. With st nil the
+// flags must hold O_DIRECTORY, which refuses all but a directory already.
+func (x *dirFDs) openFD(op, name string, flags uint64, st *unix.Stat_t) (int, error) {
 	e, err := x.acquire(".")
 	if err != nil {
-		return -1, nil, &fs.PathError{Op: op, Path: name, Err: err}
+		return -1, &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	fd, err := x.openat2(e.fd, name,
 		unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY|flags,
 		unix.RESOLVE_IN_ROOT|unix.RESOLVE_NO_MAGICLINKS)
 	if err != nil {
-		return -1, nil, &fs.PathError{Op: op, Path: name, Err: err}
+		return -1, &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	info := &fileInfo{name: path.Base(name)}
-	if err := unix.Fstat(fd, (*unix.Stat_t)(unsafe.Pointer(&info.st))); err != nil {
+	if st == nil {
+		return fd, nil
+	}
+	if err := unix.Fstat(fd, st); err != nil {
 		unix.Close(fd)
-		return -1, nil, &fs.PathError{Op: op, Path: name, Err: err}
+		return -1, &fs.PathError{Op: op, Path: name, Err: err}
 	}
-	if m := info.Mode(); !m.IsRegular() && !m.IsDir() {
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
 		unix.Close(fd)
-		return -1, nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+		return -1, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	return fd, info, nil
+	return fd, nil
 }
 
 func (x *dirFDs) open(name string) (fs.File, error) {
-	fd, info, err := x.openFD("open", name, 0)
+	info := &fileInfo{name: path.Base(name)}
+	fd, err := x.openFD("open", name, 0, (*unix.Stat_t)(unsafe.Pointer(&info.st)))
 	if err != nil {
 		return nil, err
 	}
@@ -261,14 +265,16 @@ func (x *dirFDs) open(name string) (fs.File, error) {
 // readFile reads name whole, at most MaxReadFile bytes of it: the size the
 // file claims only sizes the first buffer.
 func (x *dirFDs) readFile(name string) ([]byte, error) {
-	fd, info, err := x.openFD("open", name, 0)
+	var st unix.Stat_t
+	fd, err := x.openFD("open", name, 0, &st)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
 	// One byte more than the size, so a short read shows the end of a file
 	// that did not grow.
-	buf := make([]byte, 0, min(max(info.Size(), 0), MaxReadFile)+1)
+	size := max(st.Size, 0)
+	buf := make([]byte, 0, min(size, MaxReadFile)+1)
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, 4096)
@@ -288,7 +294,7 @@ func (x *dirFDs) readFile(name string) ([]byte, error) {
 		if len(buf) > MaxReadFile {
 			return nil, &fs.PathError{Op: "read", Path: name, Err: ErrTooLarge}
 		}
-		if short && info.Size() > 0 && int64(len(buf)) >= info.Size() {
+		if short && size > 0 && int64(len(buf)) >= size {
 			// Read short up to the size it had at open: its end.
 			return buf, nil
 		}
@@ -296,7 +302,7 @@ func (x *dirFDs) readFile(name string) ([]byte, error) {
 }
 
 func (x *dirFDs) readDir(name string) ([]fs.DirEntry, error) {
-	fd, _, err := x.openFD("readdir", name, unix.O_DIRECTORY)
+	fd, err := x.openFD("readdir", name, unix.O_DIRECTORY, nil)
 	if err != nil {
 		return nil, err
 	}
