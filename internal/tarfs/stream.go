@@ -28,6 +28,9 @@ const (
 	// maxDrain bounds what is read past the end-of-archive marker to let
 	// the decompressor check its trailer.
 	maxDrain = 1 << 20
+	// maxZstdWindow bounds the window a zstd frame may ask the decoder to
+	// allocate: 128 MiB, what zstd --long writes at most by default.
+	maxZstdWindow = 1 << 27
 )
 
 // configDirs are where the systemd model and the rules read file contents:
@@ -110,7 +113,7 @@ func OpenStream(r io.Reader, opt StreamOptions) (*FS, error) {
 		stream = zr
 		check = func() error { return drain(zr) }
 	case Zstd:
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<30))
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
 		if err != nil {
 			return nil, fmt.Errorf("open tarball stream: zstd: %w: %w", ErrCorrupt, err)
 		}

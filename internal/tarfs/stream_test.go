@@ -209,3 +209,37 @@ func FuzzOpenStream(f *testing.F) {
 		})
 	})
 }
+
+// TestStreamZstdWindowBounded feeds a zstd frame that asks for a 256 MiB
+// window: refused as corrupt rather than allocated.
+func TestStreamZstdWindowBounded(t *testing.T) {
+	good := build(t, []entry{{name: "etc/os-release", typ: tar.TypeReg, body: "ID=debian\n"}})
+	// A frame by hand (RFC 8878): magic, a header descriptor without
+	// single segment, a window descriptor of 2^(10+18) bytes, then the
+	// tarball as one raw last block.
+	var buf bytes.Buffer
+	buf.WriteString("\x28\xb5\x2f\xfd\x00")
+	buf.WriteByte(18 << 3)
+	h := uint32(len(good))<<3 | 1
+	buf.Write([]byte{byte(h), byte(h >> 8), byte(h >> 16)})
+	buf.Write(good)
+	// The same frame with a 1 MiB window reads: the frame is well made.
+	small := bytes.Clone(buf.Bytes())
+	small[5] = 10 << 3
+	_, err := tarfs.OpenStream(bytes.NewReader(small), tarfs.StreamOptions{})
+	require.NoError(t, err)
+	_, err = tarfs.OpenStream(bytes.NewReader(buf.Bytes()), tarfs.StreamOptions{})
+	require.ErrorIs(t, err, tarfs.ErrCorrupt)
+	assert.ErrorContains(t, err, "window")
+	tf, err := openTarBytes(t, buf.Bytes())
+	if err == nil {
+		_, err = tf.ReadFile("etc/os-release")
+	}
+	require.Error(t, err, "the indexed reader bounds the window too")
+}
+
+func openTarBytes(t *testing.T, b []byte) (*tarfs.FS, error) {
+	p := filepath.Join(t.TempDir(), "w.tar.zst")
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return openTar(t, p, tarfs.Options{})
+}

@@ -195,7 +195,7 @@ func (t *FS) decompress() (io.ReadCloser, error) {
 		}
 		return zr, nil
 	case Zstd:
-		zr, err := zstd.NewReader(bufio.NewReader(sec), zstd.WithDecoderConcurrency(1))
+		zr, err := zstd.NewReader(bufio.NewReader(sec), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
 		}
