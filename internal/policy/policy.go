@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -245,8 +246,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	return &Engine{query: pq, modules: len(mods)}, nil
 }
 
-// rulesPackage is where findings are gathered from.
-var rulesPackage = ast.MustParseRef("data.amilint.rules")
+// rulesPackage is where findings are gathered from; parsed on first use,
+// not at every program start.
+var rulesPackage = sync.OnceValue(func() ast.Ref { return ast.MustParseRef("data.amilint.rules") })
 
 // checkUserPackages fails when a --policy directory declares no package
 // under amilint.rules, or no findings rule in them: its rules would never
@@ -258,7 +260,7 @@ func checkUserPackages(dirs map[string][]string, mods map[string]*ast.Module) er
 		under, defines := false, false
 		for _, n := range names {
 			m := mods[n]
-			if m == nil || !m.Package.Path.HasPrefix(rulesPackage) || len(m.Package.Path) <= len(rulesPackage) {
+			if m == nil || !m.Package.Path.HasPrefix(rulesPackage()) || len(m.Package.Path) <= len(rulesPackage()) {
 				continue
 			}
 			under = true
