@@ -101,22 +101,33 @@ func BenchmarkOpenImage(b *testing.B) {
 }
 
 // BenchmarkUnits measures the whole unit file scan (`amilint units`) of
-// the same tree as a directory, a raw disk, a qcow2 and a tar.zst (which
-// is decompressed whole to be indexed).
+// the same tree as a directory, a raw disk, a qcow2, a tar.zst (which is
+// decompressed whole to be indexed) and the same tar.zst read once as a
+// stream (the "-" target).
 func BenchmarkUnits(b *testing.B) {
 	dir, raw, qcow2, tarZst := images(b)
-	for _, tc := range []struct{ name, path string }{{"dir", dir}, {"raw", raw}, {"qcow2", qcow2}, {"tar.zst", tarZst}} {
+	for _, tc := range []struct{ name, path string }{{"dir", dir}, {"raw", raw}, {"qcow2", qcow2}, {"tar.zst", tarZst}, {"stdin tar.zst", tarZst}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var read int64
 			var n int
 			for b.Loop() {
-				im, err := target.Open(context.Background(), tc.path, target.Options{})
+				spec, opt := tc.path, target.Options{}
+				var stream *os.File
+				if tc.name == "stdin tar.zst" { // read once as a stream, as "-" is
+					f, err := os.Open(tc.path)
+					require.NoError(b, err)
+					spec, opt.Stdin, stream = target.StdinTarget, onlyRead{f}, f
+				}
+				im, err := target.Open(context.Background(), spec, opt)
 				require.NoError(b, err)
 				units, err := install.List(im.FS)
 				require.NoError(b, err)
 				n = len(units)
 				read = im.BytesRead()
 				im.Close()
+				if stream != nil {
+					stream.Close()
+				}
 			}
 			b.ReportMetric(float64(n), "units")
 			report(b, tc.path, read)
@@ -133,3 +144,8 @@ func report(b *testing.B, path string, read int64) {
 	b.ReportMetric(float64(read), "bytes-read/op")
 	b.ReportMetric(100*float64(read)/float64(fi.Size()), "%file-read")
 }
+
+// onlyRead hides everything of a file but Read, as a pipe would.
+type onlyRead struct{ f *os.File }
+
+func (o onlyRead) Read(p []byte) (int, error) { return o.f.Read(p) }
