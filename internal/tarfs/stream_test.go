@@ -243,3 +243,30 @@ func openTarBytes(t *testing.T, b []byte) (*tarfs.FS, error) {
 	require.NoError(t, os.WriteFile(p, b, 0o644))
 	return openTar(t, p, tarfs.Options{})
 }
+
+// TestStreamHostileNames indexes the hostile tarball of TestHostileNames
+// as a stream: names are clamped at the root and links kept as stored,
+// exactly as the indexed reader does.
+func TestStreamHostileNames(t *testing.T) {
+	b := build(t, []entry{
+		{name: "../../x", typ: tar.TypeReg, body: "x1"},
+		{name: "/etc/passwd", typ: tar.TypeReg, body: "root"},
+		{name: "a/../../../b", typ: tar.TypeReg, body: "b"},
+		{name: "./etc/../etc/shadow-link", typ: tar.TypeSymlink, link: "../../../../etc/shadow"},
+		{name: "h", typ: tar.TypeLink, link: "../../../etc/passwd"},
+		{name: "etc/.wh.gone", typ: tar.TypeReg, body: "whiteout"},
+		{name: "x", typ: tar.TypeReg, body: "x2, the last wins"},
+		{name: "d", typ: tar.TypeReg, body: "file first"},
+		{name: "d/inner", typ: tar.TypeReg, body: "then a directory over it"},
+	})
+	indexed, err := tarfs.Open(bytes.NewReader(b), int64(len(b)), tarfs.Options{})
+	require.NoError(t, err)
+	streamed, err := tarfs.OpenStream(onlyReader{bytes.NewReader(b)}, tarfs.StreamOptions{Keep: keepAll})
+	require.NoError(t, err)
+	assert.Equal(t, snapshot(t, indexed), snapshot(t, streamed))
+	got, err := rootfs.New(streamed).ReadFile("etc/shadow-link")
+	assert.Error(t, err, "the link resolves inside the tarball, where etc/shadow is not: %q", got)
+	got, err = streamed.ReadFile("h")
+	require.NoError(t, err)
+	assert.Equal(t, "root", string(got))
+}
