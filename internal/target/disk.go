@@ -172,7 +172,14 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 		view := rootfs.New(src)
 		im := &Image{Name: name, Kind: "disk", FS: view,
 			Detail: fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)}
-		if hasOSRelease(view) {
+		ok, err := hasOSRelease(view)
+		if err != nil {
+			// A filesystem that cannot say whether it holds os-release
+			// is damaged, and may be the root: never "no root".
+			errs = append(errs, fmt.Errorf("%s: %s: %w", v.desc, fsName, err))
+			continue
+		}
+		if ok {
 			return im, nil
 		}
 		if opt.Partition != 0 && fallback == nil {
@@ -333,11 +340,23 @@ func openVolume(v volume) (rootfs.Source, string, error) {
 }
 
 // hasOSRelease reports whether a filesystem is an operating system root.
-func hasOSRelease(view *rootfs.FS) bool {
+// A path that does not lead to a file (missing, through a non-directory,
+// masked, a symlink loop) is a well-formed answer of "no"; any other error
+// (a corrupt or truncated filesystem, a failed read) is returned, so a
+// damaged root is reported as damaged rather than as absent.
+func hasOSRelease(view *rootfs.FS) (bool, error) {
 	for _, name := range []string{"etc/os-release", "usr/lib/os-release"} {
-		if fi, err := view.Stat(name); err == nil && fi.Mode().IsRegular() {
-			return true
+		fi, err := view.Stat(name)
+		switch {
+		case err == nil:
+			if fi.Mode().IsRegular() {
+				return true, nil
+			}
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, rootfs.ErrNotDir),
+			errors.Is(err, rootfs.ErrMasked), errors.Is(err, rootfs.ErrTooManyLinks):
+		default:
+			return false, fmt.Errorf("look for %s: %w", name, err)
 		}
 	}
-	return false
+	return false, nil
 }

@@ -6,11 +6,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/internal/ext4"
 	"github.com/amilint/amilint/internal/lvm"
 	"github.com/amilint/amilint/internal/partition"
 	"github.com/amilint/amilint/internal/tarfs"
@@ -167,4 +170,60 @@ func damageLVM(t *testing.T, p string) []byte {
 	require.Equal(t, "LABELONE", string(b[1<<20+512:1<<20+520]))
 	b[1<<20+512+40]++
 	return b
+}
+
+// TestOSReleaseLookup checks how the search for the root treats what it
+// finds where os-release should be: a filesystem that has none, or reaches
+// it through a non-directory, is "no root"; one whose directories cannot
+// be read (a damaged /etc block) is reported as damaged, not as "no root".
+func TestOSReleaseLookup(t *testing.T) {
+	bare := func(t *testing.T) string { return t.TempDir() }
+	etcFile := func(t *testing.T) string {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "etc"), []byte("not a directory\n"), 0o644))
+		return dir
+	}
+	for _, tt := range []struct {
+		name   string
+		tree   func(t *testing.T) string
+		damage bool
+		want   error
+	}{
+		{"no os-release", bare, false, ErrNoRoot},
+		{"etc is a file", etcFile, false, ErrNoRoot},
+		{"etc directory block damaged", func(t *testing.T) string { return imagetest.Tree(t) }, true, ext4.ErrCorrupt},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			img := imagetest.Ext4(t, tt.tree(t), "8M")
+			if tt.damage {
+				damageBlock(t, img, "/etc")
+			}
+			_, err := Open(context.Background(), img, Options{})
+			require.ErrorIs(t, err, tt.want)
+			if tt.want != ErrNoRoot {
+				assert.NotErrorIs(t, err, ErrNoRoot)
+				assert.ErrorContains(t, err, "look for etc/os-release")
+			}
+		})
+	}
+}
+
+// damageBlock overwrites the first block of path in the ext4 image img
+// with garbage, where debugfs says it lies.
+func damageBlock(t *testing.T, img, path string) {
+	t.Helper()
+	num := func(re, out string) int64 {
+		m := regexp.MustCompile(re).FindStringSubmatch(out)
+		require.NotNil(t, m, "%s in %q", re, out)
+		n, err := strconv.ParseInt(m[1], 10, 64)
+		require.NoError(t, err)
+		return n
+	}
+	blk := num(`(?m)^(\d+)\s*$`, imagetest.Run(t, "debugfs", "-R", "blocks "+path, img))
+	bs := num(`Block size:\s+(\d+)`, imagetest.Run(t, "debugfs", "-R", "stats -h", img))
+	f, err := os.OpenFile(img, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, int(bs)), blk*bs)
+	require.NoError(t, err)
 }
