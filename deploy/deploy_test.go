@@ -138,7 +138,7 @@ func TestPrometheusRule(t *testing.T) {
 			assert.NotEmpty(t, get(t, r, "labels", "severity"))
 		}
 	}
-	for _, want := range []string{"AmilintZombieMemcgs", "AmilintUnitCrashLooping", "AmilintIRQCoreSaturated"} {
+	for _, want := range []string{"AmilintZombieMemcgs", "AmilintMemcgLeakSuspect", "AmilintUnitCrashLooping", "AmilintIRQCoreSaturated"} {
 		assert.Contains(t, alerts, want)
 	}
 
@@ -146,7 +146,7 @@ func TestPrometheusRule(t *testing.T) {
 	snap := &sdbus.Snapshot{Units: []sdbus.Unit{{Name: "ecs.service", Loaded: true, LoadState: "loaded", SubState: "auto-restart", NRestarts: 9}}}
 	facts := &live.Facts{
 		Collectors: live.AllCollectors,
-		Cgroups:    &live.Cgroups{Memory: &cgroup.Memory{Version: 1, Tracked: 68680, Present: 240, Zombies: 68440}},
+		Cgroups:    &live.Cgroups{Memory: &cgroup.Memory{Version: 1, Tracked: 68680, Present: 240, Zombies: 68440}, Suspect: "ecs.service"},
 		CPU:        &cpu.Report{Cores: []cpu.Core{{CPU: 39, System: 1}}, NICs: []cpu.NIC{{Name: "eth0", Cores: []int{39}}}},
 		Systemd:    &live.Systemd{Units: snap.Units, CrashLooping: sdbus.Detect(nil, snap, 3)},
 	}
