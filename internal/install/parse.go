@@ -22,6 +22,28 @@ const longLineMax = 1024 * 1024
 // whitespace is systemd's WHITESPACE.
 const whitespace = " \t\n\r"
 
+// isSpace reports whether c is in whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// trimLeftSpace is strings.TrimLeft(s, whitespace) without building a set.
+func trimLeftSpace(s string) string {
+	i := 0
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// trimSpace is strings.Trim(s, whitespace) without building a set.
+func trimSpace(s string) string {
+	s = trimLeftSpace(s)
+	j := len(s)
+	for j > 0 && isSpace(s[j-1]) {
+		j--
+	}
+	return s[:j]
+}
+
 // Parse errors. Any of them makes systemctl report the unit as "bad".
 var (
 	errLineTooLong   = errors.New("line too long")
@@ -144,7 +166,7 @@ func (p *parser) parse(data []byte) error {
 	for i := 0; i < len(text); {
 		var buf string
 		buf, i = nextLine(text, i)
-		l := strings.TrimLeft(buf, whitespace)
+		l := trimLeftSpace(buf)
 		if l != "" && (l[0] == '#' || l[0] == ';') {
 			continue
 		}
@@ -164,15 +186,13 @@ func (p *parser) parse(data []byte) error {
 		} else {
 			cur = l
 		}
-		escaped := false
-		for k := 0; k < len(cur); k++ {
-			if escaped {
-				escaped = false
-			} else if cur[k] == '\\' {
-				escaped = true
-			}
+		// The line continues when it ends in an unescaped backslash: an
+		// odd run of them.
+		n := 0
+		for n < len(cur) && cur[len(cur)-1-n] == '\\' {
+			n++
 		}
-		if escaped {
+		if n%2 == 1 {
 			c := cur[:len(cur)-1] + " "
 			continuation = &c
 			continue
@@ -192,7 +212,7 @@ func (p *parser) parse(data []byte) error {
 
 // line ports parse_line.
 func (p *parser) line(l string, section *string, inSection *bool) error {
-	l = strings.Trim(l, whitespace)
+	l = trimSpace(l)
 	if l == "" {
 		return nil
 	}
@@ -224,8 +244,8 @@ func (p *parser) line(l string, section *string, inSection *bool) error {
 	if *section != "Install" {
 		return nil
 	}
-	key := strings.Trim(l[:e], whitespace)
-	value := strings.Trim(l[e+1:], whitespace)
+	key := trimSpace(l[:e])
+	value := trimSpace(l[e+1:])
 	return p.assign(key, value)
 }
 
@@ -311,7 +331,7 @@ func parseStrv(list *[]string, value string) {
 // EXTRACT_RETAIN_ESCAPE. It returns the word, the rest ("" when systemd
 // would set the cursor to NULL), and whether a word was found.
 func extractWord(s string, unquote, retainEscape bool) (string, string, bool, error) {
-	isSep := func(c byte) bool { return strings.IndexByte(whitespace, c) >= 0 }
+	isSep := isSpace
 	i := 0
 	for i < len(s) && isSep(s[i]) {
 		i++
