@@ -97,6 +97,10 @@ func openFile(spec string, opt Options) (*Image, error) {
 	var im *Image
 	if vdisk.Detect(counter, size) == vdisk.Raw {
 		if _, ok := tarfs.Detect(counter); ok {
+			if err := opt.diskOnly(spec, "a tarball"); err != nil {
+				f.Close()
+				return nil, err
+			}
 			src, err := tarfs.Open(counter, size, tarfs.Options{})
 			if err != nil {
 				f.Close()

@@ -11,12 +11,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
 // ErrUnsupported reports a target kind amilint cannot read (yet).
 var ErrUnsupported = errors.New("unsupported target")
+
+// ErrDiskOption reports a disk image option (a partition, a backing file)
+// given for a target that is not a disk image, where it would mean nothing.
+var ErrDiskOption = errors.New("option for disk images only")
 
 // Image is an opened target.
 type Image struct {
@@ -79,7 +84,15 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 		return nil, fmt.Errorf("open target: %w", errors.New("empty target"))
 	}
 	if spec == StdinTarget {
+		if err := opt.diskOnly(spec, "a tarball on standard input"); err != nil {
+			return nil, err
+		}
 		return openStdin(opt.Stdin)
+	}
+	if strings.HasPrefix(spec, FixturePrefix) {
+		if err := opt.diskOnly(spec, "an embedded fixture"); err != nil {
+			return nil, err
+		}
 	}
 	if im, ok, err := openFixture(spec); ok {
 		return im, err
@@ -92,6 +105,9 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 		return nil, fmt.Errorf("open target: %w", err)
 	}
 	if fi.IsDir() {
+		if err := opt.diskOnly(spec, "a directory"); err != nil {
+			return nil, err
+		}
 		d, err := rootfs.OpenDir(spec)
 		if err != nil {
 			return nil, err
@@ -102,4 +118,21 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 		return openFile(spec, opt)
 	}
 	return nil, fmt.Errorf("open target %s: %w", spec, ErrUnsupported)
+}
+
+// diskOnly refuses the disk image options for spec, a target of kind
+// (worded for the message) that is not a disk image: silently ignoring a
+// partition or a backing file would audit something else than asked.
+func (opt Options) diskOnly(spec, kind string) error {
+	var given []string
+	if opt.Partition != 0 {
+		given = append(given, fmt.Sprintf("--partition %d", opt.Partition))
+	}
+	if opt.Backing != "" {
+		given = append(given, "--backing "+opt.Backing)
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return fmt.Errorf("open target %s: %s: %w (this target is %s)", spec, strings.Join(given, ", "), ErrDiskOption, kind)
 }
