@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/amilint/amilint/internal/rootfs"
 	"github.com/amilint/amilint/internal/unit"
@@ -106,7 +105,6 @@ func newIndex(fsys *rootfs.FS) *index {
 		x.search = append(x.search, sd)
 		x.byPath[p] = sd
 	}
-	x.prefetch()
 	x.spec = &specifiers{}
 	if data, err := x.readFileFollow("/etc/machine-id"); err == nil {
 		x.spec.machineID = parseMachineID(data)
@@ -118,52 +116,6 @@ func newIndex(fsys *rootfs.FS) *index {
 		}
 	}
 	return x
-}
-
-// prefetchWorkers bounds the concurrent reads of prefetch.
-const prefetchWorkers = 4
-
-// prefetch reads every regular unit file of the search directories of a
-// host directory image with a few concurrent readers before the (sequential) state computation needs
-// them: the reads are most of the work and are independent. Results go
-// into the same cache lazy reads use, so semantics do not change.
-func (x *index) prefetch() {
-	// Only a host directory is known to take concurrent reads; other
-	// Sources (disk image readers) are read lazily, one file at a time.
-	if _, ok := x.src.(*rootfs.Dir); !ok {
-		return
-	}
-	var paths []string
-	seen := map[string]bool{}
-	for _, sd := range x.search {
-		for _, n := range sd.names {
-			r := joinPath(sd.resolved, n)
-			if sd.entries[n].IsRegular() && nameIsValid(n, nameAny) && !seen[r] {
-				seen[r] = true
-				paths = append(paths, r)
-			}
-		}
-	}
-	results := make([]fileData, len(paths))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(prefetchWorkers, len(paths)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				results[i].data, results[i].err = x.readRaw(paths[i])
-			}
-		}()
-	}
-	for i := range paths {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for i, p := range paths {
-		x.files[p] = results[i]
-	}
 }
 
 // readSearchDir lists a search directory the way opendir() + FOREACH_DIRENT
