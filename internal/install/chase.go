@@ -86,11 +86,26 @@ func isClean(p string) bool {
 	if p == "/" {
 		return true
 	}
-	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") {
+	if p == "" || p[0] != '/' || p[len(p)-1] == '/' {
 		return false
 	}
-	return !strings.Contains(p, "//") && !strings.Contains(p, "/./") && !strings.Contains(p, "/../") &&
-		!strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+	// Every component, after its slash, is non-empty and not "." or "..".
+	for i := 0; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		c := p[i+1:] // non-empty: p does not end in a slash
+		switch {
+		case c[0] == '/':
+			return false
+		case c[0] != '.':
+		case len(c) == 1 || c[1] == '/':
+			return false
+		case c[1] == '.' && (len(c) == 2 || c[2] == '/'):
+			return false
+		}
+	}
+	return true
 }
 
 func splitComponents(p string) []string {

@@ -54,6 +54,9 @@ type searchDir struct {
 	// find_symlinks ignores where a link points (ignore_destination).
 	wantsNames      map[string]int
 	wantsByTemplate map[string][]string
+	// unlistedAbsent caches absent's answer for a directory that could
+	// not be listed (once unlistedKnown).
+	unlistedKnown, unlistedAbsent bool
 }
 
 // index is the single pass over an image's unit directories: every search

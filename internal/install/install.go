@@ -422,7 +422,17 @@ func (x *index) absent(sd *searchDir, n string) bool {
 	}
 	// lstatPath of a child of a directory that cannot be listed: the
 	// directory's own chase and lstat decide, whatever the name.
-	parent, err := x.chase(sd.path, false, false)
+	if !sd.unlistedKnown {
+		sd.unlistedKnown = true
+		sd.unlistedAbsent = x.unlistedAbsent(sd.path)
+	}
+	return sd.unlistedAbsent
+}
+
+// unlistedAbsent reports whether lstatPath of any entry of the directory
+// dir fails with a searchable error because of dir itself.
+func (x *index) unlistedAbsent(dir string) bool {
+	parent, err := x.chase(dir, false, false)
 	if err != nil {
 		return searchable(err)
 	}
