@@ -102,7 +102,28 @@ func Open(r io.ReaderAt, size int64, opt Options) (Disk, Format, error) {
 	if err != nil {
 		return nil, f, fmt.Errorf("open %s image: %w", f, err)
 	}
+	if opt.Backing != nil && !hasBacking(d) {
+		// Ignoring it would read another disk than the user named.
+		return nil, f, fmt.Errorf("open %s image: a backing file was given, but the image has none: %w", f, ErrNoBacking)
+	}
 	return d, f, nil
+}
+
+// ErrNoBacking reports a backing (parent) disk given for an image that
+// names none.
+var ErrNoBacking = errors.New("disk image has no backing file")
+
+// hasBacking reports whether d reads from a backing or parent disk.
+func hasBacking(d Disk) bool {
+	switch d := d.(type) {
+	case *qcow2Disk:
+		return d.backing != nil
+	case *vhdDisk:
+		return d.parent != nil
+	case *vhdxDisk:
+		return d.parent != nil
+	}
+	return false
 }
 
 // NewRaw returns the disk that is r's first size bytes.

@@ -95,6 +95,13 @@ func TestBackingFile(t *testing.T) {
 	d, _, _, err := openFile(t, child, vdisk.Options{Backing: parent})
 	require.NoError(t, err)
 	assert.Equal(t, want, imagetest.SHA256(t, d, size))
+
+	// A backing file given for an image that names none is refused, not
+	// ignored.
+	for _, img := range []string{base, raw, imagetest.Convert(t, raw, "vpc", "-o", "subformat=dynamic"), imagetest.Convert(t, raw, "vhdx")} {
+		_, _, _, err = openFile(t, img, vdisk.Options{Backing: parent})
+		require.ErrorIs(t, err, vdisk.ErrNoBacking, img)
+	}
 }
 
 // TestCounter shows that reading one block of a big sparse image reads a
