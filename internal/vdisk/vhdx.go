@@ -288,7 +288,7 @@ func OpenVHDX(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 // read of a block the scan may never ask for.
 func (d *vhdxDisk) checkBAT() error {
 	for i, e := range d.bat {
-		what, length := "block", d.blockSize
+		what, length := "payload block", d.blockSize
 		if int64(i+1)%(d.chunkRatio+1) == 0 {
 			what, length = "sector bitmap", 1<<20
 			if e&7 != vhdxFull { // SB_BLOCK_PRESENT
