@@ -57,6 +57,17 @@ type searchDir struct {
 	// unlistedAbsent caches absent's answer for a directory that could
 	// not be listed (once unlistedKnown).
 	unlistedKnown, unlistedAbsent bool
+	// clean says path is normalized; runtime says it is below /run.
+	clean, runtime bool
+}
+
+// holds ports path_startswith(p, sd.path) != NULL; pClean is isClean(p).
+func (sd *searchDir) holds(p string, pClean bool) bool {
+	if !pClean || !sd.clean {
+		_, ok := pathStartsWith(p, sd.path)
+		return ok
+	}
+	return p == sd.path || sd.path == "/" || (strings.HasPrefix(p, sd.path) && p[len(sd.path)] == '/')
 }
 
 // index is the single pass over an image's unit directories: every search
@@ -125,7 +136,8 @@ func newIndex(fsys *rootfs.FS) *index {
 // see it, and collects the links find_symlinks inspects.
 func (x *index) readSearchDir(p string) *searchDir {
 	sd := &searchDir{path: p, entries: map[string]fs.FileMode{}, byName: map[string][]linkEntry{}, byDest: map[string][]linkEntry{},
-		wantsNames: map[string]int{}, wantsByTemplate: map[string][]string{}}
+		wantsNames: map[string]int{}, wantsByTemplate: map[string][]string{},
+		clean: isClean(p), runtime: isRuntime(p)}
 	l := x.listDir(p)
 	if l.err != nil {
 		return sd

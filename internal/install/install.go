@@ -596,13 +596,14 @@ func (x *index) resolveSymlink(p string) (string, bool, error) {
 // findSymlinksInScope ports find_symlinks_in_scope for the system scope.
 func (x *index) findSymlinksInScope(info *installInfo, matchName bool) (State, bool) {
 	var sameNameRuntime, sameNameConfig, enabledRuntime, enabledAtAll, ignoreSameName bool
+	pathClean := isClean(info.path)
 	for _, sd := range x.search {
 		found, sameName := x.findSymlinks(sd, info, matchName, ignoreSameName)
 		if found {
 			if sd.path == persistentConfig {
 				return Enabled, true
 			}
-			if isRuntime(sd.path) {
+			if sd.runtime {
 				enabledRuntime = true
 			} else {
 				enabledAtAll = true
@@ -610,14 +611,12 @@ func (x *index) findSymlinksInScope(info *installInfo, matchName bool) (State, b
 		} else if sameName {
 			if sd.path == persistentConfig {
 				sameNameConfig = true
-			} else if isRuntime(sd.path) {
+			} else if sd.runtime {
 				sameNameRuntime = true
 			}
 		}
-		if !ignoreSameName {
-			if _, ok := pathStartsWith(info.path, sd.path); ok {
-				ignoreSameName = true
-			}
+		if !ignoreSameName && sd.holds(info.path, pathClean) {
+			ignoreSameName = true
 		}
 	}
 	switch {

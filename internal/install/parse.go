@@ -163,9 +163,19 @@ func (p *parser) parse(data []byte) error {
 		bomSeen      bool
 		continuation *string
 	)
+	// Without CR or NUL every line ends at the next LF alone.
+	lfOnly := strings.IndexByte(text, '\r') < 0 && strings.IndexByte(text, 0) < 0
 	for i := 0; i < len(text); {
 		var buf string
-		buf, i = nextLine(text, i)
+		if lfOnly {
+			j := strings.IndexByte(text[i:], '\n')
+			if j < 0 {
+				j = len(text) - i
+			}
+			buf, i = text[i:i+j], i+j+1
+		} else {
+			buf, i = nextLine(text, i)
+		}
 		l := trimLeftSpace(buf)
 		if l != "" && (l[0] == '#' || l[0] == ';') {
 			continue
