@@ -372,8 +372,10 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 		if n == "" || found {
 			continue
 		}
+		// absent cannot tell for a hidden name.
+		skip := skipAbsent && !hiddenOrBackup(n)
 		for _, sd := range x.search {
-			if skipAbsent && x.absent(sd, n) {
+			if skip && x.absent(sd, n) {
 				continue
 			}
 			p := joinPath(sd.path, n)
@@ -409,13 +411,11 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 	return nil
 }
 
-// absent reports whether lstatEntry of the unit name n in the search
-// directory sd is known to fail with an error unit_file_search skips
-// (searchable), as the index can tell without building the path.
+// absent reports whether lstatEntry of the unit name n, which is not
+// hiddenOrBackup, in the search directory sd is known to fail with an error
+// unit_file_search skips (searchable), as the index can tell without
+// building the path.
 func (x *index) absent(sd *searchDir, n string) bool {
-	if hiddenOrBackup(n) {
-		return false
-	}
 	if sd.resolved != "" {
 		_, ok := sd.entries[n]
 		return !ok
