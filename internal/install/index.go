@@ -90,6 +90,9 @@ type index struct {
 	// byPath finds a search directory by its SearchPath entry.
 	byPath map[string]*searchDir
 	spec   *specifiers
+	// dropInKeys holds the dropInKey of every ".d" entry of the search
+	// directories.
+	dropInKeys map[string]bool
 	// ctx is the install context lookupState reuses.
 	ctx installContext
 }
@@ -118,6 +121,14 @@ func newIndex(fsys *rootfs.FS) *index {
 		sd := x.readSearchDir(p)
 		x.search = append(x.search, sd)
 		x.byPath[p] = sd
+	}
+	x.dropInKeys = map[string]bool{}
+	for _, sd := range x.search {
+		for _, n := range sd.names {
+			if strings.HasSuffix(n, ".d") {
+				x.dropInKeys[dropInKey(n)] = true
+			}
+		}
 	}
 	x.spec = &specifiers{}
 	if data, err := x.readFileFollow("/etc/machine-id"); err == nil {

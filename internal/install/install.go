@@ -698,6 +698,11 @@ func knownName(i *installInfo, name string) bool {
 func (x *index) loaderDropIns(name string, aliases []string) []string {
 	var dirs, cands []string
 	for _, n := range append([]string{name}, aliases...) {
+		if n != "" && n[0] != '.' && !x.dropInKeys[dropInKey(n)] {
+			// No search dir holds a drop-in dir for n, its template or
+			// its prefixes, and none of them is hidden.
+			continue
+		}
 		// The names to look for are the same in every search dir.
 		cands = dropInDirNames(cands[:0], n, 0)
 		for _, sd := range x.search {
@@ -712,6 +717,19 @@ func (x *index) loaderDropIns(name string, aliases []string) []string {
 	}
 	_, shown := x.confFiles(dirs, ".conf")
 	return shown
+}
+
+// dropInKey is what every name dropInDirNames(n) returns shares with n:
+// the text before the first '-', '@' or '.'. The template and the prefix
+// names keep at least that much of n and then go on with one of those
+// three, so a drop-in dir whose name has another key is never looked for.
+func dropInKey(n string) string {
+	for i := 0; i < len(n); i++ {
+		if c := n[i]; c == '-' || c == '@' || c == '.' {
+			return n[:i]
+		}
+	}
+	return n
 }
 
 // dropInDirNames ports the names unit_file_find_dirs looks for in one
