@@ -181,7 +181,7 @@ func (x *index) readSearchDir(p string) *searchDir {
 				continue
 			}
 			for _, e := range ents {
-				if hiddenOrBackup(e.Name()) || e.Type()&fs.ModeSymlink == 0 {
+				if unit.HiddenOrBackup(e.Name()) || e.Type()&fs.ModeSymlink == 0 {
 					continue
 				}
 				n := e.Name()
@@ -222,7 +222,7 @@ func (x *index) listDir(p string) *dirListing {
 		}
 		t, ok := sd.entries[n]
 		switch {
-		case !ok && !hiddenOrBackup(n):
+		case !ok && !unit.HiddenOrBackup(n):
 			l.err = errNotExist
 			return l
 		case ok && !t.IsDir() && t&fs.ModeSymlink == 0:
@@ -249,7 +249,7 @@ func (x *index) listDir(p string) *dirListing {
 	l.resolved = r
 	l.types = make(map[string]fs.FileMode, len(ents))
 	for _, e := range ents {
-		if !hiddenOrBackup(e.Name()) {
+		if !unit.HiddenOrBackup(e.Name()) {
 			l.names = append(l.names, e.Name())
 			l.types[e.Name()] = e.Type()
 		}

@@ -22,9 +22,9 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"strings"
 
 	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/unit"
 )
 
 // State is a unit file's enablement state, spelled as systemctl spells it.
@@ -373,7 +373,7 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 			continue
 		}
 		// absent cannot tell for a hidden name.
-		skip := skipAbsent && !hiddenOrBackup(n)
+		skip := skipAbsent && !unit.HiddenOrBackup(n)
 		for _, sd := range x.search {
 			if skip && x.absent(sd, n) {
 				continue
@@ -412,8 +412,8 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 }
 
 // absent reports whether lstatEntry of the unit name n, which is not
-// hiddenOrBackup, in the search directory sd is known to fail with an error
-// unit_file_search skips (searchable), as the index can tell without
+// unit.HiddenOrBackup, in the search directory sd is known to fail with an
+// error unit_file_search skips (searchable), as the index can tell without
 // building the path.
 func (x *index) absent(sd *searchDir, n string) bool {
 	if sd.resolved != "" {
@@ -549,7 +549,7 @@ func (x *index) lstatEntry(p string) (string, fs.FileMode, error) {
 		if t, ok := sd.entries[n]; ok {
 			return joinPath(sd.resolved, n), t, nil
 		}
-		if !hiddenOrBackup(n) {
+		if !unit.HiddenOrBackup(n) {
 			return "", 0, fs.ErrNotExist
 		}
 	}
@@ -732,48 +732,12 @@ func dropInKey(n string) string {
 	return n
 }
 
-// dropInDirNames ports the names unit_file_find_dirs looks for in one
-// search directory, in its order: <name>.d, then the template's, then the
-// dash-prefix ones (foo-bar-.service.d, foo-.service.d), recursively.
-func dropInDirNames(out []string, name string, depth int) []string {
-	if depth > 2*unitNameMax {
-		return out
-	}
-	out = append(out, name+".d")
-	kind, inst, err := nameInstanceOf(name)
-	if err != nil {
-		return out
-	}
-	if kind == nameInstance {
-		if t, err := nameTemplateOf(name); err == nil {
-			out = dropInDirNames(out, t, depth+1)
-		}
-	}
-	prefix, err := namePrefix(name)
-	if err != nil {
-		return out
-	}
-	chopped := false
-	for {
-		dash := strings.LastIndexByte(prefix, '-')
-		if dash <= 0 {
-			return out
-		}
-		if dash+1 < len(prefix) || chopped {
-			prefix = prefix[:dash+1]
-			break
-		}
-		prefix = prefix[:dash]
-		chopped = true
-	}
-	built := prefix + "." + nameType(name)
-	if kind == nameInstance {
-		built = prefix + "@" + inst + "." + nameType(name)
-	}
-	if !nameIsValid(built, nameAny) {
-		return out
-	}
-	return dropInDirNames(out, built, depth+1)
+// dropInDirNames is unit.DropInDirs for ".d" directories: the names
+// unit_file_find_dirs looks for in one search directory. The third
+// argument, the recursion depth of the former port, is unused: package
+// unit bounds its recursion.
+func dropInDirNames(out []string, name string, _ int) []string {
+	return unit.DropInDirs(out, name, ".d")
 }
 
 // appendDirIn appends sd's subdirectory d when the index says it exists
@@ -782,7 +746,7 @@ func (x *index) appendDirIn(dirs []string, sd *searchDir, d string) []string {
 	if sd.resolved == "" {
 		return dirs
 	}
-	if _, ok := sd.entries[d]; ok || hiddenOrBackup(d) {
+	if _, ok := sd.entries[d]; ok || unit.HiddenOrBackup(d) {
 		dirs = append(dirs, joinPath(sd.path, d))
 	}
 	return dirs

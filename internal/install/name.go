@@ -172,25 +172,6 @@ func typeMayAlias(t string) bool {
 	return false
 }
 
-// hiddenOrBackup ports hidden_or_backup_file: directory entries systemd's
-// FOREACH_DIRENT skips.
-func hiddenOrBackup(n string) bool {
-	if strings.HasPrefix(n, ".") || n == "lost+found" || n == "aquota.user" || n == "aquota.group" ||
-		strings.HasSuffix(n, "~") {
-		return true
-	}
-	d := strings.LastIndexByte(n, '.')
-	if d < 0 {
-		return false
-	}
-	switch n[d+1:] {
-	case "rpmnew", "rpmsave", "rpmorig", "dpkg-old", "dpkg-new", "dpkg-tmp", "dpkg-dist", "dpkg-bak",
-		"dpkg-backup", "dpkg-remove", "ucf-new", "ucf-old", "ucf-dist", "swp", "bak", "old", "new":
-		return true
-	}
-	return false
-}
-
 // validateAliasSymlink ports unit_validate_alias_symlink_and_warn: whether a
 // symlink named src may point at the unit file named dst inside the search
 // path.

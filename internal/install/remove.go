@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/unit"
 )
 
 // This file exports the pieces of install.c that `systemctl disable` uses,
@@ -126,4 +127,4 @@ func TemplateName(n string) (string, bool) {
 
 // HiddenOrBackup reports whether systemd's FOREACH_DIRENT skips a directory
 // entry of this name (hidden_or_backup_file).
-func HiddenOrBackup(n string) bool { return hiddenOrBackup(n) }
+func HiddenOrBackup(n string) bool { return unit.HiddenOrBackup(n) }
