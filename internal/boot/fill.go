@@ -160,18 +160,25 @@ func (g *Graph) dropinFiles(u *Unit, suffix, fileSuffix string) []string {
 	var dirs []string
 	names := append([]string{u.Name}, u.Names...)
 	seen := map[string]bool{}
+	var cands []string
 	for _, n := range names {
 		if seen[n] {
 			continue
 		}
 		seen[n] = true
+		// The names to look for are the same in every search dir.
+		cands = unit.DropInDirs(cands[:0], n, suffix)
 		for _, d := range g.dirs {
-			dirs = g.findDirs(d, n, suffix, dirs, 0)
+			for _, c := range cands {
+				if g.cache[d][c] {
+					dirs = append(dirs, d+"/"+c)
+				}
+			}
 		}
 	}
 	if t := unit.Type(u.Name); t != "" {
 		for _, d := range g.dirs {
-			if g.cache[d+"/"+t+suffix] {
+			if g.cache[d][t+suffix] {
 				dirs = append(dirs, d+"/"+t+suffix)
 			}
 		}
@@ -184,7 +191,7 @@ func (g *Graph) dropinFiles(u *Unit, suffix, fileSuffix string) []string {
 		}
 		for _, e := range ents {
 			n := e.Name()
-			if _, dup := files[n]; dup || hiddenOrBackup(n) {
+			if _, dup := files[n]; dup || unit.HiddenOrBackup(n) {
 				continue
 			}
 			if !e.Type().IsRegular() && e.Type()&fs.ModeSymlink == 0 {
@@ -206,68 +213,6 @@ func (g *Graph) dropinFiles(u *Unit, suffix, fileSuffix string) []string {
 		out[i] = files[k]
 	}
 	return out
-}
-
-// findDirs is unit_file_find_dirs for one search directory: NAME+suffix,
-// the template's, and those of each dash prefix ("a-b-.service.d").
-func (g *Graph) findDirs(dir, name, suffix string, dirs []string, depth int) []string {
-	if depth > unit.MaxNameLen {
-		return dirs
-	}
-	if g.cache[dir+"/"+name+suffix] {
-		dirs = append(dirs, dir+"/"+name+suffix)
-	}
-	_, isInst := unit.Instance(name)
-	if isInst {
-		dirs = g.findDirs(dir, unit.Template(name), suffix, dirs, depth+1)
-	}
-	prefix := unit.Prefix(name)
-	chopped := false
-	for {
-		i := strings.LastIndexByte(prefix, '-')
-		if i <= 0 {
-			return dirs
-		}
-		if i+1 < len(prefix) || chopped {
-			prefix = prefix[:i+1]
-			break
-		}
-		prefix = prefix[:i]
-		chopped = true
-	}
-	if !validPrefix(prefix) {
-		return dirs
-	}
-	return g.findDirs(dir, prefix+"."+unit.Type(name), suffix, dirs, depth+1)
-}
-
-// validPrefix is unit_prefix_is_valid.
-func validPrefix(p string) bool {
-	if p == "" || strings.HasPrefix(p, "@") {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(":-_.\\", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// hiddenOrBackup is systemd's hidden_or_backup_file.
-func hiddenOrBackup(n string) bool {
-	if strings.HasPrefix(n, ".") {
-		return true
-	}
-	for _, s := range []string{"~", ".rpmnew", ".rpmsave", ".rpmorig", ".dpkg-old", ".dpkg-new",
-		".dpkg-tmp", ".dpkg-dist", ".dpkg-bak", ".dpkg-backup", ".dpkg-remove", ".ucf-new",
-		".ucf-old", ".ucf-dist", ".swp", ".bak", ".old", ".new"} {
-		if strings.HasSuffix(n, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // depLink is process_deps for one entry of a .wants or .requires

@@ -135,10 +135,10 @@ type Graph struct {
 	fsys *rootfs.FS
 	dirs []string // search path directories that exist, in precedence
 
-	ids    map[string]idEntry   // systemd's unit_id_map
-	byName map[string][]string  // fragment name -> names (unit_name_map)
-	cache  map[string]bool      // "dir/entry" for every entry of a search dir
-	states map[string]fileState // nullOrEmpty results by image path
+	ids    map[string]idEntry         // systemd's unit_id_map
+	byName map[string][]string        // fragment name -> names (unit_name_map)
+	cache  map[string]map[string]bool // search dir -> its entries' names
+	states map[string]fileState       // nullOrEmpty results by image path
 
 	generated map[string]genFile // generator output, by image path
 	genDeps   map[string][]Dep   // generator .wants links, by unit name
@@ -163,7 +163,7 @@ func Load(fsys *rootfs.FS) (*Graph, error) {
 		fsys:   fsys,
 		ids:    map[string]idEntry{},
 		byName: map[string][]string{},
-		cache:  map[string]bool{},
+		cache:  map[string]map[string]bool{},
 		states: map[string]fileState{},
 		units:  map[string]*Unit{},
 	}
@@ -185,8 +185,10 @@ func Load(fsys *rootfs.FS) (*Graph, error) {
 			return nil, fmt.Errorf("read unit directory /%s: %w", d, err)
 		}
 		g.dirs = append(g.dirs, d)
+		names := make(map[string]bool, len(ents))
+		g.cache[d] = names
 		for _, e := range ents {
-			g.cache[d+"/"+e.Name()] = true
+			names[e.Name()] = true
 			g.addID(d, e)
 		}
 	}

@@ -82,7 +82,7 @@ func (g *Graph) sysv() {
 	}
 	scripts := map[string]*script{}
 	for _, e := range ents {
-		if hiddenOrBackup(e.Name()) {
+		if unit.HiddenOrBackup(e.Name()) {
 			continue
 		}
 		p := "etc/init.d/" + e.Name()
@@ -140,7 +140,7 @@ func (g *Graph) sysv() {
 		}
 		for _, e := range ents {
 			l := e.Name()
-			if hiddenOrBackup(l) || len(l) < 4 || l[0] != 'S' || !isDigit(l[1]) || !isDigit(l[2]) {
+			if unit.HiddenOrBackup(l) || len(l) < 4 || l[0] != 'S' || !isDigit(l[1]) || !isDigit(l[2]) {
 				continue
 			}
 			n := sysvName(l[3:])
