@@ -11,10 +11,19 @@
 //
 // Inodes (v3) in local, extent and bmap-btree formats; short-form, block,
 // leaf and node directories; local and remote symlinks; holes and
-// unwritten extents as zeros; bigtime and nrext64 inodes. It does not
-// replay a dirty log (XFS logs logical changes, not blocks): an image of a
-// running system shows the tree as last written back. CRCs are not
+// unwritten extents as zeros; bigtime and nrext64 inodes. CRCs are not
 // verified; the owner and level fields of the blocks it walks are.
+//
+// # The log
+//
+// It does not replay a dirty log: an image of a running system (an AMI
+// made with --no-reboot, a snapshot of a live root volume) shows the tree
+// as last written back, and changes still only in the log are not seen.
+// It does find out whether the log is dirty, as the kernel does at mount
+// (the log head from the cycle numbers stamped on its blocks, then whether
+// the last record is an unmount record): [FS.Log] tells, and
+// [FS.Warnings] says it in a line for the user. A log on an external
+// device cannot be checked and is reported so ([ErrExternalLog]).
 //
 // # Hostile input
 //
@@ -83,6 +92,9 @@ type FS struct {
 	dirBlkSize int64 // directory block size: blockSize << sb_dirblklog
 	dirBlkLog  uint
 	incompat   uint32
+
+	log    LogState // the internal log's state, see Log
+	logErr error
 }
 
 // Probe reports whether r starts with an XFS superblock magic.
@@ -149,6 +161,8 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 		return nil, fmt.Errorf("open xfs: directory block log %d: %w", f.dirBlkLog, ErrCorrupt)
 	}
 	f.dirBlkSize = f.blockSize << f.dirBlkLog
+	// A log that cannot be checked does not hide the tree: Warnings says so.
+	f.log, f.logErr = f.checkLog(sb)
 	root, err := f.inode(f.rootIno)
 	if err != nil {
 		return nil, fmt.Errorf("open xfs: root directory: %w", err)
