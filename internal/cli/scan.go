@@ -126,7 +126,13 @@ func openTarget(e *env, pos []string, d diskFlags) (*target.Image, error) {
 	default:
 		return nil, fmt.Errorf("one TARGET expected, got %d", len(pos))
 	}
-	return target.Open(e.ctx, spec, targetOptions(e, d))
+	im, err := target.Open(e.ctx, spec, targetOptions(e, d))
+	if err == nil {
+		for _, w := range im.Warnings {
+			fmt.Fprintf(e.stderr, "amilint: warning: %s: %s\n", im.Name, w)
+		}
+	}
+	return im, err
 }
 
 // targetOptions are the options of target.Open, with a progress line on

@@ -87,6 +87,9 @@ func runUnits(e *env, args []string) int {
 		return fail(e, "units", err)
 	}
 	defer im.Close()
+	for _, msg := range im.Warnings {
+		fmt.Fprintf(e.stderr, "amilint: warning: %s: %s\n", im.Name, msg)
+	}
 	w := bufio.NewWriter(e.stdout)
 	switch *out {
 	case "json":

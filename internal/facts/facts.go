@@ -92,6 +92,10 @@ type Image struct {
 	// as a first boot and apply presets to every unit (machine-id
 	// missing, unreadable or "uninitialized").
 	FirstBootPresets bool `json:"first_boot_presets"`
+	// Warnings say, one line each, why the tree read may not be the state
+	// the image boots with (an XFS log left dirty by a snapshot of a
+	// running system); empty when there is nothing to say.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Manager holds the system manager defaults from system.conf and its

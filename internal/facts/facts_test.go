@@ -324,3 +324,23 @@ func TestBuildOSReleaseFallback(t *testing.T) {
 		})
 	}
 }
+
+// warningSource is a tree whose reader says it may be stale, as xfs.FS
+// does for a dirty log.
+type warningSource struct{ fstest.MapFS }
+
+func (warningSource) Warnings() []string { return []string{"xfs: the log is dirty"} }
+
+// TestBuildImageWarnings checks a reader's warnings reach image.warnings,
+// and that a reader without any leaves the field out of the JSON.
+func TestBuildImageWarnings(t *testing.T) {
+	tree := fstest.MapFS{"etc/os-release": {Data: []byte("ID=amzn\n")}}
+	d, err := Build(rootfs.New(warningSource{tree}), nil, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"xfs: the log is dirty"}, d.Image.Warnings)
+	d, err = Build(rootfs.New(tree), nil, Options{})
+	require.NoError(t, err)
+	b, err := json.Marshal(d.Image)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "warnings")
+}

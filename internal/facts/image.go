@@ -66,6 +66,10 @@ func readImage(fsys *rootfs.FS) (Image, error) {
 	// reading /etc/machine-id fails or it says "uninitialized" (an empty
 	// file is not a first boot), and then applies presets to every unit.
 	im.FirstBootPresets = im.MachineID == "missing" || im.MachineID == "uninitialized" || im.MachineID == "unreadable"
+	// A filesystem reader says when its tree may be stale (xfs.FS.Warnings).
+	if w, ok := fsys.Source().(interface{ Warnings() []string }); ok {
+		im.Warnings = w.Warnings()
+	}
 	return im, nil
 }
 

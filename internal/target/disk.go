@@ -183,6 +183,9 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 			errs = append(errs, fmt.Errorf("%s: %s: %w", v.desc, fsName, err))
 			continue
 		}
+		if w, isW := src.(interface{ Warnings() []string }); isW {
+			im.Warnings = w.Warnings()
+		}
 		if ok {
 			return im, nil
 		}

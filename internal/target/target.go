@@ -38,6 +38,10 @@ type Image struct {
 	// Detail says where the root was found in a tarball or disk image
 	// ("qcow2 image, gpt table, partition 2, ext4"); "" otherwise.
 	Detail string
+	// Warnings say, one line each, why the tree read may not be the state
+	// the image boots with (a dirty XFS log: the tree is as last written
+	// back); the CLI prints them on stderr.
+	Warnings []string
 
 	closer  io.Closer
 	counter interface{ Bytes() int64 }
