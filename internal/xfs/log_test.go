@@ -343,9 +343,8 @@ func FuzzLog(f *testing.F) {
 		func(s *synthLog) { s.record(0, 1, 1, 0, true) },
 		func(s *synthLog) { s.record(s.record(0, 1, 1, 0, true), 1, 5, 0, false) },
 		func(s *synthLog) {
-			bb := 0
-			for bb+4 <= s.bbs() {
-				bb = s.record(bb, 1, 3, 0, false)
+			for bb := 0; bb+4 <= s.bbs(); bb += 4 {
+				s.record(bb, 1, 3, 0, false)
 			}
 			s.record(0, 2, 3, 0, false)
 			s.record(4, 2, 1, 4, true)
