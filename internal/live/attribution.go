@@ -2,6 +2,7 @@ package live
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 )
@@ -45,46 +46,38 @@ func (t *tracker) services() []string {
 			names[n] = true
 		}
 	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	slices.Sort(sorted)
-	return sorted
+	return slices.Sorted(maps.Keys(names))
 }
 
 // correlated returns the service whose restarts track the zombie growth:
 // over three or more intervals, the one whose restart counts correlate
 // best (Pearson r ≥ 0.7) with the zombie growth.
 func (t *tracker) correlated() (attribution, bool) {
-	sorted := t.services()
-	if len(t.samples) >= 3 {
-		ys := make([]float64, len(t.samples))
-		grew := 0
+	if len(t.samples) < 3 {
+		return attribution{}, false
+	}
+	ys := make([]float64, len(t.samples))
+	grew := 0
+	for i, s := range t.samples {
+		ys[i] = float64(s.zombies)
+		grew += s.zombies
+	}
+	var top attribution
+	topR := 0.7
+	for _, n := range t.services() {
+		xs := make([]float64, len(t.samples))
+		restarts := 0
 		for i, s := range t.samples {
-			ys[i] = float64(s.zombies)
-			grew += s.zombies
+			xs[i] = float64(s.restarts[n])
+			restarts += s.restarts[n]
 		}
-		var top attribution
-		topR := 0.7
-		for _, n := range sorted {
-			xs := make([]float64, len(t.samples))
-			restarts := 0
-			for i, s := range t.samples {
-				xs[i] = float64(s.restarts[n])
-				restarts += s.restarts[n]
-			}
-			if r, ok := pearson(xs, ys); ok && r >= topR {
-				topR = r
-				top = attribution{n, fmt.Sprintf("its restarts track the zombie growth over the last %d audits (r=%.2f: %d restarts, %d new zombie memory cgroups)",
-					len(t.samples), r, restarts, grew)}
-			}
-		}
-		if top.unit != "" {
-			return top, true
+		if r, ok := pearson(xs, ys); ok && r >= topR {
+			topR = r
+			top = attribution{n, fmt.Sprintf("its restarts track the zombie growth over the last %d audits (r=%.2f: %d restarts, %d new zombie memory cgroups)",
+				len(t.samples), r, restarts, grew)}
 		}
 	}
-	return attribution{}, false
+	return top, top.unit != ""
 }
 
 // explained returns, within the latest interval alone, the service whose
@@ -111,14 +104,13 @@ func (t *tracker) latest() (attribution, bool) {
 	if len(t.samples) == 0 {
 		return attribution{}, false
 	}
-	sorted := t.services()
 	last := t.samples[len(t.samples)-1]
 	if last.zombies <= 0 {
 		return attribution{}, false
 	}
 	var top attribution
 	most := 0
-	for _, n := range sorted {
+	for _, n := range slices.Sorted(maps.Keys(last.restarts)) {
 		if r := last.restarts[n]; r > most {
 			most = r
 			top = attribution{n, fmt.Sprintf("it restarted %d times while the zombie count grew by %d", r, last.zombies)}
