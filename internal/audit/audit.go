@@ -123,9 +123,6 @@ func New(cfg Config) (*Auditor, error) {
 // Rules returns the loaded catalog.
 func (a *Auditor) Rules() []rules.Rule { return a.rules }
 
-// Traits returns the audit's traits: --trait's and the profile's, sorted.
-func (a *Auditor) Traits() []string { return a.traits }
-
 // Engine compiles the policies for a target name once: fix and the live
 // exporter audit the same target again and reuse it.
 func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine, error) {
