@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
@@ -238,7 +239,7 @@ func describe(typ, file, dest string) string {
 // name ends the file's path, else "".
 func unitOf(file string, units []string) string {
 	for _, u := range units {
-		if len(file) >= len(u) && file[len(file)-len(u):] == u {
+		if strings.HasSuffix(file, u) {
 			return u
 		}
 	}
