@@ -2,15 +2,12 @@ package tarfs
 
 import (
 	"bufio"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path"
 	"strings"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/amilint/amilint/internal/rootfs"
 )
@@ -101,34 +98,21 @@ func OpenStream(r io.Reader, opt StreamOptions) (*FS, error) {
 		return nil, fmt.Errorf("open tarball stream: %w: no tar header%s", ErrCorrupt, sniff(head))
 	}
 	var stream io.Reader = br
-	var check func() error
-	switch comp {
-	case Plain:
-	case Gzip:
-		zr, err := gzip.NewReader(br)
+	if comp != Plain {
+		zr, err := decompressor(br, comp)
 		if err != nil {
-			return nil, fmt.Errorf("open tarball stream: gzip: %w: %w", ErrCorrupt, err)
+			return nil, fmt.Errorf("open tarball stream: %w", err)
 		}
 		defer zr.Close()
 		stream = zr
-		check = func() error { return drain(zr) }
-	case Zstd:
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
-		if err != nil {
-			return nil, fmt.Errorf("open tarball stream: zstd: %w: %w", ErrCorrupt, err)
-		}
-		defer zr.Close()
-		stream = zr
-		check = func() error { return drain(zr) }
-	default:
-		return nil, fmt.Errorf("open tarball stream: %s compression is not supported: decompress the tarball first", comp)
 	}
 	t := &FS{root: &node{mode: fs.ModeDir | 0o755, children: map[string]*node{}}, comp: comp}
 	if err := t.index(stream, nil, false, keep, o); err != nil {
 		return nil, fmt.Errorf("open tarball stream: %w", err)
 	}
-	if check != nil {
-		if err := check(); err != nil {
+	if comp != Plain {
+		// Read on to the decompressor's trailer, so it is checked.
+		if err := drain(stream); err != nil {
 			return nil, fmt.Errorf("open tarball stream: %s: %w: %w", comp, ErrCorrupt, err)
 		}
 	}

@@ -186,22 +186,27 @@ func Open(r io.ReaderAt, size int64, opt Options) (*FS, error) {
 
 // decompress starts decompressing the tarball from its beginning.
 func (t *FS) decompress() (io.ReadCloser, error) {
-	sec := io.NewSectionReader(t.sec, 0, t.sec.Size())
-	switch t.comp {
+	return decompressor(bufio.NewReader(io.NewSectionReader(t.sec, 0, t.sec.Size())), t.comp)
+}
+
+// decompressor decompresses r, a gzip or zstd stream; it is the one
+// reader of both a tarball given as a file and one read from a stream.
+func decompressor(r io.Reader, comp Compression) (io.ReadCloser, error) {
+	switch comp {
 	case Gzip:
-		zr, err := gzip.NewReader(bufio.NewReader(sec))
+		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w: %w", ErrCorrupt, err)
 		}
 		return zr, nil
 	case Zstd:
-		zr, err := zstd.NewReader(bufio.NewReader(sec), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
 		}
 		return zr.IOReadCloser(), nil
 	}
-	return nil, fmt.Errorf("%s compression is not supported: decompress the tarball first", t.comp)
+	return nil, fmt.Errorf("%s compression is not supported: decompress the tarball first", comp)
 }
 
 // stream reads the tarball again up to entry and returns its content.
