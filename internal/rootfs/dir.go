@@ -88,7 +88,7 @@ func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
 	return fs.ReadDir(d.fsys, name)
 }
 
-// ReadFile reads a regular file.
+// ReadFile reads a regular file, at most MaxReadFile bytes of it either way.
 func (d *Dir) ReadFile(name string) ([]byte, error) {
 	if d.fast != nil {
 		if !fs.ValidPath(name) {
@@ -96,7 +96,7 @@ func (d *Dir) ReadFile(name string) ([]byte, error) {
 		}
 		return d.fast.readFile(name)
 	}
-	return fs.ReadFile(d.fsys, name)
+	return readFileBounded(d.fsys, name, name)
 }
 
 // Lstat describes an entry without following it.

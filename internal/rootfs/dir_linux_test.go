@@ -378,3 +378,23 @@ func itoa(i int) string {
 	}
 	return string(b)
 }
+
+// TestDirReadFileBounded reads a file one byte over MaxReadFile both ways:
+// the os.Root fallback refuses it as the openat2 path does.
+func TestDirReadFileBounded(t *testing.T) {
+	root := t.TempDir()
+	f, err := os.Create(filepath.Join(root, "big"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(MaxReadFile+1)) // sparse: no disk used
+	require.NoError(t, f.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(root, "small"), []byte("small"), 0o644))
+	for mode, d := range openModes(t, root) {
+		t.Run(mode, func(t *testing.T) {
+			_, err := d.ReadFile("big")
+			require.ErrorIs(t, err, ErrTooLarge)
+			b, err := d.ReadFile("small")
+			require.NoError(t, err)
+			assert.Equal(t, "small", string(b))
+		})
+	}
+}

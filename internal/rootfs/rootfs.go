@@ -229,19 +229,24 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 	if rf, ok := f.src.(fs.ReadFileFS); ok {
 		return rf.ReadFile(r)
 	}
-	file, err := f.src.Open(r)
+	return readFileBounded(f.src, r, name)
+}
+
+// readFileBounded reads the file src calls name whole, at most MaxReadFile
+// bytes of it; errors name the file shown. It never trusts the size an
+// image claims: the buffer grows as bytes really arrive.
+func readFileBounded(src fs.FS, name, shown string) ([]byte, error) {
+	file, err := src.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer file.Close()
-	// Never trust the size an image claims: read at most MaxReadFile bytes,
-	// growing the buffer as bytes really arrive.
 	b, err := io.ReadAll(io.LimitReader(file, MaxReadFile+1))
 	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+		return nil, &fs.PathError{Op: "read", Path: shown, Err: err}
 	}
 	if len(b) > MaxReadFile {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: ErrTooLarge}
+		return nil, &fs.PathError{Op: "read", Path: shown, Err: ErrTooLarge}
 	}
 	return b, nil
 }
