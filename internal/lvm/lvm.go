@@ -186,8 +186,8 @@ func (lv *LV) ReadAt(p []byte, off int64) (int, error) {
 type PV struct {
 	r     io.ReaderAt
 	size  int64
-	uuid  string // without dashes, as in the label
-	text  []byte // the current metadata text
+	uuid  string   // without dashes, as in the label
+	root  *section // the current metadata, parsed
 	vg    string
 	vgID  string
 	seqno int64
@@ -269,7 +269,7 @@ func ReadPV(r io.ReaderAt, size int64) (*PV, error) {
 			errs = append(errs, corruptf("metadata names no volume group"))
 			continue
 		}
-		pv.text, pv.vg = text, name
+		pv.root, pv.vg = root, name
 		pv.vgID, _ = vg.str("id")
 		pv.seqno, _ = vg.int("seqno")
 		return pv, nil
@@ -293,7 +293,7 @@ func Assemble(pvs []*PV) (*VG, error) {
 			best = p
 		}
 	}
-	return parseVG(best.text, pvs)
+	return vgOf(best.root, pvs)
 }
 
 // vgSection is the first section of the metadata: the volume group.
@@ -312,11 +312,18 @@ type pvDev struct {
 	peStart int64
 }
 
+// parseVG parses metadata text and builds its volume group over pvs.
 func parseVG(text []byte, pvs []*PV) (*VG, error) {
 	root, err := parse(text)
 	if err != nil {
 		return nil, err
 	}
+	return vgOf(root, pvs)
+}
+
+// vgOf builds the volume group of parsed metadata over pvs; ReadPV parsed
+// it already, so Assemble does not parse it again.
+func vgOf(root *section, pvs []*PV) (*VG, error) {
 	vgName, vg := vgSection(root)
 	if vg == nil {
 		return nil, corruptf("metadata names no volume group")
