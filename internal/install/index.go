@@ -302,8 +302,9 @@ func (x *index) readRaw(r string) ([]byte, error) {
 
 // maxFileSize bounds what is read of one unit, drop-in or preset file. A
 // hostile image cannot make amilint read gigabytes; such a file is "bad"
-// (systemd would read it, 1 MiB per line at most).
-const maxFileSize = 64 << 20
+// (systemd would read it, 1 MiB per line at most). It is rootfs's bound,
+// which a host directory's ReadFile applies itself, so every Source agrees.
+const maxFileSize = rootfs.MaxReadFile
 
 var errTooLarge = errors.New("file larger than 64 MiB")
 
