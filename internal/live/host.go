@@ -10,7 +10,6 @@ import (
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/facts"
 	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/policy"
 	"github.com/amilint/amilint/internal/rootfs"
 )
 
@@ -42,7 +41,7 @@ const StaticTTL = 10 * time.Minute
 type Host struct {
 	root   string
 	aud    *audit.Auditor
-	eng    *policy.Engine
+	target string // the target name the policies are compiled for
 	split  *split // nil with user policies: they may read anything
 	live   *Auditor
 	cfg    audit.Config
@@ -92,12 +91,14 @@ func NewHost(ctx context.Context, o Options, cfg audit.Config, targetName string
 	if a, err = audit.New(cfg); err != nil {
 		return nil, err
 	}
-	eng, err := a.Engine(ctx, targetName)
-	if err != nil {
-		return nil, err
-	}
+	// The full engine is compiled only when Evaluate needs it (user
+	// policies); with the split, EvaluateFull compiles it on first use.
 	var sp *split
-	if len(cfg.PolicyDirs) == 0 {
+	if len(cfg.PolicyDirs) > 0 {
+		if _, err := a.Engine(ctx, targetName); err != nil {
+			return nil, err
+		}
+	} else {
 		sp = &split{}
 		if sp.static, err = a.EngineQuery(ctx, targetName, staticQuery); err != nil {
 			return nil, err
@@ -110,7 +111,7 @@ func NewHost(ctx context.Context, o Options, cfg audit.Config, targetName string
 	if err != nil {
 		return nil, err
 	}
-	return &Host{root: o.Root, aud: a, eng: eng, split: sp, live: la, cfg: cfg,
+	return &Host{root: o.Root, aud: a, target: targetName, split: sp, live: la, cfg: cfg,
 		thresh: Thresholds{Zombies: o.ZombieThreshold, Restarts: o.RestartThreshold, Saturation: o.Saturation}}, nil
 }
 
@@ -206,7 +207,11 @@ func (h *Host) Evaluate(ctx context.Context, doc *Document) ([]finding.Finding, 
 // EvaluateFull runs every policy over the whole of doc and applies the
 // waivers: the reference Evaluate must agree with.
 func (h *Host) EvaluateFull(ctx context.Context, doc *Document) ([]finding.Finding, error) {
-	fs, err := h.eng.Evaluate(ctx, doc)
+	eng, err := h.aud.Engine(ctx, h.target) // compiled once, then cached by the Auditor
+	if err != nil {
+		return nil, err
+	}
+	fs, err := eng.Evaluate(ctx, doc)
 	if err != nil {
 		return nil, err
 	}
