@@ -221,21 +221,17 @@ findings contains f if {
 	f := core_finding(core_id, rule, c)
 }
 
-core_finding(id, rule, c) := {
-	"rule_id": id,
-	"title": object.get(rule, "title", ""),
-	"severity": object.get(rule, "severity", "medium"),
-	"message": core_statement(c),
-	"chain": [],
-	"remediation": {
+# core_finding is about no unit: "" gives an empty unit and chain.
+core_finding(id, rule, c) := finding(
+	id, rule, "", core_statement(c),
+	{
 		"action": object.get(rule, ["remediation", "action"], "configure"),
 		"units": [],
 		"text": rule_text(rule),
 		"commands": [sprintf("perf record -a -g -C %d -- sleep 10", [c.cpu])],
 	},
-	"references": object.get(rule, "references", []),
-	"evidence": {"cpu": c.cpu, "system": c.system, "nics": object.get(c, "nics", []), "machine_busy": input.live.cpu.busy},
-}
+	{"cpu": c.cpu, "system": c.system, "nics": object.get(c, "nics", []), "machine_busy": input.live.cpu.busy},
+)
 
 # core_statement says "core 39 (serving eth0 IRQs) at 100% system while
 # the machine is 2% busy", as the cpu collector does.

@@ -165,6 +165,9 @@ test_irq_core_statement if {
 	f.severity == "high"
 	f.message == "core 39 (serving eth0 IRQs) at 100% system while the machine is 2% busy"
 	f.evidence.cpu == 39
+	f.chain == []
+	f.remediation.units == []
+	f.remediation.commands == ["perf record -a -g -C 39 -- sleep 10"]
 }
 
 test_saturation_threshold if {
