@@ -106,7 +106,8 @@ func TestDaemonSet(t *testing.T) {
 	assert.Equal(t, "/healthz", get(t, c, "livenessProbe", "httpGet", "path"))
 	assert.Equal(t, "/readyz", get(t, c, "readinessProbe", "httpGet", "path"))
 
-	// Every host path is mounted read-only, and the three the auditor reads are there.
+	// Every host path is mounted read-only, and those the auditor reads are
+	// there: the collectors' three and the root the static rules read.
 	hostPaths := map[string]string{}
 	for _, v := range get(t, spec, "volumes").([]any) {
 		hostPaths[get(t, v, "name").(string)] = get(t, v, "hostPath", "path").(string)
@@ -118,7 +119,7 @@ func TestDaemonSet(t *testing.T) {
 		assert.Equal(t, true, get(t, m, "readOnly"), "mount %s is read-only", name)
 		mounted[hostPaths[name]] = true
 	}
-	for _, p := range []string{"/proc", "/sys/fs/cgroup", "/run/dbus/system_bus_socket"} {
+	for _, p := range []string{"/proc", "/sys/fs/cgroup", "/run/dbus/system_bus_socket", "/etc", "/usr", "/lib"} {
 		assert.True(t, mounted[p], "host %s is mounted", p)
 	}
 }
