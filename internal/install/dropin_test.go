@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/unit"
 )
 
 // loaderDropInsUnfiltered is loaderDropIns without the dropInKey filter:
@@ -15,7 +16,7 @@ import (
 func (x *index) loaderDropInsUnfiltered(name string, aliases []string) []string {
 	var dirs, cands []string
 	for _, n := range append([]string{name}, aliases...) {
-		cands = dropInDirNames(cands[:0], n, 0)
+		cands = unit.DropInDirs(cands[:0], n, ".d")
 		for _, sd := range x.search {
 			for _, d := range cands {
 				dirs = x.appendDirIn(dirs, sd, d)

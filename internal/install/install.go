@@ -704,7 +704,7 @@ func (x *index) loaderDropIns(name string, aliases []string) []string {
 			continue
 		}
 		// The names to look for are the same in every search dir.
-		cands = dropInDirNames(cands[:0], n, 0)
+		cands = unit.DropInDirs(cands[:0], n, ".d")
 		for _, sd := range x.search {
 			for _, d := range cands {
 				dirs = x.appendDirIn(dirs, sd, d)
@@ -719,7 +719,7 @@ func (x *index) loaderDropIns(name string, aliases []string) []string {
 	return shown
 }
 
-// dropInKey is what every name dropInDirNames(n) returns shares with n:
+// dropInKey is what every name unit.DropInDirs(n) returns shares with n:
 // the text before the first '-', '@' or '.'. The template and the prefix
 // names keep at least that much of n and then go on with one of those
 // three, so a drop-in dir whose name has another key is never looked for.
@@ -730,14 +730,6 @@ func dropInKey(n string) string {
 		}
 	}
 	return n
-}
-
-// dropInDirNames is unit.DropInDirs for ".d" directories: the names
-// unit_file_find_dirs looks for in one search directory. The third
-// argument, the recursion depth of the former port, is unused: package
-// unit bounds its recursion.
-func dropInDirNames(out []string, name string, _ int) []string {
-	return unit.DropInDirs(out, name, ".d")
 }
 
 // appendDirIn appends sd's subdirectory d when the index says it exists
