@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/amilint/amilint/internal/inodefs"
 )
 
 // The XFS log, as far as telling clean from dirty needs it (the kernel's
@@ -114,22 +116,7 @@ func (l *logDev) read(p []byte, bb int64) error {
 	if bb < 0 || bb > l.bbs || int64(len(p)/bbSize) > l.bbs-bb || len(p)%bbSize != 0 {
 		return fmt.Errorf("log block %d+%d outside the %d-block log: %w", bb, len(p)/bbSize, l.bbs, ErrCorrupt)
 	}
-	return readFull(l.r, l.devSize, p, l.off+bb*bbSize)
-}
-
-// readFull reads len(p) bytes at off of a device of size bytes.
-func readFull(r io.ReaderAt, size int64, p []byte, off int64) error {
-	if off < 0 || off > size || int64(len(p)) > size-off {
-		return fmt.Errorf("read %d bytes at %d of a %d-byte device: %w", len(p), off, size, ErrCorrupt)
-	}
-	n, err := r.ReadAt(p, off)
-	if n == len(p) {
-		return nil
-	}
-	if err == nil || err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
-	return fmt.Errorf("read %d bytes at %d: %w", len(p), off, err)
+	return inodefs.ReadFull(l.r, l.devSize, p, l.off+bb*bbSize, ErrCorrupt)
 }
 
 // blockCycle is xlog_get_cycle: the cycle stamped on basic block b.
@@ -146,7 +133,7 @@ func (l *logDev) cycle(bb int64) (uint32, error) {
 	if bb < 0 || bb >= l.bbs {
 		return 0, fmt.Errorf("log block %d outside the %d-block log: %w", bb, l.bbs, ErrCorrupt)
 	}
-	if err := readFull(l.r, l.devSize, b[:], l.off+bb*bbSize); err != nil {
+	if err := inodefs.ReadFull(l.r, l.devSize, b[:], l.off+bb*bbSize, ErrCorrupt); err != nil {
 		return 0, err
 	}
 	return blockCycle(b[:]), nil
