@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -319,16 +320,12 @@ func Data(cfg Config) (map[string]any, error) {
 	return v.(map[string]any), nil
 }
 
+// params is data.params before Data's JSON round trip, which turns the
+// traits into a JSON array; they are copied non-nil, so none is [], not null.
 func params(cfg Config) map[string]any {
-	p := map[string]any{}
-	for k, v := range cfg.Params {
-		p[k] = v
-	}
-	traits := make([]any, 0, len(cfg.Traits))
-	for _, t := range cfg.Traits {
-		traits = append(traits, t)
-	}
-	p["profile"], p["target"], p["traits"] = cfg.Profile, cfg.Target, traits
+	p := make(map[string]any, len(cfg.Params)+3)
+	maps.Copy(p, cfg.Params)
+	p["profile"], p["target"], p["traits"] = cfg.Profile, cfg.Target, append([]string{}, cfg.Traits...)
 	return p
 }
 

@@ -139,3 +139,14 @@ func TestEvaluateEmptyInput(t *testing.T) {
 	assert.Empty(t, fs)
 	assert.Positive(t, e.Modules())
 }
+
+// TestDataParams checks data.params: the user's parameters, then profile,
+// target and traits, which they cannot override; no traits is [], not null.
+func TestDataParams(t *testing.T) {
+	d, err := Data(Config{Profile: "p", Target: "t", Params: map[string]any{"live": map[string]any{"k": "v"}, "profile": "x"}})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"live": map[string]any{"k": "v"}, "profile": "p", "target": "t", "traits": []any{}}, d["params"])
+	d, err = Data(Config{Traits: []string{"gpu", "immutable"}})
+	require.NoError(t, err)
+	assert.Equal(t, []any{"gpu", "immutable"}, d["params"].(map[string]any)["traits"])
+}
