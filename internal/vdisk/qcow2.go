@@ -197,11 +197,7 @@ func (d *qcow2Disk) checkTables() error {
 			if n > 0 && t.off == tabs[i+n-1].off {
 				continue // shared with the previous L1 entry: checked once
 			}
-			at := raw[t.off-tabs[i].off:]
-			l2 := make([]uint64, d.l2Entries)
-			for k := range l2 {
-				l2[k] = binary.BigEndian.Uint64(at[k*8:])
-			}
+			l2 := d.decodeL2(raw[t.off-tabs[i].off:])
 			for k, e := range l2 {
 				blk := int64(t.l1)*d.l2Entries + int64(k)
 				if blk*d.clusterSize >= d.size {
@@ -285,12 +281,18 @@ func (d *qcow2Disk) l2Table(off int64) ([]uint64, error) {
 	if err := readFull(d.r, d.fileSize, raw, off, "qcow2 L2 table"); err != nil {
 		return nil, err
 	}
+	t := d.decodeL2(raw)
+	d.l2Cache.put(off, t)
+	return t, nil
+}
+
+// decodeL2 decodes the L2 table at the start of raw.
+func (d *qcow2Disk) decodeL2(raw []byte) []uint64 {
 	t := make([]uint64, d.l2Entries)
 	for i := range t {
 		t[i] = binary.BigEndian.Uint64(raw[i*8:])
 	}
-	d.l2Cache.put(off, t)
-	return t, nil
+	return t
 }
 
 func (d *qcow2Disk) readBlock(p []byte, blk, within int64) error {
