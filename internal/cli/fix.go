@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"slices"
 
 	"github.com/amilint/amilint/internal/finding"
@@ -19,7 +18,6 @@ import (
 // and exit as a re-audit does.
 func runFix(e *env, args []string) int {
 	fs := newFlags(e, "fix")
-	fs.SetOutput(io.Discard)
 	var af auditFlags
 	af.register(fs)
 	dryRun := fs.Bool("dry-run", false, "print the plan without writing")

@@ -25,7 +25,7 @@ func runFixLive(e *env, af *auditFlags, lf *liveFlags, pos []string, dryRun bool
 	if err != nil {
 		return fail(e, "fix", fmt.Errorf("--fail-on: %w", err))
 	}
-	cfg, err := auditConfig(af.rules, af.policies, af.data, af.profile, af.traits, af.waivers)
+	cfg, err := af.config()
 	if err != nil {
 		return fail(e, "fix", err)
 	}

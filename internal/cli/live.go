@@ -20,7 +20,6 @@ import (
 	"github.com/amilint/amilint/internal/metrics"
 	"github.com/amilint/amilint/internal/npd"
 	"github.com/amilint/amilint/internal/report"
-	"github.com/amilint/amilint/internal/waiver"
 )
 
 // liveReport is the amilint/v1 report of a live audit, with the live facts.
@@ -37,21 +36,14 @@ type liveFlags struct {
 	zombies                       int
 	restarts                      uint
 	saturation                    float64
-	rules, policies, data         listFlag
-	traits                        traitFlag
-	profile, waivers              string
+	policy                        policyFlags
 }
 
 // register registers every live flag; registerHost those of the host
 // alone (fix --live takes the policy flags from the audit flags).
 func (l *liveFlags) register(fs *flag.FlagSet) {
 	l.registerHost(fs)
-	fs.Var(&l.rules, "rules", "directory of extra rule files (YAML); repeatable")
-	fs.Var(&l.policies, "policy", "directory of extra Rego policies; repeatable")
-	fs.Var(&l.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
-	fs.StringVar(&l.profile, "profile", "", "role profile: a default-deny allowlist of units (e.g. k8s-gpu-node)")
-	fs.Var(&l.traits, "trait", traitUsage)
-	fs.StringVar(&l.waivers, "waivers", "", "waivers file (YAML)")
+	l.policy.register(fs)
 }
 
 func (l *liveFlags) registerHost(fs *flag.FlagSet) {
@@ -63,19 +55,6 @@ func (l *liveFlags) registerHost(fs *flag.FlagSet) {
 	fs.IntVar(&l.zombies, "zombie-threshold", 0, "zombie memory cgroups at or above which the host is reported (0: the live-memcg-zombies rule's param, 1000)")
 	fs.UintVar(&l.restarts, "restart-threshold", 0, "service restarts at or above which a unit is crash-looping (0: the live-unit-crashloop rule's param, 3)")
 	fs.Float64Var(&l.saturation, "saturation", 0, "share of system time at or above which a core is saturated (0: the live-core-saturated rule's param, 0.95)")
-}
-
-// auditConfig is the rules, policies, data, profile, traits and waivers to apply.
-func auditConfig(rules, policies, data []string, profile string, traits []string, waivers string) (audit.Config, error) {
-	cfg := audit.Config{RulesDirs: rules, PolicyDirs: policies, DataFiles: data, Profile: profile, Traits: traits}
-	if waivers != "" {
-		w, err := waiver.Load(waivers)
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Waivers = w
-	}
-	return cfg, nil
 }
 
 // host validates the flags and prepares the live audit of the host with
@@ -126,7 +105,7 @@ func runLive(e *env, args []string) int {
 	if !slices.Contains(report.Formats, *out) {
 		return fail(e, "live", fmt.Errorf("output %q: want one of %s", *out, strings.Join(report.Formats, ", ")))
 	}
-	cfg, err := auditConfig(lf.rules, lf.policies, lf.data, lf.profile, lf.traits, lf.waivers)
+	cfg, err := lf.policy.config()
 	if err != nil {
 		return fail(e, "live", err)
 	}

@@ -33,9 +33,13 @@ func TestREADMEQuickStartIsTrue(t *testing.T) {
 		got := heading.FindStringSubmatch(text)
 		require.NotNil(t, got, "scan text has a %s heading", sev)
 		require.Equal(t, n, got[1], "scan text and JSON agree")
-		if m := heading.FindSubmatch(readme); m != nil {
-			assert.Equal(t, n, string(m[1]), "README Quick start: %s count", sev)
+		// The Quick start shows the high and medium headings ("…" for the rest).
+		if sev == finding.Low {
+			continue
 		}
+		m := heading.FindSubmatch(readme)
+		require.NotNil(t, m, "README Quick start shows the %s heading", sev)
+		assert.Equal(t, n, string(m[1]), "README Quick start: %s count", sev)
 	}
 	m := regexp.MustCompile(`"summary": \{"total": (\d+)`).FindSubmatch(readme)
 	require.NotNil(t, m, "README shows the JSON summary")
@@ -44,5 +48,4 @@ func TestREADMEQuickStartIsTrue(t *testing.T) {
 	require.NotNil(t, m)
 	assert.Equal(t, strconv.Itoa(rep.Summary.BySeverity["medium"]), string(m[1]))
 	assert.Equal(t, strconv.Itoa(rep.Summary.BySeverity["high"]), string(m[2]))
-	assert.Regexp(t, `(?m)^HIGH \(1\)$`, string(readme), "the Quick start shows the one high finding")
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/internal/target"
 	"github.com/amilint/amilint/internal/waiver"
-	"github.com/amilint/amilint/rules"
 )
 
 // docsBase is where each rule's documentation page lives.
@@ -29,30 +28,52 @@ func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // traitFlag is --trait: repeatable, each value one or more comma-separated
-// trait names.
+// trait names; audit.New validates them (a slug some rule or profile uses).
 type traitFlag []string
-
-const traitUsage = "what kind of image this is, e.g. immutable (rules restricted to a trait apply only with it); repeatable or comma-separated"
 
 func (t *traitFlag) String() string { return strings.Join(*t, ",") }
 func (t *traitFlag) Set(v string) error {
 	for _, n := range strings.Split(v, ",") {
-		n = strings.TrimSpace(n)
-		if !rules.ValidTrait(n) {
-			return fmt.Errorf("trait %q: want a slug like immutable", n)
-		}
-		*t = append(*t, n)
+		*t = append(*t, strings.TrimSpace(n))
 	}
 	return nil
 }
 
-// auditFlags are the flags every auditing command shares.
-type auditFlags struct {
+// policyFlags choose the knowledge and decisions an audit applies: the
+// flags scan, facts, diff, fix and live share.
+type policyFlags struct {
 	rules, policies, data listFlag
 	traits                traitFlag
 	profile, waivers      string
-	failOn                string
-	disk                  diskFlags
+}
+
+func (p *policyFlags) register(fs *flag.FlagSet) {
+	fs.Var(&p.rules, "rules", "directory of extra rule files (YAML); repeatable")
+	fs.Var(&p.policies, "policy", "directory of extra Rego policies; repeatable")
+	fs.Var(&p.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
+	fs.StringVar(&p.profile, "profile", "", "role profile: a default-deny allowlist of units started at boot (e.g. k8s-gpu-node)")
+	fs.Var(&p.traits, "trait", "what kind of image this is, e.g. immutable (rules restricted to a trait apply only with it); repeatable or comma-separated")
+	fs.StringVar(&p.waivers, "waivers", "", "waivers file (YAML)")
+}
+
+// config is the audit configuration the flags name, waivers loaded.
+func (p *policyFlags) config() (audit.Config, error) {
+	cfg := audit.Config{RulesDirs: p.rules, PolicyDirs: p.policies, DataFiles: p.data, Profile: p.profile, Traits: p.traits}
+	if p.waivers != "" {
+		w, err := waiver.Load(p.waivers)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Waivers = w
+	}
+	return cfg, nil
+}
+
+// auditFlags are the flags every auditing command of an image shares.
+type auditFlags struct {
+	policyFlags
+	failOn string
+	disk   diskFlags
 }
 
 // diskFlags choose how a disk image target is read.
@@ -74,12 +95,7 @@ func (d *diskFlags) register(fs *flag.FlagSet) {
 }
 
 func (a *auditFlags) register(fs *flag.FlagSet) {
-	fs.Var(&a.rules, "rules", "directory of extra rule files (YAML); repeatable")
-	fs.Var(&a.policies, "policy", "directory of extra Rego policies; repeatable")
-	fs.Var(&a.data, "data", "JSON or YAML file of data for policies (data.user); repeatable")
-	fs.StringVar(&a.profile, "profile", "", "role profile: a default-deny allowlist of units started at boot (e.g. k8s-gpu-node)")
-	fs.Var(&a.traits, "trait", traitUsage)
-	fs.StringVar(&a.waivers, "waivers", "", "waivers file (YAML)")
+	a.policyFlags.register(fs)
 	fs.StringVar(&a.failOn, "fail-on", "high", "lowest severity that makes the exit code 1: info, low, medium, high, critical")
 	a.disk.register(fs)
 }
@@ -90,13 +106,9 @@ func (a *auditFlags) auditor() (*audit.Auditor, finding.Severity, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("--fail-on: %w", err)
 	}
-	cfg := audit.Config{RulesDirs: a.rules, PolicyDirs: a.policies, DataFiles: a.data, Profile: a.profile, Traits: a.traits}
-	if a.waivers != "" {
-		w, err := waiver.Load(a.waivers)
-		if err != nil {
-			return nil, 0, err
-		}
-		cfg.Waivers = w
+	cfg, err := a.config()
+	if err != nil {
+		return nil, 0, err
 	}
 	aud, err := audit.New(cfg)
 	if err != nil {
@@ -126,13 +138,20 @@ func openTarget(e *env, pos []string, d diskFlags) (*target.Image, error) {
 	default:
 		return nil, fmt.Errorf("one TARGET expected, got %d", len(pos))
 	}
+	return openSpec(e, spec, d)
+}
+
+// openSpec opens one target and prints on stderr each reason the tree read
+// may not be the state the image boots with (a dirty XFS log).
+func openSpec(e *env, spec string, d diskFlags) (*target.Image, error) {
 	im, err := target.Open(e.ctx, spec, targetOptions(e, d))
-	if err == nil {
-		for _, w := range im.Warnings {
-			fmt.Fprintf(e.stderr, "amilint: warning: %s: %s\n", im.Name, w)
-		}
+	if err != nil {
+		return nil, err
 	}
-	return im, err
+	for _, w := range im.Warnings {
+		fmt.Fprintf(e.stderr, "amilint: warning: %s: %s\n", im.Name, w)
+	}
+	return im, nil
 }
 
 // targetOptions are the options of target.Open, with a progress line on
@@ -169,7 +188,6 @@ func usageOf(e *env, fs *flag.FlagSet, line string) int {
 // runScan implements `amilint scan [TARGET]`: facts → policies → findings.
 func runScan(e *env, args []string) int {
 	fs := newFlags(e, "scan")
-	fs.SetOutput(io.Discard)
 	var af auditFlags
 	af.register(fs)
 	format := fs.String("o", "text", "output format: "+strings.Join(report.Formats, ", "))
@@ -215,7 +233,6 @@ func runScan(e *env, args []string) int {
 // runFacts implements `amilint facts [TARGET]`: the exact policy input.
 func runFacts(e *env, args []string) int {
 	fs := newFlags(e, "facts")
-	fs.SetOutput(io.Discard)
 	var af auditFlags
 	af.register(fs)
 	pos, err := parse(fs, args)
@@ -253,7 +270,6 @@ func runFacts(e *env, args []string) int {
 // runDiff implements `amilint diff OLD NEW`.
 func runDiff(e *env, args []string) int {
 	fs := newFlags(e, "diff")
-	fs.SetOutput(io.Discard)
 	var af auditFlags
 	af.register(fs)
 	format := fs.String("o", "text", "output format: "+strings.Join(diff.Formats, ", "))
@@ -291,7 +307,7 @@ func runDiff(e *env, args []string) int {
 }
 
 func diffSide(e *env, aud *audit.Auditor, spec string, d diskFlags) (diff.Image, error) {
-	im, err := target.Open(e.ctx, spec, targetOptions(e, d))
+	im, err := openSpec(e, spec, d)
 	if err != nil {
 		return diff.Image{}, err
 	}

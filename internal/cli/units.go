@@ -57,16 +57,12 @@ type unitJSON struct {
 // `systemctl --root=TARGET list-unit-files` would list them.
 func runUnits(e *env, args []string) int {
 	fs := newFlags(e, "units")
-	fs.SetOutput(io.Discard)
 	out := fs.String("o", "text", "output format: text, tsv or json")
 	var disk diskFlags
 	disk.register(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(e.stderr)
-		fmt.Fprintln(e.stderr, "usage: amilint units TARGET [-o text|tsv|json]")
-		fs.PrintDefaults()
-		return ExitOK
+		return usageOf(e, fs, "amilint units TARGET [-o text|tsv|json] [--partition N] [--backing FILE]")
 	}
 	if err != nil {
 		return fail(e, "units", err)
@@ -82,14 +78,11 @@ func runUnits(e *env, args []string) int {
 	default:
 		return fail(e, "units", fmt.Errorf("unknown output format %q (want text, tsv or json)", *out))
 	}
-	im, err := target.Open(e.ctx, pos[0], targetOptions(e, disk))
+	im, err := openSpec(e, pos[0], disk)
 	if err != nil {
 		return fail(e, "units", err)
 	}
 	defer im.Close()
-	for _, msg := range im.Warnings {
-		fmt.Fprintf(e.stderr, "amilint: warning: %s: %s\n", im.Name, msg)
-	}
 	w := bufio.NewWriter(e.stdout)
 	switch *out {
 	case "json":
