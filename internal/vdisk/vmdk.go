@@ -197,10 +197,7 @@ func (d *vmdkDisk) checkTables() error {
 			return err
 		}
 		for k, t := range tabs[i:j] {
-			gt := make([]uint32, d.gtes)
-			for e := range gt {
-				gt[e] = binary.LittleEndian.Uint32(raw[int64(k)*gtBytes+int64(e)*4:])
-			}
+			gt := d.decodeGT(raw[int64(k)*gtBytes:])
 			for e, gte := range gt {
 				if gte <= 1 { // unallocated or zeroed
 					continue
@@ -273,12 +270,18 @@ func (d *vmdkDisk) grainTable(sector uint32) ([]uint32, error) {
 	if err := readFull(d.r, d.fileSize, raw, off, "vmdk grain table"); err != nil {
 		return nil, err
 	}
+	t := d.decodeGT(raw)
+	d.gtCache.put(off, t)
+	return t, nil
+}
+
+// decodeGT decodes the grain table at the start of raw.
+func (d *vmdkDisk) decodeGT(raw []byte) []uint32 {
 	t := make([]uint32, d.gtes)
 	for i := range t {
 		t[i] = binary.LittleEndian.Uint32(raw[i*4:])
 	}
-	d.gtCache.put(off, t)
-	return t, nil
+	return t
 }
 
 func (d *vmdkDisk) readBlock(p []byte, blk, within int64) error {
