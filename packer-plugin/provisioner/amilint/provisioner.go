@@ -437,7 +437,8 @@ func merge(static, live []finding.Finding) []finding.Finding {
 // live audits the build instance's running systemd and cgroups and returns
 // its findings; the guest must run systemd for that.
 func (s *session) live(ctx context.Context) ([]finding.Finding, error) {
-	out, _, err := s.amilint(ctx, "live", "-o", "json", "--fail-on", s.p.config.FailOn)
+	// The same policies, rules, data, waivers, profile and traits as the scan.
+	out, _, err := s.amilint(ctx, append([]string{"live", "-o", "json", "--fail-on", s.p.config.FailOn}, s.flags...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -270,11 +270,12 @@ func TestLiveAddsTheRunningHostsFindings(t *testing.T) {
 		}
 		return "", 0
 	}}
-	p := newProvisioner(t, map[string]interface{}{"live": true})
+	p := newProvisioner(t, map[string]interface{}{"live": true, "profile": "k8s-gpu-node", "traits": []string{"immutable"}})
 	err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil)
 	require.Error(t, err, "a high live finding fails the audit")
 	assert.Contains(t, err.Error(), "live-unit-crashloop")
 	assert.Equal(t, []string{"mkdir", "scan", "live", "rm"}, comm.verbs())
 	assert.Contains(t, comm.commands[2], "live -o json --fail-on high")
+	assert.Contains(t, comm.commands[2], "--profile k8s-gpu-node --trait immutable", "the live audit applies the scan's policy flags")
 	assert.Equal(t, 1, strings.Count(err.Error(), "ecs.service (ecs-agent-unconfigured)"), "a finding both audits make counts once")
 }
