@@ -47,10 +47,10 @@ lint: ## gofmt, go vet and staticcheck; fails on any finding
 
 bench: build ## benchmarks, with ratios against the peers measured in the same run
 	scripts/bench-units.sh $(BIN) .cache/debian-root 20
-	$(GO) test -run '^$$' -bench 'ListVsSystemctl' -benchtime 20x ./internal/install
-	$(GO) test -run '^$$' -bench 'BootDebian|EvaluateDLAMI|BuildDLAMI|PlanDlami' -benchtime 10x ./internal/boot ./internal/policy ./internal/facts ./internal/fix
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./internal/target
-	$(GO) test -run '^$$' -bench 'Zombies' -benchtime 3x ./internal/cgroup
+	$(GO) test -run '^$$' -bench 'ListVsSystemctl' -benchtime 20x ./internal/systemd/install
+	$(GO) test -run '^$$' -bench 'BootDebian|EvaluateDLAMI|BuildDLAMI|PlanDlami' -benchtime 10x ./internal/systemd/boot ./internal/audit/policy ./internal/audit/facts ./internal/audit/fix
+	$(GO) test -run '^$$' -bench 'OpenImage|OpenFormats|^BenchmarkUnits$$' -benchtime 3x ./internal/cli
+	$(GO) test -run '^$$' -bench 'Zombies' -benchtime 3x ./internal/host/cgroup
 	$(GO) test -run '^$$' -bench 'Report10k|Rollout10k' -benchtime 1x ./internal/cli ./internal/report
 
 fuzz: ## run every fuzz target for FUZZTIME each

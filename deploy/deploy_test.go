@@ -12,12 +12,12 @@ import (
 	"testing"
 
 	"github.com/amilint/amilint/deploy"
-	"github.com/amilint/amilint/internal/cgroup"
-	"github.com/amilint/amilint/internal/cpu"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/live"
-	"github.com/amilint/amilint/internal/metrics"
-	"github.com/amilint/amilint/internal/sdbus"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/host/cgroup"
+	"github.com/amilint/amilint/internal/host/cpu"
+	"github.com/amilint/amilint/internal/host/live"
+	"github.com/amilint/amilint/internal/host/metrics"
+	"github.com/amilint/amilint/internal/systemd/bus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,7 +102,7 @@ func TestDaemonSet(t *testing.T) {
 	assert.True(t, hasServe)
 
 	// Liveness asks whether audits run, readiness also whether every
-	// collector works: both paths the exporter serves (internal/metrics).
+	// collector works: both paths the exporter serves (internal/host/metrics).
 	assert.Equal(t, "/healthz", get(t, c, "livenessProbe", "httpGet", "path"))
 	assert.Equal(t, "/readyz", get(t, c, "readinessProbe", "httpGet", "path"))
 
@@ -144,12 +144,12 @@ func TestPrometheusRule(t *testing.T) {
 	}
 
 	// The exporter over the facts of an incident-like host.
-	snap := &sdbus.Snapshot{Units: []sdbus.Unit{{Name: "ecs.service", Loaded: true, LoadState: "loaded", SubState: "auto-restart", NRestarts: 9}}}
+	snap := &bus.Snapshot{Units: []bus.Unit{{Name: "ecs.service", Loaded: true, LoadState: "loaded", SubState: "auto-restart", NRestarts: 9}}}
 	facts := &live.Facts{
 		Collectors: live.AllCollectors,
 		Cgroups:    &live.Cgroups{Memory: &cgroup.Memory{Version: 1, Tracked: 68680, Present: 240, Zombies: 68440}, Suspect: "ecs.service"},
 		CPU:        &cpu.Report{Cores: []cpu.Core{{CPU: 39, System: 1}}, NICs: []cpu.NIC{{Name: "eth0", Cores: []int{39}}}},
-		Systemd:    &live.Systemd{Units: snap.Units, CrashLooping: sdbus.Detect(nil, snap, 3)},
+		Systemd:    &live.Systemd{Units: snap.Units, CrashLooping: bus.Detect(nil, snap, 3)},
 	}
 	e := metrics.New(func(context.Context) (*live.Facts, []finding.Finding, error) { return facts, nil, nil }, 0, nil)
 	e.Refresh(context.Background())

@@ -11,8 +11,8 @@ import (
 
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/audit"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/rules"
 )
 

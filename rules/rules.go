@@ -56,8 +56,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/unit"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 //go:embed *.yaml profiles/*.yaml

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
 var update = flag.Bool("update", false, "rewrite rules/docs from the catalog")

@@ -13,13 +13,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/amilint/amilint/internal/boot"
-	"github.com/amilint/amilint/internal/facts"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/install"
-	"github.com/amilint/amilint/internal/policy"
-	"github.com/amilint/amilint/internal/rootfs"
-	"github.com/amilint/amilint/internal/waiver"
+	"github.com/amilint/amilint/internal/audit/facts"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/policy"
+	"github.com/amilint/amilint/internal/audit/waiver"
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/boot"
+	"github.com/amilint/amilint/internal/systemd/install"
 	"github.com/amilint/amilint/rules"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/audit"
-	"github.com/amilint/amilint/internal/boot"
-	"github.com/amilint/amilint/internal/facts"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/rootfs"
+	"github.com/amilint/amilint/internal/audit/facts"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/boot"
 )
 
 func view(t *testing.T, name string) *rootfs.FS {

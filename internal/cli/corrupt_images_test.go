@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/vdisk/imagetest"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/image/disktest"
 )
 
 // TestTruncatedImagesExitTwo is the contract "a corrupt input never yields
@@ -39,7 +39,7 @@ func TestTruncatedImagesExitTwo(t *testing.T) {
 	code, wantUnits, stderr := runCLI(t, "units", dir, "-o", "tsv")
 	require.Equal(t, ExitOK, code, stderr)
 	require.Contains(t, wantUnits, "ssh.service\t")
-	gpt := imagetest.GPTRoot(t, imagetest.Ext4(t, dir, "32M"))
+	gpt := disktest.GPTRoot(t, disktest.Ext4(t, dir, "32M"))
 
 	lastNonZero := func(b []byte) int64 { return int64(len(bytes.TrimRight(b, "\x00")) - 1) }
 	for _, tt := range []struct {
@@ -64,7 +64,7 @@ func TestTruncatedImagesExitTwo(t *testing.T) {
 		{"qcow2 compressed", "qcow2", []string{"-c"}, map[string]func([]byte) int64{"at the last non-zero byte": lastNonZero}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			img := imagetest.Convert(t, gpt, tt.format, tt.args...)
+			img := disktest.Convert(t, gpt, tt.format, tt.args...)
 			code, got, stderr := scanJSON(t, img)
 			require.Equal(t, ExitOK, code, stderr)
 			assert.Equal(t, withoutTarget(want), withoutTarget(got))
@@ -84,7 +84,7 @@ func TestTruncatedImagesExitTwo(t *testing.T) {
 					require.Less(t, at, n)
 					cut := filepath.Join(t.TempDir(), "cut-"+filepath.Base(img))
 					require.NoError(t, os.WriteFile(cut, b, 0o644))
-					imagetest.Run(t, "truncate", "-s", fmt.Sprint(at), cut)
+					disktest.Run(t, "truncate", "-s", fmt.Sprint(at), cut)
 					code, out, stderr := runCLI(t, "scan", cut)
 					assert.Equal(t, ExitError, code, "scan of %s cut at %d of %d bytes: %s", tt.name, at, n, out)
 					assert.Empty(t, out)

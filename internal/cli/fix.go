@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/fix"
-	"github.com/amilint/amilint/internal/rootfs"
-	"github.com/amilint/amilint/internal/target"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/fix"
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/image/target"
 )
 
 // runFix implements `amilint fix TARGET [--dry-run]`: audit, plan the

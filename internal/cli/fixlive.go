@@ -3,10 +3,10 @@ package cli
 import (
 	"fmt"
 
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/fix"
-	"github.com/amilint/amilint/internal/live"
-	"github.com/amilint/amilint/internal/sdctl"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/fix"
+	"github.com/amilint/amilint/internal/host/live"
+	"github.com/amilint/amilint/internal/host/livefix"
 )
 
 // rebootReminder is printed by every fix --live: disabling stops a leak,
@@ -47,7 +47,7 @@ func runFixLive(e *env, af *auditFlags, lf *liveFlags, pos []string, dryRun bool
 	if len(steps) == 0 {
 		fmt.Fprintf(e.stdout, "nothing to change: no disable or mask remediation at or above %s\n", failOn)
 	} else {
-		cl, err := sdctl.Dial(e.ctx, lf.bus)
+		cl, err := livefix.Dial(e.ctx, lf.bus)
 		if err != nil {
 			return fail(e, "fix", err)
 		}

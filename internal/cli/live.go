@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/amilint/amilint/internal/audit"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/live"
-	"github.com/amilint/amilint/internal/metrics"
-	"github.com/amilint/amilint/internal/npd"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/host/live"
+	"github.com/amilint/amilint/internal/host/metrics"
+	"github.com/amilint/amilint/internal/host/npd"
 	"github.com/amilint/amilint/internal/report"
 )
 

@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/amilint/amilint/internal/audit"
-	"github.com/amilint/amilint/internal/cgroup"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/live"
-	"github.com/amilint/amilint/internal/sdbus"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/host/cgroup"
+	"github.com/amilint/amilint/internal/host/live"
+	"github.com/amilint/amilint/internal/systemd/bus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
@@ -446,7 +446,7 @@ func TestE2ELive(t *testing.T) {
 	for range 60 {
 		f, err := aud.Audit(ctx)
 		require.NoError(t, err)
-		i := slices.IndexFunc(f.Systemd.Units, func(u sdbus.Unit) bool { return u.Name == "crashloop.service" })
+		i := slices.IndexFunc(f.Systemd.Units, func(u bus.Unit) bool { return u.Name == "crashloop.service" })
 		if grew = i >= 0 && f.Systemd.Units[i].CrashLoop != nil && f.Systemd.Units[i].CrashLoop.Growth > 0; grew {
 			break
 		}
@@ -699,7 +699,7 @@ func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot 
 		c := doc.Live.Cgroups
 		require.NotNil(t, c.Growth)
 		grew := uint32(0)
-		if j := slices.IndexFunc(doc.Live.Systemd.Units, func(u sdbus.Unit) bool { return u.Name == "leak.service" }); j >= 0 && doc.Live.Systemd.Units[j].CrashLoop != nil {
+		if j := slices.IndexFunc(doc.Live.Systemd.Units, func(u bus.Unit) bool { return u.Name == "leak.service" }); j >= 0 && doc.Live.Systemd.Units[j].CrashLoop != nil {
 			grew = doc.Live.Systemd.Units[j].CrashLoop.Growth
 		}
 		t.Logf("exporter audit %d (leak paused: %v): zombies %d (%+d), leak.service restarted %d times; suspect %s: %s",

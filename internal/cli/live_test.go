@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amilint/amilint/internal/cgroup/cgrouptest"
+	"github.com/amilint/amilint/internal/host/cgroup/cgrouptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

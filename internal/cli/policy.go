@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/amilint/amilint/internal/audit"
-	"github.com/amilint/amilint/internal/policy"
+	"github.com/amilint/amilint/internal/audit/policy"
 )
 
 // runPolicy runs "amilint policy test DIR...": the user's Rego tests,

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/report"
 )
 

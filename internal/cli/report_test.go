@@ -14,11 +14,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/report"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
-var reportECSChain = []finding.Edge{
+var reportECSChain = []unit.Edge{
 	{From: "default.target", To: "multi-user.target", Kind: "alias"},
 	{From: "multi-user.target", To: "ecs.service", Kind: ".wants", Source: "/etc/systemd/system/multi-user.target.wants/ecs.service"},
 }

@@ -11,11 +11,11 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/audit"
-	"github.com/amilint/amilint/internal/diff"
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/waiver"
+	"github.com/amilint/amilint/internal/image/target"
 	"github.com/amilint/amilint/internal/report"
-	"github.com/amilint/amilint/internal/target"
-	"github.com/amilint/amilint/internal/waiver"
+	"github.com/amilint/amilint/internal/report/diff"
 )
 
 // docsBase is where each rule's documentation page lives.

@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
-	"github.com/amilint/amilint/internal/ebs/ebstest"
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/image/ebs/ebstest"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 func materialize(t *testing.T, name string) string {
@@ -324,7 +325,7 @@ func TestUnitsJSONSaysWhatStartsAtBootAndWhy(t *testing.T) {
 	assert.True(t, *ecs.StartsAtBoot)
 	require.NotEmpty(t, ecs.Chain)
 	assert.Equal(t, "default.target", ecs.Chain[0].From)
-	assert.Equal(t, finding.Edge{From: "multi-user.target", To: "ecs.service", Kind: ".wants",
+	assert.Equal(t, unit.Edge{From: "multi-user.target", To: "ecs.service", Kind: ".wants",
 		Source: "/etc/systemd/system/multi-user.target.wants/ecs.service"}, ecs.Chain[len(ecs.Chain)-1])
 
 	// A timer's service does not start at boot: the started timer activates it.

@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 
 	"github.com/amilint/amilint/internal/audit"
-	"github.com/amilint/amilint/internal/finding"
-	"github.com/amilint/amilint/internal/install"
-	"github.com/amilint/amilint/internal/rootfs"
-	"github.com/amilint/amilint/internal/target"
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/image/target"
+	"github.com/amilint/amilint/internal/systemd/install"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // unitsSchema versions the JSON of `amilint units -o json`.
@@ -43,13 +43,13 @@ type unitJSON struct {
 	// Error says why the state is "bad".
 	Error string `json:"error,omitempty"`
 
-	// Boot reachability from internal/boot (see withBoot): whether the
+	// Boot reachability from internal/systemd/boot (see withBoot): whether the
 	// initial transaction starts the unit, the started units that
 	// activate it (sockets, timers, paths), and the chain from
 	// default.target that explains either.
-	StartsAtBoot *bool          `json:"starts_at_boot,omitempty"`
-	ActivatedBy  []string       `json:"activated_by,omitempty"`
-	Chain        []finding.Edge `json:"chain,omitempty"`
+	StartsAtBoot *bool       `json:"starts_at_boot,omitempty"`
+	ActivatedBy  []string    `json:"activated_by,omitempty"`
+	Chain        []unit.Edge `json:"chain,omitempty"`
 }
 
 // runUnits implements `amilint units TARGET [-o text|tsv|json]`: the unit

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 //go:embed templates/*.html.tmpl
@@ -26,7 +27,7 @@ var htmlFuncs = template.FuncMap{
 
 // NewHTMLTemplate parses text (which must define a template named name)
 // together with the shared layout: "head" (takes the page title), "foot",
-// "chain" (takes a []finding.Edge) and "finding" (takes a finding.Finding).
+// "chain" (takes a []unit.Edge) and "finding" (takes a finding.Finding).
 // Pages built on it are self-contained: inline CSS, no external assets.
 func NewHTMLTemplate(name, text string) (*template.Template, error) {
 	t, err := template.New(name).Funcs(htmlFuncs).ParseFS(templateFS, "templates/base.html.tmpl")
@@ -61,7 +62,7 @@ type htmlGroup struct {
 
 type htmlFlagged struct {
 	Unit  string
-	Chain []finding.Edge
+	Chain []unit.Edge
 }
 
 type htmlReport struct {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // jsonWriter writes the amilint/v1 document, indented, with a trailing

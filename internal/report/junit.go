@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // junitWriter writes JUnit XML, the format CI systems show as test results:

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // markdownWriter writes GitHub-flavoured Markdown for a pull-request

@@ -17,7 +17,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // Writer renders one report.
@@ -147,7 +148,7 @@ func IsTerminal(w io.Writer) bool {
 
 // ChainUnits lists the units of a chain in order: the first edge's From,
 // then every To ("default.target", "multi-user.target", "ecs.service").
-func ChainUnits(chain []finding.Edge) []string {
+func ChainUnits(chain []unit.Edge) []string {
 	if len(chain) == 0 {
 		return nil
 	}
@@ -163,7 +164,7 @@ func ChainUnits(chain []finding.Edge) []string {
 
 // ChainSources lists the distinct files that declare the chain's edges, in
 // chain order (the .wants links and unit files).
-func ChainSources(chain []finding.Edge) []string {
+func ChainSources(chain []unit.Edge) []string {
 	var out []string
 	for _, e := range chain {
 		if e.Source != "" && !slices.Contains(out, e.Source) {
@@ -176,7 +177,7 @@ func ChainSources(chain []finding.Edge) []string {
 // Chain spells a chain on one line: "default.target → multi-user.target →
 // ecs.service  (via /etc/systemd/system/multi-user.target.wants/ecs.service)".
 // It is "" for an empty chain.
-func Chain(chain []finding.Edge) string {
+func Chain(chain []unit.Edge) string {
 	units := ChainUnits(chain)
 	if len(units) == 0 {
 		return ""

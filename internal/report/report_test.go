@@ -15,7 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -277,7 +278,7 @@ func TestFixCommands(t *testing.T) {
 func TestChain(t *testing.T) {
 	assert.Equal(t, "", Chain(nil))
 	assert.Equal(t, "default.target → multi-user.target → ecs.service  (via /lib/systemd/system/default.target, /etc/systemd/system/multi-user.target.wants/ecs.service)", Chain(ecsChain))
-	assert.Equal(t, "a.target → b.service", Chain([]finding.Edge{{From: "a.target", To: "b.service", Kind: "Wants"}}))
+	assert.Equal(t, "a.target → b.service", Chain([]unit.Edge{{From: "a.target", To: "b.service", Kind: "Wants"}}))
 }
 
 func TestJUnitParsesBack(t *testing.T) {
@@ -323,7 +324,7 @@ func TestJUnitParsesBack(t *testing.T) {
 func TestTextNeutralisesEscapes(t *testing.T) {
 	r := finding.NewReport(finding.Target{Name: "t\x1b]0;owned\x07"}, []finding.Finding{{
 		RuleID: "r\x1b[2J", Severity: finding.High, Unit: "x\x1b[31m.service", Title: "\x9b1m \u009b2m", Message: "m\x1b[0m",
-		Chain:       []finding.Edge{{From: "default.target", To: "x\x1b.service", Source: "/etc/\x1b[8m"}},
+		Chain:       []unit.Edge{{From: "default.target", To: "x\x1b.service", Source: "/etc/\x1b[8m"}},
 		Remediation: finding.Remediation{Action: "disable", Commands: []string{"rm -rf /\x1b[8m"}},
 		Waived:      true, Waiver: &finding.Waiver{Reason: "\x1bP", Expires: "\x1b\\"},
 	}})
@@ -349,7 +350,7 @@ func TestJUnitHostileText(t *testing.T) {
 func TestHTMLEscapesHostileText(t *testing.T) {
 	r := finding.NewReport(finding.Target{Name: "<script>alert(1)</script>"}, []finding.Finding{{
 		RuleID: "r", Severity: finding.High, Unit: "x.service", Message: `<img src=x onerror="alert(2)">`,
-		Chain: []finding.Edge{{From: "default.target", To: "x.service", Kind: ".wants", Source: "/etc/<b>"}},
+		Chain: []unit.Edge{{From: "default.target", To: "x.service", Kind: ".wants", Source: "/etc/<b>"}},
 	}})
 	out := string(render(t, "html", r))
 	assert.NotContains(t, out, "<script>alert")

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // RolloutSchema is the version tag of the aggregated rollout report.

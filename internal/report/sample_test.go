@@ -1,12 +1,13 @@
 package report
 
 import (
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // ecsChain is the chain the incident's image had: the .wants link a package
 // postinst created under /etc.
-var ecsChain = []finding.Edge{
+var ecsChain = []unit.Edge{
 	{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/lib/systemd/system/default.target"},
 	{From: "multi-user.target", To: "ecs.service", Kind: ".wants", Source: "/etc/systemd/system/multi-user.target.wants/ecs.service"},
 }
@@ -45,7 +46,7 @@ func sampleReport() *finding.Report {
 			Severity: finding.Low,
 			Unit:     "motd-news.service",
 			Message:  "motd-news.service is started by motd-news.timer and reaches out to motd.ubuntu.com.",
-			Chain: []finding.Edge{
+			Chain: []unit.Edge{
 				{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/lib/systemd/system/default.target"},
 				{From: "multi-user.target", To: "timers.target", Kind: "Wants"},
 				{From: "timers.target", To: "motd-news.timer", Kind: ".wants", Source: "/etc/systemd/system/timers.target.wants/motd-news.timer"},
@@ -59,7 +60,7 @@ func sampleReport() *finding.Report {
 			Severity: finding.Medium,
 			Unit:     "amazon-ssm-agent.service",
 			Message:  "amazon-ssm-agent.service starts at boot and /etc/amazon/ssm/amazon-ssm-agent.json is missing.",
-			Chain: []finding.Edge{
+			Chain: []unit.Edge{
 				{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/lib/systemd/system/default.target"},
 				{From: "multi-user.target", To: "amazon-ssm-agent.service", Kind: ".wants", Source: "/etc/systemd/system/multi-user.target.wants/amazon-ssm-agent.service"},
 			},

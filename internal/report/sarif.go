@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // SARIF constants: the version and the schema URI that GitHub code scanning

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // textWriter renders findings grouped by severity for a person at a

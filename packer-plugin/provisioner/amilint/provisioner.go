@@ -31,7 +31,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
 	"github.com/hashicorp/packer-plugin-sdk/uuid"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/rules"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amilint/amilint/internal/finding"
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // recorder is a fake communicator that records every command and upload and

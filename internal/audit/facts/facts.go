@@ -1,0 +1,311 @@
+// Package facts owns the policy input document: what an image is and what
+// its systemd units would do at boot, as one versioned JSON document with
+// stable snake_case names (see docs/facts.md). It reads the image only
+// through a *rootfs.FS, so it never reads the host, never writes, and treats
+// every byte of the image as hostile: a corrupt file becomes a recorded
+// problem or an error, never a panic.
+package facts
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// Schema is the version tag of the facts document.
+const Schema = "amilint-facts/v1"
+
+// maxFileSize bounds how much of one small configuration file is read.
+const maxFileSize = 1 << 20
+
+// UnitInput is what the systemd model knows about one unit file; Build turns
+// it into the unit's facts.
+type UnitInput struct {
+	// Name is the unit name ("ecs.service").
+	Name string
+	// State is the list-unit-files state ("enabled", "static", …).
+	State string
+	// Path is the image path of the unit file as listed.
+	Path string
+	// Fragment is the image path of the file that defines the unit, after
+	// links ("" for a masked unit).
+	Fragment string
+	// DropIns are the image paths of the drop-ins applied, in order.
+	DropIns []string
+	// Aliases are the unit's other names.
+	Aliases []string
+	// StartsAtBoot reports whether the boot transaction starts the unit.
+	StartsAtBoot bool
+	// ActivatedBy names the sockets, timers and paths that activate it.
+	ActivatedBy []string
+	// Chain is why it starts: the edges from default.target to the unit.
+	Chain []unit.Edge
+	// Options are the fragment's options merged with its drop-ins', in
+	// the order systemd applies them.
+	Options []*unit.Option
+	// Preset is the preset verdict for the unit ("enable", "disable", or
+	// "" when no preset file speaks of it).
+	Preset string
+}
+
+// ConfigRequest names a configuration file a rule asks about.
+type ConfigRequest struct {
+	// Path is the image-absolute path ("/etc/ecs/ecs.config").
+	Path string
+	// Format is "env" (KEY=VALUE), "json", "dir" or "file" (presence
+	// only); "" guesses from the name: .json is json, .conf/.config/.env
+	// and names without an extension are env, anything else file.
+	Format string
+}
+
+// Options tunes Build.
+type Options struct {
+	// ConfigFiles are the files the loaded rules reference.
+	ConfigFiles []ConfigRequest
+}
+
+// Document is the policy input.
+type Document struct {
+	Schema      string                 `json:"schema"`
+	Image       Image                  `json:"image"`
+	Manager     Manager                `json:"manager"`
+	Units       map[string]*Unit       `json:"units"`
+	ConfigFiles map[string]*ConfigFile `json:"config_files"`
+}
+
+// Image is the image's identity.
+type Image struct {
+	// OSRelease holds every os-release field (ID, VERSION_ID, PRETTY_NAME…).
+	OSRelease map[string]string `json:"os_release"`
+	// MachineID is "present", "empty", "uninitialized", "missing" or
+	// "unreadable" (a directory, a link loop, over 1 MiB).
+	MachineID string `json:"machine_id"`
+	// FirstBootPresets reports whether systemd will treat the first boot
+	// as a first boot and apply presets to every unit (machine-id
+	// missing, unreadable or "uninitialized").
+	FirstBootPresets bool `json:"first_boot_presets"`
+	// Warnings say, one line each, why the tree read may not be the state
+	// the image boots with (an XFS log left dirty by a snapshot of a
+	// running system); empty when there is nothing to say.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Manager holds the system manager defaults from system.conf and its
+// drop-ins, falling back to systemd 252's built-in values.
+type Manager struct {
+	DefaultRestartSec            Seconds  `json:"default_restart_sec"`
+	DefaultStartLimitIntervalSec Seconds  `json:"default_start_limit_interval_sec"`
+	DefaultStartLimitBurst       int      `json:"default_start_limit_burst"`
+	Sources                      []string `json:"sources"`
+	Problems                     []string `json:"problems,omitempty"`
+}
+
+// Exec is one parsed Exec*= command.
+type Exec struct {
+	// Path is argv[0] with systemd's prefixes stripped, as written.
+	Path string `json:"path"`
+	// Resolved is the image path the executable resolves to ("" when
+	// it cannot be found).
+	Resolved string `json:"resolved,omitempty"`
+	// Exists reports whether the executable exists in the image as a
+	// regular file; null when it cannot be told (specifiers, variables).
+	Exists *bool `json:"exists"`
+	// Args are the remaining words.
+	Args []string `json:"args"`
+	// Prefixes are the stripped prefixes ("-", "+", "@", "!!"…).
+	Prefixes string `json:"prefixes"`
+	// Raw is the value as written.
+	Raw string `json:"raw"`
+	// Error is set when the value does not parse.
+	Error string `json:"error,omitempty"`
+}
+
+// EnvironmentFile is one EnvironmentFile= reference.
+type EnvironmentFile struct {
+	Path     string `json:"path"`
+	Optional bool   `json:"optional"`
+	Exists   bool   `json:"exists"`
+}
+
+// Unit is one unit's facts.
+type Unit struct {
+	Name         string   `json:"name"`
+	Type         string   `json:"unit_type"`
+	State        string   `json:"state"`
+	Path         string   `json:"path,omitempty"`
+	Fragment     string   `json:"fragment,omitempty"`
+	DropIns      []string `json:"drop_ins"`
+	Aliases      []string `json:"aliases"`
+	StartsAtBoot bool     `json:"starts_at_boot"`
+	ActivatedBy  []string `json:"activated_by"`
+	// ActiveAtBoot is true when the unit starts at boot or one of its
+	// activators does: the units policies care about.
+	ActiveAtBoot bool        `json:"active_at_boot"`
+	Chain        []unit.Edge `json:"chain"`
+	Preset       string      `json:"preset,omitempty"`
+
+	ServiceType              string            `json:"type,omitempty"`
+	ExecStart                *Exec             `json:"exec_start"`
+	ExecStartPre             []*Exec           `json:"exec_start_pre"`
+	Restart                  string            `json:"restart"`
+	RestartSec               Seconds           `json:"restart_sec"`
+	StartLimitIntervalSec    Seconds           `json:"start_limit_interval_sec"`
+	StartLimitBurst          int               `json:"start_limit_burst"`
+	RestartPreventExitStatus []string          `json:"restart_prevent_exit_status"`
+	User                     string            `json:"user,omitempty"`
+	Group                    string            `json:"group,omitempty"`
+	DynamicUser              bool              `json:"dynamic_user"`
+	EnvironmentFiles         []EnvironmentFile `json:"environment_files"`
+	Sandboxing               map[string]string `json:"sandboxing"`
+	Wants                    []string          `json:"wants"`
+	Requires                 []string          `json:"requires"`
+	After                    []string          `json:"after"`
+	WantedBy                 []string          `json:"wanted_by"`
+	SpawnsContainer          bool              `json:"spawns_container"`
+	// Directives are every merged option: section → key → values.
+	Directives map[string]map[string][]string `json:"directives"`
+	// Problems lists values that did not parse.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ConfigFile is what a configuration file holds.
+type ConfigFile struct {
+	Path   string `json:"path"`
+	Format string `json:"format"`
+	Exists bool   `json:"exists"`
+	// ParseOK reports that the file exists and parses cleanly in its format.
+	ParseOK bool `json:"parse_ok"`
+	// Keys are the variables of an env file.
+	Keys map[string]string `json:"keys"`
+	// Entries are the names in a directory.
+	Entries []string `json:"entries,omitempty"`
+	Size    int64    `json:"size"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Build builds the facts document of the image fsys from the systemd
+// model's units.
+func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) {
+	if fsys == nil {
+		return nil, fmt.Errorf("build facts: no image")
+	}
+	d := &Document{
+		Schema:      Schema,
+		Units:       make(map[string]*Unit, len(units)),
+		ConfigFiles: map[string]*ConfigFile{},
+	}
+	var err error
+	if d.Image, err = readImage(fsys); err != nil {
+		return nil, fmt.Errorf("build facts: %w", err)
+	}
+	if d.Manager, err = readManager(fsys); err != nil {
+		return nil, fmt.Errorf("build facts: %w", err)
+	}
+	res := newResolver(fsys)
+	for i := range units {
+		u := buildUnit(res, &units[i], &d.Manager)
+		if _, dup := d.Units[u.Name]; dup {
+			return nil, fmt.Errorf("build facts: unit %s listed twice", u.Name)
+		}
+		d.Units[u.Name] = u
+	}
+	// A unit activated by a unit that starts at boot is active at boot;
+	// its chain is the activator's plus the activation edge.
+	for _, u := range d.Units {
+		u.ActiveAtBoot = u.StartsAtBoot
+		if u.StartsAtBoot {
+			continue
+		}
+		for _, a := range u.ActivatedBy {
+			au, ok := d.Units[a]
+			if !ok || !au.StartsAtBoot {
+				continue
+			}
+			u.ActiveAtBoot = true
+			if len(u.Chain) == 0 {
+				u.Chain = append(slices.Clone(au.Chain), unit.Edge{From: a, To: u.Name, Kind: unit.Type(a)})
+			}
+			break
+		}
+	}
+	reqs := slices.Clone(opts.ConfigFiles)
+	for _, u := range d.Units {
+		for _, ef := range u.EnvironmentFiles {
+			reqs = append(reqs, ConfigRequest{Path: ef.Path, Format: "env"})
+		}
+	}
+	for _, r := range reqs {
+		p := "/" + rootfs.Clean(r.Path)
+		if _, ok := d.ConfigFiles[p]; ok {
+			continue
+		}
+		d.ConfigFiles[p] = readConfig(fsys, p, r.Format)
+	}
+	return d, nil
+}
+
+// readLimited reads at most maxFileSize bytes of name, following links
+// inside the image.
+func readLimited(fsys *rootfs.FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrInvalid}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileSize {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("larger than %d bytes", maxFileSize)}
+	}
+	return b, nil
+}
+
+func guessFormat(p string) string {
+	switch ext := path.Ext(p); ext {
+	case ".json":
+		return "json"
+	case ".conf", ".config", ".env", "":
+		return "env"
+	}
+	return "file"
+}
+
+func splitList(vs []string) []string {
+	out := []string{}
+	for _, v := range vs {
+		out = append(out, strings.Fields(v)...)
+	}
+	return out
+}
+
+func parseBool(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "1", "yes", "y", "true", "t", "on":
+		return true
+	}
+	return false
+}
+
+func atoiBounded(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("parse %q: not a non-negative integer", truncate(v))
+	}
+	return n, nil
+}

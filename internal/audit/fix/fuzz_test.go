@@ -1,0 +1,72 @@
+package fix
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+// FuzzPlanApply plans and applies disable or mask on generated hostile
+// trees: planning never fails on what the image holds, Apply either
+// succeeds or refuses an unsafe path, and a second mask plan is empty.
+func FuzzPlanApply(f *testing.F) {
+	for seed := range uint64(8) {
+		f.Add(seed, uint8(seed))
+	}
+	all := append(append(append([]string{}, genUnits...), genAliases...), genInst...)
+	f.Fuzz(func(t *testing.T, seed uint64, pick uint8) {
+		g := &gen{r: rand.New(rand.NewPCG(seed, 252))}
+		es := g.tree()
+		if pick%5 == 0 {
+			// Make /etc/systemd/system.wants-style links escape.
+			es = append(es, entry{"etc/systemd/system/escape.target.wants", 'l', "/../../../../.."})
+		}
+		dir := t.TempDir()
+		build(t, dir, es)
+		action := Disable
+		if pick%3 == 0 {
+			action = Mask
+		}
+		units := []string{all[int(pick)%len(all)], all[int(seed%uint64(len(all)))]}
+		p := planDir(t, dir, []Step{{action, units}})
+		if err := Apply(dir, p); err != nil {
+			require.True(t, errors.Is(err, ErrUnsafePath), "%v", err)
+			return
+		}
+		if action == Mask {
+			require.Empty(t, planDir(t, dir, []Step{{action, units}}).Changes)
+		}
+	})
+}
+
+// BenchmarkPlanDlami plans the dlami fixture's high and medium
+// remediations (disable and mask) in one pass.
+func BenchmarkPlanDlami(b *testing.B) {
+	dir := b.TempDir() + "/root"
+	if err := materializeB(dir); err != nil {
+		b.Fatal(err)
+	}
+	steps := []Step{
+		{Disable, []string{"amazon-cloudwatch-agent.service", "amazon-ecs-volume-plugin.service", "amazon-ecs-volume-plugin.socket", "apt-daily-upgrade.timer", "apt-daily.timer", "ecs.service", "unattended-upgrades.service"}},
+		{Mask, []string{"avahi-daemon.service", "avahi-daemon.socket", "snapd.service", "snapd.socket", "motd-news.timer"}},
+	}
+	for b.Loop() {
+		src, err := OpenDir(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := NewPlanSteps(rootfsNew(src), steps); err != nil {
+			b.Fatal(err)
+		}
+		src.Close()
+	}
+}
+
+func materializeB(dir string) error { return fixtures.Materialize("dlami", dir) }
+
+func rootfsNew(src *Dir) *rootfs.FS { return rootfs.New(src) }

@@ -1,0 +1,460 @@
+// Package policy owns the evaluation of Rego policies over a facts
+// document: loading the embedded defaults and the user's policies,
+// compiling and preparing them once, evaluating the one entry point
+// data.amilint.findings, and running Rego unit tests in-process. It uses
+// OPA v1 with Rego v1 syntax only. It never reads the image; the only files
+// it reads are the policy and data files the user names.
+package policy
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/util"
+
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/systemd/unit"
+	"github.com/amilint/amilint/policies"
+)
+
+// EntryPoint is the one query amilint evaluates.
+const EntryPoint = "data.amilint.findings"
+
+// ErrNoPolicies reports a policy directory without any .rego file.
+var ErrNoPolicies = errors.New("no policies found")
+
+// Config says what to load.
+type Config struct {
+	// PolicyDirs are the user's policy directories (--policy); their
+	// .rego files are added to the embedded defaults.
+	PolicyDirs []string
+	// DataFiles are JSON or YAML files (--data) merged under data.user.
+	DataFiles []string
+	// Rules is the rule catalog keyed by rule id, as JSON-shaped values;
+	// policies see it as data.rules.
+	Rules map[string]any
+	// Profiles are the role profiles keyed by name (data.profiles).
+	Profiles map[string]any
+	// Profile is the selected profile (data.params.profile), "" for none.
+	Profile string
+	// Target is the audited target's name (data.params.target).
+	Target string
+	// Traits are the audited image's traits (data.params.traits, sorted):
+	// the selected profile's and the user's (--trait).
+	Traits []string
+	// Params are more parameters under data.params (a live audit's
+	// thresholds under "live"); profile, target and traits cannot be
+	// overridden.
+	Params map[string]any
+	// Query, when set, is the Rego query evaluated instead of EntryPoint;
+	// its value must be a set or array of finding objects (a live audit
+	// evaluates one rule family per query).
+	Query string
+}
+
+// Engine is a prepared policy set. It is safe for concurrent Evaluate calls.
+type Engine struct {
+	query   rego.PreparedEvalQuery
+	modules int
+}
+
+// Module is one Rego source file.
+type Module struct {
+	Name   string
+	Source string
+}
+
+// DefaultModules returns the embedded policy files; with tests, their
+// _test.rego files too.
+func DefaultModules(tests bool) ([]Module, error) {
+	return fsModules(policies.FS, "embedded:", tests)
+}
+
+func fsModules(fsys fs.FS, prefix string, tests bool) ([]Module, error) {
+	var mods []Module
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || path.Ext(p) != ".rego" || (!tests && isTest(p)) {
+			return nil
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		mods = append(mods, Module{Name: prefix + p, Source: string(b)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	return mods, nil
+}
+
+func isTest(p string) bool { return strings.HasSuffix(p, "_test.rego") }
+
+// DirModules reads every .rego file under dir (recursively), tests only
+// when tests is set. A directory without any .rego file is ErrNoPolicies.
+func DirModules(dir string, tests bool) ([]Module, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read policies %s: %w", dir, err)
+	}
+	var mods []Module
+	if !fi.IsDir() {
+		if filepath.Ext(dir) != ".rego" {
+			return nil, fmt.Errorf("read policies %s: not a directory or .rego file", dir)
+		}
+		b, err := os.ReadFile(dir)
+		if err != nil {
+			return nil, fmt.Errorf("read policies %s: %w", dir, err)
+		}
+		return []Module{{Name: dir, Source: string(b)}}, nil
+	}
+	all := 0
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || filepath.Ext(p) != ".rego" {
+			return nil
+		}
+		all++
+		if !tests && isTest(p) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		mods = append(mods, Module{Name: p, Source: string(b)})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read policies %s: %w", dir, err)
+	}
+	if all == 0 {
+		return nil, fmt.Errorf("read policies %s: %w", dir, ErrNoPolicies)
+	}
+	return mods, nil
+}
+
+// ParseModules parses sources as Rego v1 with annotations, reporting every
+// parse error at once.
+func ParseModules(mods []Module) (map[string]*ast.Module, error) {
+	out := make(map[string]*ast.Module, len(mods))
+	var errs []error
+	for _, m := range mods {
+		if _, dup := out[m.Name]; dup {
+			errs = append(errs, fmt.Errorf("parse %s: loaded twice", m.Name))
+			continue
+		}
+		pm, err := ast.ParseModuleWithOpts(m.Name, m.Source, ast.ParserOptions{
+			RegoVersion:       ast.RegoV1,
+			ProcessAnnotation: true,
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("parse %s: %w", m.Name, err))
+			continue
+		}
+		out[m.Name] = pm
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Compile compiles parsed modules, reporting every compile error.
+func Compile(mods map[string]*ast.Module) (*ast.Compiler, error) {
+	c := ast.NewCompiler().
+		WithDefaultRegoVersion(ast.RegoV1).
+		WithEnablePrintStatements(false)
+	if c.Compile(mods); c.Failed() {
+		return nil, fmt.Errorf("compile policies: %w", c.Errors)
+	}
+	return c, nil
+}
+
+// New loads, compiles and prepares the policies of cfg once.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	srcs, err := DefaultModules(false)
+	if err != nil {
+		return nil, err
+	}
+	userDirs := map[string][]string{} // dir -> its module names
+	for _, d := range cfg.PolicyDirs {
+		m, err := DirModules(d, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range m {
+			userDirs[d] = append(userDirs[d], x.Name)
+		}
+		srcs = append(srcs, m...)
+	}
+	if len(srcs) == 0 {
+		return nil, fmt.Errorf("load policies: %w", ErrNoPolicies)
+	}
+	mods, err := ParseModules(srcs)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkUserPackages(userDirs, mods); err != nil {
+		return nil, err
+	}
+	c, err := Compile(mods)
+	if err != nil {
+		return nil, err
+	}
+	if len(c.GetRulesForVirtualDocument(ast.MustParseRef(EntryPoint))) == 0 {
+		return nil, fmt.Errorf("load policies: no rule defines %s", EntryPoint)
+	}
+	data, err := Data(cfg)
+	if err != nil {
+		return nil, err
+	}
+	query := EntryPoint
+	if cfg.Query != "" {
+		query = cfg.Query
+	}
+	pq, err := rego.New(
+		rego.Query(query),
+		rego.Compiler(c),
+		rego.Store(newStore(data)),
+		rego.SetRegoVersion(ast.RegoV1),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare policies: %w", err)
+	}
+	return &Engine{query: pq, modules: len(mods)}, nil
+}
+
+// rulesPackage is where findings are gathered from; parsed on first use,
+// not at every program start.
+var rulesPackage = sync.OnceValue(func() ast.Ref { return ast.MustParseRef("data.amilint.rules") })
+
+// checkUserPackages fails when a --policy directory declares no package
+// under amilint.rules, or no findings rule in them: its rules would never
+// be evaluated (a conftest-style "package main" with deny rules, or a
+// "finding" typo), and saying so beats silence.
+func checkUserPackages(dirs map[string][]string, mods map[string]*ast.Module) error {
+	var errs []error
+	for d, names := range dirs {
+		under, defines := false, false
+		for _, n := range names {
+			m := mods[n]
+			if m == nil || !m.Package.Path.HasPrefix(rulesPackage()) || len(m.Package.Path) <= len(rulesPackage()) {
+				continue
+			}
+			under = true
+			for _, r := range m.Rules {
+				if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Value.Compare(ast.Var("findings")) == 0 {
+					defines = true
+				}
+			}
+		}
+		switch {
+		case !under:
+			errs = append(errs, fmt.Errorf("load policies %s: no package under amilint.rules; amilint evaluates data.amilint.rules.NAME.findings only", d))
+		case !defines:
+			// A typo (finding, deny) would otherwise pass every image.
+			errs = append(errs, fmt.Errorf("load policies %s: no rule named findings in its amilint.rules packages; amilint evaluates data.amilint.rules.NAME.findings only", d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Modules returns how many policy modules the engine holds.
+func (e *Engine) Modules() int { return e.modules }
+
+// Data builds the base data document policies see: data.rules,
+// data.profiles, data.params and data.user (the merged --data files).
+func Data(cfg Config) (map[string]any, error) {
+	user := map[string]any{}
+	for _, f := range cfg.DataFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read data %s: %w", f, err)
+		}
+		var v any
+		if err := util.Unmarshal(b, &v); err != nil {
+			return nil, fmt.Errorf("read data %s: %w", f, err)
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("read data %s: top level is not an object", f)
+		}
+		if err := mergeInto(user, obj); err != nil {
+			return nil, fmt.Errorf("read data %s: %w", f, err)
+		}
+	}
+	d := map[string]any{
+		"rules":    orEmpty(cfg.Rules),
+		"profiles": orEmpty(cfg.Profiles),
+		"params":   params(cfg),
+		"user":     user,
+	}
+	// The store wants JSON-shaped values; round-trip whatever the caller gave.
+	var v any = d
+	if err := util.RoundTrip(&v); err != nil {
+		return nil, fmt.Errorf("build policy data: %w", err)
+	}
+	return v.(map[string]any), nil
+}
+
+// params is data.params before Data's JSON round trip, which turns the
+// traits into a JSON array; they are copied non-nil, so none is [], not null.
+func params(cfg Config) map[string]any {
+	p := make(map[string]any, len(cfg.Params)+3)
+	maps.Copy(p, cfg.Params)
+	p["profile"], p["target"], p["traits"] = cfg.Profile, cfg.Target, append([]string{}, cfg.Traits...)
+	return p
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// mergeInto merges src into dst; objects merge key by key, anything else
+// present in both is a conflict.
+func mergeInto(dst, src map[string]any) error {
+	for k, v := range src {
+		old, ok := dst[k]
+		if !ok {
+			dst[k] = v
+			continue
+		}
+		om, ok1 := old.(map[string]any)
+		nm, ok2 := v.(map[string]any)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("key %q defined twice", k)
+		}
+		if err := mergeInto(om, nm); err != nil {
+			return fmt.Errorf("%s.%w", k, err)
+		}
+	}
+	return nil
+}
+
+// Evaluate evaluates the entry point over input (the facts document, any
+// value with its JSON form, or that form as json.RawMessage) and returns
+// the findings, sorted by rule id, unit and message.
+func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, error) {
+	v, err := inputValue(input)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(v))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policies: %w", err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return []finding.Finding{}, nil
+	}
+	return decodeFindings(rs[0].Expressions[0].Value)
+}
+
+// inputValue converts input to a Rego value through its JSON form, which
+// is several times cheaper than OPA's generic round trip. An ast.Value is
+// used as is; json.RawMessage is taken as the JSON form already.
+func inputValue(input any) (ast.Value, error) {
+	var b []byte
+	switch in := input.(type) {
+	case ast.Value:
+		return in, nil
+	case json.RawMessage:
+		b = in
+	default:
+		var err error
+		if b, err = json.Marshal(input); err != nil {
+			return nil, fmt.Errorf("evaluate policies: encode input: %w", err)
+		}
+	}
+	if v, err := decodeJSON(b); err == nil {
+		return v, nil
+	}
+	// Not the JSON the fast decoder takes: let OPA's decoder judge it.
+	v, err := ast.ValueFromReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policies: decode input: %w", err)
+	}
+	return v, nil
+}
+
+func decodeFindings(v any) ([]finding.Finding, error) {
+	items, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("evaluate policies: %s is %T, want a set of objects", EntryPoint, v)
+	}
+	out := make([]finding.Finding, 0, len(items))
+	var errs []error
+	for i, it := range items {
+		b, err := json.Marshal(it)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("finding %d: %w", i, err))
+			continue
+		}
+		var f finding.Finding
+		if err := json.Unmarshal(b, &f); err != nil {
+			errs = append(errs, fmt.Errorf("finding %s: %w", truncate(string(b)), err))
+			continue
+		}
+		if f.RuleID == "" || f.Message == "" {
+			errs = append(errs, fmt.Errorf("finding %s: rule_id and message are required", truncate(string(b))))
+			continue
+		}
+		if f.Chain == nil {
+			f.Chain = []unit.Edge{}
+		}
+		if f.Remediation.Action == "" {
+			f.Remediation.Action = "none"
+		}
+		out = append(out, f)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("evaluate policies: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b finding.Finding) int {
+		return cmp.Or(
+			strings.Compare(a.RuleID, b.RuleID),
+			strings.Compare(a.Unit, b.Unit),
+			strings.Compare(a.Message, b.Message),
+		)
+	})
+	return out, nil
+}
+
+func truncate(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+// newStore is the store of data as Data builds it (already JSON-shaped, so
+// the store need not round-trip it again).
+func newStore(data map[string]any) storage.Store {
+	return inmem.NewFromObjectWithOpts(data, inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true))
+}

@@ -1,0 +1,280 @@
+// Package metrics owns amilint's Prometheus exporter: the metrics of the
+// live audit (zombie memcgs, unit restarts and crash loops, per-core busy
+// ratios, findings) served on /metrics, and /healthz.
+//
+// Audits run in the background at a fixed interval and scrapes read the
+// latest result, so a scrape costs a few microseconds and the host pays
+// one audit per interval whatever the number of scrapers. The audit is
+// the live package's, which never reads memory.stat.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/host/live"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// AuditFunc runs one live audit.
+type AuditFunc func(ctx context.Context) (*live.Facts, []finding.Finding, error)
+
+// Exporter caches the latest audit and exposes it as metrics.
+type Exporter struct {
+	audit    AuditFunc
+	interval time.Duration
+	log      *slog.Logger
+
+	mu       sync.RWMutex
+	facts    *live.Facts
+	findings []finding.Finding
+	err      error
+	took     time.Duration
+	at       time.Time
+}
+
+// DefaultInterval is the time between two audits: Prometheus' usual
+// scrape interval.
+const DefaultInterval = 15 * time.Second
+
+// New returns an exporter running audit every interval (DefaultInterval
+// when zero).
+func New(audit AuditFunc, interval time.Duration, log *slog.Logger) *Exporter {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Exporter{audit: audit, interval: interval, log: log}
+}
+
+// Refresh runs one audit now and caches its result.
+func (e *Exporter) Refresh(ctx context.Context) {
+	start := time.Now()
+	facts, fs, err := e.audit(ctx)
+	took := time.Since(start)
+	if err != nil {
+		e.log.Warn("live audit", "err", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if facts != nil {
+		e.facts, e.findings = facts, fs
+	}
+	e.err, e.took, e.at = err, took, time.Now()
+}
+
+// Run audits every interval until ctx is done.
+func (e *Exporter) Run(ctx context.Context) {
+	t := time.NewTicker(e.interval)
+	defer t.Stop()
+	for {
+		e.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+var (
+	descZombies   = prometheus.NewDesc("amilint_memcg_zombies", "Memory cgroups removed from cgroupfs but still tracked by the kernel (dying, zombie memcgs).", nil, nil)
+	descTracked   = prometheus.NewDesc("amilint_memcg_tracked", "Memory cgroups the kernel tracks, live and dying (/proc/cgroups num_cgroups).", nil, nil)
+	descPresent   = prometheus.NewDesc("amilint_memcg_present", "Directories in the memory cgroup hierarchy.", nil, nil)
+	descSuspect   = prometheus.NewDesc("amilint_memcg_leak_suspect", "The unit the zombie memory cgroups are attributed to (1); the why is in the live report.", []string{"unit"}, nil)
+	descDying     = prometheus.NewDesc("amilint_cgroup_dying_descendants", "Dying descendants of a cgroup v2 subtree (cgroup.stat nr_dying_descendants).", []string{"path"}, nil)
+	descRestarts  = prometheus.NewDesc("amilint_unit_restarts_total", "Automatic restarts of a loaded service (systemd NRestarts).", []string{"unit"}, nil)
+	descLooping   = prometheus.NewDesc("amilint_unit_crashlooping", "Whether a loaded service is crash-looping (1) or not (0).", []string{"unit"}, nil)
+	descBusy      = prometheus.NewDesc("amilint_core_busy_ratio", "Share of a core's time in a mode over the last sample.", []string{"cpu", "mode"}, nil)
+	descNICCore   = prometheus.NewDesc("amilint_nic_irq_core", "A core (1) that served a network device's interrupts in the last sample.", []string{"nic", "cpu"}, nil)
+	descFindings  = prometheus.NewDesc("amilint_findings", "Live findings by rule and severity.", []string{"rule_id", "severity"}, nil)
+	descDuration  = prometheus.NewDesc("amilint_scrape_duration_seconds", "Wall time of the last live audit, its sample included.", nil, nil)
+	descLast      = prometheus.NewDesc("amilint_last_audit_timestamp_seconds", "When the last live audit ended, in Unix time.", nil, nil)
+	descCollector = prometheus.NewDesc("amilint_collector_up", "Whether a collector of the last audit succeeded (1) or failed (0).", []string{"collector"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descZombies, descTracked, descPresent, descSuspect, descDying, descRestarts, descLooping,
+		descBusy, descNICCore, descFindings, descDuration, descLast, descCollector} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector from the cached audit.
+func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.at.IsZero() {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(descDuration, e.took.Seconds())
+	gauge(descLast, float64(e.at.UnixNano())/1e9)
+	f := e.facts
+	if f == nil {
+		return
+	}
+	for _, c := range f.Collectors {
+		up := 1.0
+		if _, failed := f.Errors[c]; failed {
+			up = 0
+		}
+		gauge(descCollector, up, c)
+	}
+	if c := f.Cgroups; c != nil {
+		if m := c.Memory; m != nil {
+			gauge(descZombies, float64(m.Zombies))
+			gauge(descTracked, float64(m.Tracked))
+			gauge(descPresent, float64(m.Present))
+		}
+		if c.Suspect != "" {
+			gauge(descSuspect, 1, c.Suspect)
+		}
+		if u := c.Unified; u != nil {
+			for _, s := range u.Subtrees {
+				gauge(descDying, float64(s.Dying), s.Path)
+			}
+		}
+	}
+	if s := f.Systemd; s != nil {
+		for _, u := range s.Units {
+			if !u.Loaded || u.LoadState != "loaded" || len(u.Name) < 8 || u.Name[len(u.Name)-8:] != ".service" {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(u.NRestarts), u.Name)
+			v := 0.0
+			if u.CrashLoop != nil {
+				v = 1
+			}
+			gauge(descLooping, v, u.Name)
+		}
+	}
+	if r := f.CPU; r != nil {
+		for _, c := range r.Cores {
+			cpu := strconv.Itoa(c.CPU)
+			for mode, v := range map[string]float64{"user": c.User, "system": c.System, "irq": c.IRQ,
+				"softirq": c.SoftIRQ, "iowait": c.IOWait, "steal": c.Steal} {
+				gauge(descBusy, v, cpu, mode)
+			}
+		}
+		for _, n := range r.NICs {
+			for _, c := range n.Cores {
+				gauge(descNICCore, 1, n.Name, strconv.Itoa(c))
+			}
+		}
+	}
+	counts := map[[2]string]int{}
+	for _, fd := range e.findings {
+		if !fd.Waived {
+			counts[[2]string{fd.RuleID, fd.Severity.String()}]++
+		}
+	}
+	for k, n := range counts {
+		gauge(descFindings, float64(n), k[0], k[1])
+	}
+}
+
+// Healthy says whether the last audit ran within three intervals and
+// produced facts.
+func (e *Exporter) Healthy() error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	switch {
+	case e.at.IsZero():
+		return errors.New("no audit yet")
+	case e.facts == nil:
+		return fmt.Errorf("last audit failed: %w", e.err)
+	case time.Since(e.at) > 3*e.interval:
+		return fmt.Errorf("last audit %s ago", time.Since(e.at).Round(time.Second))
+	}
+	return nil
+}
+
+// Ready says whether the exporter is healthy and every collector of the
+// last audit ran: a pod whose systemd or cgroup collector fails (a missing
+// mount or bus socket) is alive, since restarting it fixes nothing, but
+// not ready.
+func (e *Exporter) Ready() error {
+	if err := e.Healthy(); err != nil {
+		return err
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var down []string
+	for _, c := range e.facts.Collectors {
+		if msg, failed := e.facts.Errors[c]; failed {
+			down = append(down, c+": "+msg)
+		}
+	}
+	if len(down) > 0 {
+		slices.Sort(down)
+		return fmt.Errorf("collectors failing: %s", strings.Join(down, "; "))
+	}
+	return nil
+}
+
+// Handler serves /metrics, /healthz (liveness: audits are running) and
+// /readyz (readiness: and every collector works).
+func (e *Exporter) Handler() http.Handler {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(e)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(e.log.Handler(), slog.LevelError)}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := e.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// Serve audits in the background and serves the handler on ln until ctx
+// is done, then shuts the server down.
+func (e *Exporter) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() { e.Run(ctx) })
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer scancel()
+	_ = srv.Shutdown(sctx)
+	cancel()
+	wg.Wait()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}

@@ -1,0 +1,324 @@
+package vdisk_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/disk/vdisk"
+	"github.com/amilint/amilint/internal/image/disktest"
+)
+
+func openFile(t *testing.T, path string, opt vdisk.Options) (vdisk.Disk, vdisk.Format, *vdisk.Counter, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	c := vdisk.NewCounter(f)
+	d, format, err := vdisk.Open(c, fi.Size(), opt)
+	return d, format, c, err
+}
+
+// TestFormats converts one real ext4 image to every container format with
+// qemu-img and checks that the guest bytes read back equal the original.
+func TestFormats(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "64M")
+	want, size := disktest.FileSHA256(t, raw)
+	tests := []struct {
+		name   string
+		format string
+		args   []string
+		want   vdisk.Format
+	}{
+		{"raw", "raw", nil, vdisk.Raw},
+		{"qcow2 v2", "qcow2", []string{"-o", "compat=0.10"}, vdisk.QCOW2},
+		{"qcow2 v3", "qcow2", []string{"-o", "compat=1.1"}, vdisk.QCOW2},
+		{"qcow2 v3 4k clusters", "qcow2", []string{"-o", "cluster_size=4096"}, vdisk.QCOW2},
+		{"qcow2 v3 2M clusters", "qcow2", []string{"-o", "cluster_size=2M"}, vdisk.QCOW2},
+		{"qcow2 compressed zlib", "qcow2", []string{"-c"}, vdisk.QCOW2},
+		{"qcow2 v2 compressed", "qcow2", []string{"-c", "-o", "compat=0.10"}, vdisk.QCOW2},
+		{"qcow2 compressed zstd", "qcow2", []string{"-c", "-o", "compression_type=zstd"}, vdisk.QCOW2},
+		{"vmdk monolithicSparse", "vmdk", []string{"-o", "subformat=monolithicSparse"}, vdisk.VMDK},
+		{"vmdk streamOptimized", "vmdk", []string{"-o", "subformat=streamOptimized"}, vdisk.VMDK},
+		{"vhd dynamic", "vpc", []string{"-o", "subformat=dynamic"}, vdisk.VHD},
+		{"vhd fixed", "vpc", []string{"-o", "subformat=fixed"}, vdisk.VHD},
+		{"vhdx dynamic", "vhdx", nil, vdisk.VHDX},
+		{"vhdx 1M blocks", "vhdx", []string{"-o", "block_size=1M"}, vdisk.VHDX},
+		{"vhdx fixed", "vhdx", []string{"-o", "subformat=fixed"}, vdisk.VHDX},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			img := raw
+			if tt.format != "raw" {
+				img = disktest.Convert(t, raw, tt.format, tt.args...)
+			}
+			d, format, _, err := openFile(t, img, vdisk.Options{})
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, format)
+			require.GreaterOrEqual(t, d.Size(), size)
+			assert.Equal(t, want, disktest.SHA256(t, d, size))
+			// The ext4 superblock magic, read through the container.
+			var m [2]byte
+			_, err = d.ReadAt(m[:], 1080)
+			require.NoError(t, err)
+			assert.Equal(t, []byte{0x53, 0xef}, m[:])
+			// Reads past the end are short with io.EOF, as io.ReaderAt says.
+			n, err := d.ReadAt(make([]byte, 10), d.Size()-4)
+			assert.Equal(t, 4, n)
+			assert.ErrorIs(t, err, io.EOF)
+		})
+	}
+}
+
+func TestBackingFile(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	want, size := disktest.FileSHA256(t, raw)
+	base := disktest.Convert(t, raw, "qcow2")
+	child := filepath.Join(t.TempDir(), "child.qcow2")
+	disktest.Run(t, "qemu-img", "create", "-q", "-f", "qcow2", "-b", base, "-F", "qcow2", child)
+
+	_, _, _, err := openFile(t, child, vdisk.Options{})
+	require.ErrorIs(t, err, vdisk.ErrBacking)
+	assert.Contains(t, err.Error(), base)
+
+	parent, _, _, err := openFile(t, base, vdisk.Options{})
+	require.NoError(t, err)
+	d, _, _, err := openFile(t, child, vdisk.Options{Backing: parent})
+	require.NoError(t, err)
+	assert.Equal(t, want, disktest.SHA256(t, d, size))
+
+	// A backing file given for an image that names none is refused, not
+	// ignored.
+	for _, img := range []string{base, raw, disktest.Convert(t, raw, "vpc", "-o", "subformat=dynamic"), disktest.Convert(t, raw, "vhdx")} {
+		_, _, _, err = openFile(t, img, vdisk.Options{Backing: parent})
+		require.ErrorIs(t, err, vdisk.ErrNoBacking, img)
+	}
+}
+
+// TestCounter shows that reading one block of a big sparse image reads a
+// tiny fraction of the file.
+func TestCounter(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "64M")
+	img := disktest.Convert(t, raw, "qcow2")
+	d, _, c, err := openFile(t, img, vdisk.Options{})
+	require.NoError(t, err)
+	_, err = d.ReadAt(make([]byte, 4096), 4096)
+	require.NoError(t, err)
+	assert.Less(t, c.Bytes(), int64(256<<10))
+	assert.Positive(t, c.Reads())
+}
+
+// mutate copies an image, lets f damage the copy and returns its path.
+func mutate(t *testing.T, src string, f func(b []byte) []byte) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	dst := filepath.Join(t.TempDir(), "bad-"+filepath.Base(src))
+	require.NoError(t, os.WriteFile(dst, f(b), 0o644))
+	return dst
+}
+
+// readAll reads the whole guest disk, returning the first error.
+func readAll(d vdisk.Disk) error {
+	_, err := io.Copy(io.Discard, io.NewSectionReader(d, 0, d.Size()))
+	return err
+}
+
+func TestCorrupt(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	qcow := disktest.Convert(t, raw, "qcow2")
+	vmdk := disktest.Convert(t, raw, "vmdk", "-o", "subformat=monolithicSparse")
+	stream := disktest.Convert(t, raw, "vmdk", "-o", "subformat=streamOptimized")
+	vhd := disktest.Convert(t, raw, "vpc", "-o", "subformat=dynamic")
+	vhdx := disktest.Convert(t, raw, "vhdx")
+	be, le := binary.BigEndian, binary.LittleEndian
+	l1 := func(b []byte) int64 { return int64(be.Uint64(b[40:])) }
+	gd := func(b []byte) int64 { return int64(le.Uint64(b[56:])) * 512 }
+
+	tests := []struct {
+		name    string
+		src     string
+		damage  func(b []byte) []byte
+		atOpen  bool  // the error shows at Open, not at a read
+		wantErr error // default ErrCorrupt
+	}{
+		{"qcow2 truncated header", qcow, func(b []byte) []byte { return b[:40] }, true, nil},
+		{"qcow2 truncated data", qcow, func(b []byte) []byte { return b[:len(b)/2] }, true, nil},
+		{"qcow2 L1 points at itself", qcow, func(b []byte) []byte {
+			be.PutUint64(b[l1(b):], uint64(l1(b))|1<<63)
+			return b
+		}, true, nil},
+		{"qcow2 L1 past EOF", qcow, func(b []byte) []byte {
+			be.PutUint64(b[l1(b):], uint64(len(b)+1<<20))
+			return b
+		}, true, nil},
+		{"qcow2 L1 table offset past EOF", qcow, func(b []byte) []byte {
+			be.PutUint64(b[40:], 1<<40)
+			return b
+		}, true, nil},
+		{"qcow2 L1 too small", qcow, func(b []byte) []byte { be.PutUint32(b[36:], 0); return b }, true, nil},
+		{"qcow2 bad cluster bits", qcow, func(b []byte) []byte { be.PutUint32(b[20:], 40); return b }, true, nil},
+		{"qcow2 encrypted", qcow, func(b []byte) []byte { be.PutUint32(b[32:], 1); return b }, true, vdisk.ErrUnsupported},
+		{"vmdk grain table points at the directory", vmdk, func(b []byte) []byte {
+			le.PutUint32(b[gd(b):], uint32(gd(b)/512))
+			return b
+		}, true, nil},
+		{"vmdk grain directory past EOF", vmdk, func(b []byte) []byte {
+			le.PutUint64(b[56:], 1<<30)
+			return b
+		}, true, nil},
+		{"vmdk stream truncated", stream, func(b []byte) []byte { return b[:len(b)/2] }, true, nil},
+		{"vmdk stream footer missing", stream, func(b []byte) []byte {
+			le.PutUint64(b[56:], 0xffffffffffffffff)
+			return b[:len(b)-1024]
+		}, true, nil},
+		{"vmdk stream grain garbage", stream, func(b []byte) []byte {
+			// Zero the compressed payload of every grain after the first.
+			for i := 64 << 10; i < len(b)-4096; i++ {
+				b[i] = 0xAA
+			}
+			return b
+		}, true, nil},
+		{"vhd footer checksum", vhd, func(b []byte) []byte { b[len(b)-512+48]++; b[48]++; return b }, true, nil},
+		{"vhd BAT past EOF", vhd, func(b []byte) []byte {
+			hdr := int64(be.Uint64(b[16:]))
+			bat := be.Uint64(b[hdr+16:])
+			for i := range 8 {
+				be.PutUint32(b[bat+uint64(4*i):], 0x7ffffff0)
+			}
+			return b
+		}, true, nil},
+		{"vhdx headers", vhdx, func(b []byte) []byte { b[64<<10+20]++; b[128<<10+20]++; return b }, true, nil},
+		{"vhdx region tables", vhdx, func(b []byte) []byte { b[192<<10+20]++; b[256<<10+20]++; return b }, true, nil},
+		{"vhdx truncated", vhdx, func(b []byte) []byte { return b[:200<<10] }, true, nil},
+		{"wrong magic qcow2", qcow, func(b []byte) []byte { return append([]byte("QFI\xfb\x00\x00\x00\x09"), make([]byte, 100)...) }, true, vdisk.ErrUnsupported},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := tt.wantErr
+			if want == nil {
+				want = vdisk.ErrCorrupt
+			}
+			d, _, _, err := openFile(t, mutate(t, tt.src, tt.damage), vdisk.Options{})
+			if tt.atOpen {
+				require.ErrorIs(t, err, want)
+				return
+			}
+			require.NoError(t, err)
+			err = readAll(d)
+			require.ErrorIs(t, err, want)
+		})
+	}
+}
+
+// TestVMDKFooter reads a streamOptimized VMDK whose header defers the
+// grain directory to the footer, as streaming writers (VMware's) do.
+func TestVMDKFooter(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	want, size := disktest.FileSHA256(t, raw)
+	stream := disktest.Convert(t, raw, "vmdk", "-o", "subformat=streamOptimized")
+	img := mutate(t, stream, func(b []byte) []byte {
+		// Append a footer marker, the footer (the header with the real
+		// grain directory offset) and the end-of-stream marker, then
+		// point the header at the footer.
+		marker := make([]byte, 512)
+		binary.LittleEndian.PutUint64(marker, 1)
+		binary.LittleEndian.PutUint32(marker[12:], 3)
+		b = append(b, marker...)
+		b = append(b, b[:512]...)
+		b = append(b, make([]byte, 512)...)
+		binary.LittleEndian.PutUint64(b[56:], 0xffffffffffffffff)
+		return b
+	})
+	d, _, _, err := openFile(t, img, vdisk.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, want, disktest.SHA256(t, d, size))
+}
+
+// TestVMDKDescriptor checks that a text descriptor (monolithicFlat) is
+// refused with the extent to open instead, and that the flat extent reads
+// as the raw disk it is.
+func TestVMDKDescriptor(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	want, size := disktest.FileSHA256(t, raw)
+	dir := t.TempDir()
+	desc := filepath.Join(dir, "disk.vmdk")
+	disktest.Run(t, "qemu-img", "convert", "-f", "raw", "-O", "vmdk", "-o", "subformat=monolithicFlat", raw, desc)
+	_, format, _, err := openFile(t, desc, vdisk.Options{})
+	require.ErrorIs(t, err, vdisk.ErrUnsupported)
+	assert.Equal(t, vdisk.VMDK, format)
+	assert.ErrorContains(t, err, "disk-flat.vmdk")
+	d, format, _, err := openFile(t, filepath.Join(dir, "disk-flat.vmdk"), vdisk.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, vdisk.Raw, format)
+	assert.Equal(t, want, disktest.SHA256(t, d, size))
+}
+
+func TestDetect(t *testing.T) {
+	for _, tt := range []struct {
+		head []byte
+		want vdisk.Format
+	}{
+		{[]byte("QFI\xfb\x00\x00\x00\x03"), vdisk.QCOW2},
+		{[]byte("KDMV\x03\x00\x00\x00"), vdisk.VMDK},
+		{[]byte("vhdxfile"), vdisk.VHDX},
+		{[]byte("conectix"), vdisk.VHD},
+		{[]byte("\x00\x00\x00\x00\x00\x00\x00\x00"), vdisk.Raw},
+		{[]byte("ab"), vdisk.Raw},
+	} {
+		b := append(tt.head, make([]byte, 1024)...)
+		assert.Equal(t, tt.want, vdisk.Detect(bytes.NewReader(b), int64(len(b))), "%q", tt.head)
+	}
+}
+
+// TestConcurrentReads reads one image from several goroutines at once: the
+// table and cluster caches are shared (run with -race to check them).
+func TestConcurrentReads(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	want, size := disktest.FileSHA256(t, raw)
+	for _, img := range []string{
+		disktest.Convert(t, raw, "qcow2", "-c", "-o", "cluster_size=4096"),
+		disktest.Convert(t, raw, "vmdk", "-o", "subformat=streamOptimized"),
+	} {
+		d, _, _, err := openFile(t, img, vdisk.Options{})
+		require.NoError(t, err)
+		got := make(chan string, 4)
+		for range 4 {
+			go func() {
+				h := disktest.SHA256(t, d, size)
+				got <- h
+			}()
+		}
+		for range 4 {
+			assert.Equal(t, want, <-got)
+		}
+	}
+}
+
+// failingAt reads "vhdxfile" at offset 0 and fails every other read, as a
+// remote disk whose blocks cannot be fetched would.
+type failingAt struct{ err error }
+
+func (f failingAt) ReadAt(p []byte, off int64) (int, error) {
+	if off == 0 {
+		return copy(p, "vhdxfile"), nil
+	}
+	return 0, f.err
+}
+
+func TestVHDXKeepsReadErrors(t *testing.T) {
+	boom := errors.New("block fetch failed")
+	_, err := vdisk.OpenVHDX(failingAt{boom}, 4<<20, nil)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, boom, "an I/O error is reported as itself")
+	assert.NotErrorIs(t, err, vdisk.ErrCorrupt, "not as a corrupt image")
+}

@@ -1,0 +1,146 @@
+package ebs_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	sdkebs "github.com/aws/aws-sdk-go-v2/service/ebs"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/ebs"
+	"github.com/amilint/amilint/internal/image/ebs/ebstest"
+)
+
+func config(secret string) aws.Config {
+	return aws.Config{
+		Region:      ebstest.Region,
+		Credentials: credentials.NewStaticCredentialsProvider(ebstest.AccessKey, secret, ""),
+		Retryer: func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = 4
+				o.MaxBackoff = 5 * time.Millisecond
+			})
+		},
+	}
+}
+
+func volume() []byte {
+	r := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 12*ebstest.BlockSize+1000)
+	for i := range data {
+		blk := i / ebstest.BlockSize
+		if blk == 2 || blk == 5 || blk == 6 { // never-written blocks
+			continue
+		}
+		data[i] = byte(r.Uint32())
+	}
+	return data
+}
+
+func start(t *testing.T, s *ebstest.Server) *sdkebs.Client {
+	t.Helper()
+	url := s.Start()
+	t.Cleanup(s.Close)
+	return sdkebs.NewFromConfig(config(ebstest.SecretKey), func(o *sdkebs.Options) { o.BaseEndpoint = aws.String(url) })
+}
+
+func TestSnapshotReadsWhatTheVolumeHolds(t *testing.T) {
+	data := volume()
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}}
+	client := start(t, srv)
+	var progress []int64
+	snap, err := ebs.Open(context.Background(), client, "snap-1", ebs.Options{Parallel: 4, CacheBlocks: 4,
+		Progress: func(f, _ int64) { progress = append(progress, f) }})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<30), snap.Size())
+	assert.Equal(t, int64(10*ebstest.BlockSize), snap.Allocated(), "all-zero blocks are not listed")
+	assert.Greater(t, srv.Requests, 3, "listing of 10 blocks in pages of 3 takes 4 calls")
+
+	for _, c := range []struct{ off, n int }{
+		{0, 100}, {ebstest.BlockSize - 10, 20}, {ebstest.BlockSize*2 - 5, ebstest.BlockSize*3 + 10},
+		{0, len(data)}, {len(data) - 10, 10},
+	} {
+		buf := make([]byte, c.n)
+		n, err := snap.ReadAt(buf, int64(c.off))
+		require.NoError(t, err)
+		require.Equal(t, c.n, n)
+		assert.True(t, bytes.Equal(data[c.off:c.off+c.n], buf), "bytes at %d+%d", c.off, c.n)
+	}
+	// Past the data but inside the volume: zeros, nothing fetched.
+	before := srv.Fetched
+	buf := make([]byte, 4096)
+	_, err = snap.ReadAt(buf, 100<<20)
+	require.NoError(t, err)
+	assert.Equal(t, make([]byte, 4096), buf)
+	assert.Equal(t, before, srv.Fetched)
+	assert.Zero(t, srv.BadSigned, "every request carries a valid SigV4 signature")
+	assert.NotEmpty(t, progress)
+	assert.Equal(t, snap.Fetched(), int64(srv.Fetched)*ebstest.BlockSize)
+}
+
+func TestThrottlingIsRetried(t *testing.T) {
+	data := volume()
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}, ThrottleFirst: 2}
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{})
+	require.NoError(t, err)
+	before := srv.Requests
+	buf := make([]byte, 3*ebstest.BlockSize)
+	_, err = snap.ReadAt(buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, data[:len(buf)], buf)
+	// Blocks 0 and 1 are allocated (2 is not): each was throttled twice,
+	// then served, so the retries really happened.
+	assert.Equal(t, 2, srv.Fetched)
+	assert.Equal(t, 2*3, srv.Requests-before)
+}
+
+func TestFailedBlockIsAClearError(t *testing.T) {
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: volume()}}, FailBlocks: map[int]bool{3: true}}
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{})
+	require.NoError(t, err)
+	_, err = snap.ReadAt(make([]byte, 10), 3*ebstest.BlockSize)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "read snapshot snap-1 block 3")
+	assert.Contains(t, err.Error(), "block unavailable")
+	assert.Contains(t, err.Error(), "exceeded maximum number of attempts, 4") // retried, then given up
+}
+
+func TestCorruptBlockIsRejected(t *testing.T) {
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: volume()}}, CorruptBlocks: map[int]bool{0: true}}
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{})
+	require.NoError(t, err)
+	_, err = snap.ReadAt(make([]byte, 10), 0)
+	assert.ErrorIs(t, err, ebs.ErrCorrupt)
+}
+
+func TestBadSignatureIsRefused(t *testing.T) {
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: volume()}}}
+	url := srv.Start()
+	defer srv.Close()
+	client := sdkebs.NewFromConfig(config("wrong-secret"), func(o *sdkebs.Options) { o.BaseEndpoint = aws.String(url) })
+	_, err := ebs.Open(context.Background(), client, "snap-1", ebs.Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "signature does not match")
+	assert.Positive(t, srv.BadSigned)
+}
+
+func TestRootSnapshotOfAMI(t *testing.T) {
+	srv := &ebstest.Server{Images: map[string]ebstest.Image{"ami-0abc": {RootDevice: "/dev/sda1", SnapshotID: "snap-9"}}}
+	url := srv.Start()
+	defer srv.Close()
+	client := ec2.NewFromConfig(config(ebstest.SecretKey), func(o *ec2.Options) { o.BaseEndpoint = aws.String(url) })
+	id, err := ebs.RootSnapshot(context.Background(), client, "ami-0abc")
+	require.NoError(t, err)
+	assert.Equal(t, "snap-9", id)
+	_, err = ebs.RootSnapshot(context.Background(), client, "ami-missing")
+	assert.Error(t, err)
+	assert.Zero(t, srv.BadSigned)
+}

@@ -1,0 +1,283 @@
+// Package ebstest is a fake of the EBS direct APIs and of EC2's
+// DescribeImages, served over HTTP on loopback for tests. It checks every
+// request's SigV4 signature against the test credentials, paginates block
+// listings, hands out per-block tokens, and can throttle or fail blocks.
+// It listens on loopback only and never calls AWS.
+package ebstest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// Test credentials the server accepts.
+const (
+	AccessKey = "AKIDAMILINTTEST"
+	SecretKey = "amilint-test-secret-key"
+	Region    = "us-east-1"
+	BlockSize = 512 << 10
+)
+
+// Snapshot is a volume image served as a snapshot: all-zero blocks are not
+// listed, as EBS omits blocks never written.
+type Snapshot struct {
+	Data []byte
+}
+
+// Image is an AMI whose root device is backed by a snapshot.
+type Image struct {
+	RootDevice string
+	SnapshotID string
+}
+
+// Server is the fake. Configure it before the first request.
+type Server struct {
+	Snapshots map[string]Snapshot
+	Images    map[string]Image
+	// PageSize caps blocks per ListSnapshotBlocks page (default 3, to
+	// exercise pagination).
+	PageSize int
+	// ThrottleFirst throttles the first N GetSnapshotBlock calls per block.
+	ThrottleFirst int
+	// FailBlocks always fail with a 500.
+	FailBlocks map[int]bool
+	// CorruptBlocks are served with a wrong checksum.
+	CorruptBlocks map[int]bool
+
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	attempts  map[string]int
+	Requests  int
+	Fetched   int
+	BadSigned int
+}
+
+// Start serves on 127.0.0.1 and returns the base URL. Close stops it.
+func (s *Server) Start() string {
+	if s.PageSize == 0 {
+		s.PageSize = 3
+	}
+	s.attempts = map[string]int{}
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("ebstest: listen on loopback: %v", err))
+	}
+	s.srv.Listener = l
+	s.srv.Start()
+	return s.srv.URL
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+var blockPath = regexp.MustCompile(`^/snapshots/([^/]+)/blocks(?:/(\d+))?$`)
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	s.mu.Lock()
+	s.Requests++
+	s.mu.Unlock()
+	service := "ebs"
+	if r.Method == http.MethodPost && r.URL.Path == "/" {
+		service = "ec2"
+	}
+	if err := verify(r, body, service); err != nil {
+		s.mu.Lock()
+		s.BadSigned++
+		s.mu.Unlock()
+		writeErr(w, http.StatusForbidden, "AccessDeniedException", err.Error())
+		return
+	}
+	if service == "ec2" {
+		s.describeImages(w, body)
+		return
+	}
+	m := blockPath.FindStringSubmatch(r.URL.Path)
+	if m == nil || r.Method != http.MethodGet {
+		writeErr(w, http.StatusNotFound, "ResourceNotFoundException", "no such operation")
+		return
+	}
+	snap, ok := s.Snapshots[m[1]]
+	if !ok {
+		writeErr(w, http.StatusNotFound, "ResourceNotFoundException", "snapshot "+m[1]+" not found")
+		return
+	}
+	if m[2] == "" {
+		s.list(w, r, m[1], snap)
+		return
+	}
+	idx, _ := strconv.Atoi(m[2])
+	s.block(w, r, m[1], snap, idx)
+}
+
+func nonZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func token(id string, idx int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", id, idx)))
+	return "tok-" + hex.EncodeToString(sum[:8])
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, id string, snap Snapshot) {
+	start := 0
+	if t := r.URL.Query().Get("pageToken"); t != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(t, "page-"))
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "ValidationException", "bad page token")
+			return
+		}
+		start = n
+	}
+	limit := s.PageSize
+	if mr, err := strconv.Atoi(r.URL.Query().Get("maxResults")); err == nil && mr < limit {
+		limit = mr
+	}
+	type block struct {
+		BlockIndex int32
+		BlockToken string
+	}
+	var blocks []block
+	nblocks := (len(snap.Data) + BlockSize - 1) / BlockSize
+	i := start
+	for ; i < nblocks && len(blocks) < limit; i++ {
+		end := min((i+1)*BlockSize, len(snap.Data))
+		if nonZero(snap.Data[i*BlockSize : end]) {
+			blocks = append(blocks, block{int32(i), token(id, i)})
+		}
+	}
+	out := map[string]any{
+		"Blocks":     blocks,
+		"BlockSize":  BlockSize,
+		"VolumeSize": (len(snap.Data) + (1 << 30) - 1) >> 30,
+		"ExpiryTime": float64(time.Now().Add(time.Hour).Unix()),
+	}
+	if i < nblocks {
+		out["NextToken"] = fmt.Sprintf("page-%d", i)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
+
+func (s *Server) block(w http.ResponseWriter, r *http.Request, id string, snap Snapshot, idx int) {
+	if r.URL.Query().Get("blockToken") != token(id, idx) {
+		writeErr(w, http.StatusBadRequest, "ValidationException", "bad block token")
+		return
+	}
+	key := fmt.Sprintf("%s/%d", id, idx)
+	s.mu.Lock()
+	s.attempts[key]++
+	n := s.attempts[key]
+	s.mu.Unlock()
+	if n <= s.ThrottleFirst {
+		writeErr(w, http.StatusTooManyRequests, "RequestThrottledException", "rate exceeded")
+		return
+	}
+	if s.FailBlocks[idx] {
+		writeErr(w, http.StatusInternalServerError, "InternalServerException", "block unavailable")
+		return
+	}
+	data := make([]byte, BlockSize)
+	if idx*BlockSize < len(snap.Data) {
+		copy(data, snap.Data[idx*BlockSize:])
+	}
+	sum := sha256.Sum256(data)
+	if s.CorruptBlocks[idx] {
+		sum[0] ^= 0xff
+	}
+	s.mu.Lock()
+	s.Fetched++
+	s.mu.Unlock()
+	w.Header().Set("x-amz-Checksum", base64.StdEncoding.EncodeToString(sum[:]))
+	w.Header().Set("x-amz-Checksum-Algorithm", "SHA256")
+	w.Header().Set("x-amz-Data-Length", strconv.Itoa(BlockSize))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Write(data)
+}
+
+func (s *Server) describeImages(w http.ResponseWriter, body []byte) {
+	q, _ := url.ParseQuery(string(body))
+	if q.Get("Action") != "DescribeImages" {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	id := q.Get("ImageId.1")
+	var items string
+	if im, ok := s.Images[id]; ok {
+		items = fmt.Sprintf(`<item><imageId>%s</imageId><rootDeviceName>%s</rootDeviceName><rootDeviceType>ebs</rootDeviceType>`+
+			`<blockDeviceMapping><item><deviceName>%s</deviceName><ebs><snapshotId>%s</snapshotId><volumeSize>1</volumeSize></ebs></item></blockDeviceMapping></item>`,
+			id, im.RootDevice, im.RootDevice, im.SnapshotID)
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><DescribeImagesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-1</requestId><imagesSet>%s</imagesSet></DescribeImagesResponse>`, items)
+}
+
+func writeErr(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("x-amzn-ErrorType", typ)
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"__type": typ, "message": msg, "Message": msg})
+}
+
+var credRe = regexp.MustCompile(`^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, ?SignedHeaders=([^,]+), ?Signature=([0-9a-f]{64})$`)
+
+// verify recomputes the request's SigV4 signature with the test secret.
+func verify(r *http.Request, body []byte, service string) error {
+	m := credRe.FindStringSubmatch(r.Header.Get("Authorization"))
+	if m == nil {
+		return fmt.Errorf("missing or malformed SigV4 Authorization header")
+	}
+	if m[1] != AccessKey || m[3] != Region || m[4] != service {
+		return fmt.Errorf("credential scope %s/%s/%s not accepted", m[1], m[3], m[4])
+	}
+	t, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
+	if err != nil {
+		return fmt.Errorf("bad X-Amz-Date: %w", err)
+	}
+	req, _ := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), bytes.NewReader(body))
+	for _, h := range strings.Split(m[5], ";") {
+		if h == "host" {
+			continue
+		}
+		req.Header[http.CanonicalHeaderKey(h)] = r.Header.Values(h)
+	}
+	payload := r.Header.Get("X-Amz-Content-Sha256")
+	if payload == "" {
+		sum := sha256.Sum256(body)
+		payload = hex.EncodeToString(sum[:])
+	}
+	creds := aws.Credentials{AccessKeyID: AccessKey, SecretAccessKey: SecretKey}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, payload, service, Region, t); err != nil {
+		return err
+	}
+	want := credRe.FindStringSubmatch(req.Header.Get("Authorization"))
+	if want == nil || want[6] != m[6] {
+		return fmt.Errorf("signature does not match")
+	}
+	return nil
+}

@@ -1,0 +1,305 @@
+// Package ext4 owns a read-only reader of ext2, ext3 and ext4 filesystems
+// held in an io.ReaderAt: a disk image, a partition, a logical volume. It
+// never mounts anything, needs no privileges, never writes, and reads only
+// the blocks a lookup needs (the superblock, one group descriptor per inode
+// table it visits, the inodes and directory blocks on the path).
+//
+// [FS] is a rootfs.Source: it never follows symbolic links itself; the
+// rootfs view above it resolves them with chroot semantics.
+//
+// # What it reads
+//
+// Extent trees (holes and unwritten extents read as zeros) and ext2/3
+// block maps; linear and htree directories (read linearly: htree leaves
+// are ordinary directory blocks); inline data files, directories and
+// symlinks; fast and slow symlinks; 32- and 64-byte group descriptors,
+// flex_bg and meta_bg. When the filesystem needs recovery (an image of a
+// running system), the committed transactions of its internal jbd2 journal
+// are replayed in memory over the blocks read. Checksums are not verified:
+// a checksum mismatch is not a reason to show a different tree than the
+// kernel's fsck would repair to.
+//
+// # Hostile input
+//
+// Images are untrusted. Every offset and length read from the image is
+// checked against the device size before it is used, extent trees are
+// walked with strictly decreasing depth (so they cannot cycle), indirect
+// block maps have a fixed depth, nothing is allocated from a size the image
+// claims without first bounding it by what the image can hold, and every
+// inconsistency is an error wrapping [ErrCorrupt]. Layout-changing features
+// this reader does not implement are refused with [ErrUnsupported].
+package ext4
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/amilint/amilint/internal/image/fs/inodefs"
+)
+
+// ErrCorrupt reports an image whose ext4 structures are inconsistent or
+// point outside the device.
+var ErrCorrupt = errors.New("corrupt ext4 filesystem")
+
+// ErrUnsupported reports an ext4 feature that changes the on-disk layout in
+// a way this reader does not implement.
+var ErrUnsupported = errors.New("unsupported ext4 feature")
+
+const (
+	superblockOffset = 1024
+	magicOffset      = 56
+	magic            = 0xEF53
+	rootIno          = 2
+)
+
+// Incompatible feature flags (s_feature_incompat).
+const (
+	incompatCompression = 0x1
+	incompatFiletype    = 0x2
+	incompatRecover     = 0x4
+	incompatJournalDev  = 0x8
+	incompatMetaBG      = 0x10
+	incompatExtents     = 0x40
+	incompat64Bit       = 0x80
+	incompatMMP         = 0x100
+	incompatFlexBG      = 0x200
+	incompatEAInode     = 0x400
+	incompatDirData     = 0x1000
+	incompatCsumSeed    = 0x2000
+	incompatLargeDir    = 0x4000
+	incompatInlineData  = 0x8000
+	incompatEncrypt     = 0x10000
+	incompatCasefold    = 0x20000
+)
+
+// incompatKnown holds the incompatible features the reader handles: those
+// that do not change what it reads, and those it implements.
+const incompatKnown = incompatFiletype | incompatRecover | incompatMetaBG |
+	incompatExtents | incompat64Bit | incompatMMP | incompatFlexBG |
+	incompatEAInode | incompatCsumSeed | incompatLargeDir |
+	incompatInlineData | incompatEncrypt | incompatCasefold
+
+// FS is a read-only ext2/3/4 filesystem. It implements rootfs.Source
+// (fs.ReadDirFS and fs.ReadLinkFS) and is safe for concurrent use when its
+// io.ReaderAt is. Its Open, ReadDir, ReadFile, Lstat and ReadLink are
+// those of [inodefs.FS], which never follows links.
+type FS struct {
+	*inodes
+
+	r    io.ReaderAt
+	size int64 // device size in bytes
+
+	blockSize      int64
+	blocksCount    uint64
+	firstDataBlock uint64
+	blocksPerGroup uint64
+	inodesPerGroup uint64
+	inodesCount    uint64
+	groups         uint64
+	inodeSize      int64
+	descSize       int64
+	incompat       uint32
+	sparseSuper    bool
+	firstMetaBG    uint64
+
+	// journal maps filesystem blocks to their committed copies in the
+	// journal, when the filesystem needs recovery; nil otherwise.
+	journal map[uint64]journalBlock
+}
+
+// Probe reports whether r holds an ext2/3/4 superblock magic at its place.
+func Probe(r io.ReaderAt) bool {
+	var b [2]byte
+	if _, err := r.ReadAt(b[:], superblockOffset+magicOffset); err != nil {
+		return false
+	}
+	return binary.LittleEndian.Uint16(b[:]) == magic
+}
+
+// Open reads the superblock of the filesystem in r, which holds size bytes,
+// and returns the filesystem. It fails with an error wrapping ErrCorrupt if
+// the superblock is not an ext2/3/4 one or is inconsistent with size, and
+// with ErrUnsupported for layout features it does not implement.
+func Open(r io.ReaderAt, size int64) (*FS, error) {
+	if size < superblockOffset+1024 {
+		return nil, fmt.Errorf("open ext4: device of %d bytes too small: %w", size, ErrCorrupt)
+	}
+	sb := make([]byte, 1024)
+	if _, err := r.ReadAt(sb, superblockOffset); err != nil {
+		return nil, fmt.Errorf("open ext4: read superblock: %w", err)
+	}
+	le := binary.LittleEndian
+	if le.Uint16(sb[magicOffset:]) != magic {
+		return nil, fmt.Errorf("open ext4: bad superblock magic %#x: %w", le.Uint16(sb[magicOffset:]), ErrCorrupt)
+	}
+	f := &FS{r: r, size: size}
+	f.inodes = inodefs.New[*inode](disk{f})
+	logBS := le.Uint32(sb[0x18:])
+	if logBS > 6 { // 1 KiB .. 64 KiB
+		return nil, fmt.Errorf("open ext4: block size 2^(10+%d): %w", logBS, ErrCorrupt)
+	}
+	f.blockSize = 1024 << logBS
+	f.inodesCount = uint64(le.Uint32(sb[0x0:]))
+	f.firstDataBlock = uint64(le.Uint32(sb[0x14:]))
+	f.blocksPerGroup = uint64(le.Uint32(sb[0x20:]))
+	f.inodesPerGroup = uint64(le.Uint32(sb[0x28:]))
+	rev := le.Uint32(sb[0x4C:])
+	f.inodeSize = 128
+	if rev >= 1 {
+		f.inodeSize = int64(le.Uint16(sb[0x58:]))
+		f.incompat = le.Uint32(sb[0x60:])
+		f.sparseSuper = le.Uint32(sb[0x64:])&0x1 != 0
+	}
+	if unknown := f.incompat &^ incompatKnown; unknown != 0 {
+		return nil, fmt.Errorf("open ext4: incompatible features %#x (%s): %w", unknown, incompatNames(unknown), ErrUnsupported)
+	}
+	f.blocksCount = uint64(le.Uint32(sb[0x4:]))
+	f.descSize = 32
+	if f.incompat&incompat64Bit != 0 {
+		f.blocksCount |= uint64(le.Uint32(sb[0x150:])) << 32
+		f.descSize = int64(le.Uint16(sb[0xFE:]))
+		if f.descSize < 64 || f.descSize > 1024 || f.descSize&(f.descSize-1) != 0 {
+			return nil, fmt.Errorf("open ext4: group descriptor size %d: %w", f.descSize, ErrCorrupt)
+		}
+	}
+	f.firstMetaBG = uint64(le.Uint32(sb[0x104:]))
+	switch {
+	case f.inodeSize < 128 || f.inodeSize > f.blockSize || f.inodeSize&(f.inodeSize-1) != 0:
+		return nil, fmt.Errorf("open ext4: inode size %d: %w", f.inodeSize, ErrCorrupt)
+	case f.blocksPerGroup == 0 || f.blocksPerGroup > uint64(f.blockSize)*8*16:
+		// With bigalloc a group spans up to 16x the bitmap's bits.
+		return nil, fmt.Errorf("open ext4: %d blocks per group: %w", f.blocksPerGroup, ErrCorrupt)
+	case f.inodesPerGroup == 0 || f.inodesPerGroup > uint64(f.blockSize)*8:
+		return nil, fmt.Errorf("open ext4: %d inodes per group: %w", f.inodesPerGroup, ErrCorrupt)
+	case f.blocksCount <= f.firstDataBlock || f.firstDataBlock > 1:
+		return nil, fmt.Errorf("open ext4: %d blocks, first data block %d: %w", f.blocksCount, f.firstDataBlock, ErrCorrupt)
+	case f.blocksCount > uint64(size)/uint64(f.blockSize):
+		return nil, fmt.Errorf("open ext4: filesystem of %d blocks of %d bytes exceeds the device's %d bytes (truncated image?): %w",
+			f.blocksCount, f.blockSize, size, ErrCorrupt)
+	}
+	f.groups = (f.blocksCount - f.firstDataBlock + f.blocksPerGroup - 1) / f.blocksPerGroup
+	if f.inodesCount == 0 || f.inodesCount > f.groups*f.inodesPerGroup {
+		return nil, fmt.Errorf("open ext4: %d inodes in %d groups of %d: %w", f.inodesCount, f.groups, f.inodesPerGroup, ErrCorrupt)
+	}
+	if err := f.replayJournal(sb); err != nil {
+		return nil, fmt.Errorf("open ext4: replay journal: %w", err)
+	}
+	// The root must be readable for the filesystem to be of any use; check
+	// it now so a corrupt image fails at Open.
+	root, err := f.inode(rootIno)
+	if err != nil {
+		return nil, fmt.Errorf("open ext4: root directory: %w", err)
+	}
+	if !root.isDir() {
+		return nil, fmt.Errorf("open ext4: root inode is not a directory: %w", ErrCorrupt)
+	}
+	return f, nil
+}
+
+// BlockSize returns the filesystem's block size in bytes.
+func (f *FS) BlockSize() int64 { return f.blockSize }
+
+func incompatNames(bits uint32) string {
+	names := map[uint32]string{
+		incompatCompression: "compression",
+		incompatJournalDev:  "journal_dev",
+		incompatDirData:     "dirdata",
+	}
+	s := ""
+	for b := uint32(1); b != 0; b <<= 1 {
+		if bits&b == 0 {
+			continue
+		}
+		n, ok := names[b]
+		if !ok {
+			n = fmt.Sprintf("%#x", b)
+		}
+		if s != "" {
+			s += ","
+		}
+		s += n
+	}
+	return s
+}
+
+// readAt reads len(p) bytes at off, failing with ErrCorrupt when the range
+// is not inside the device, through the journal's overlay if any.
+func (f *FS) readAt(p []byte, off int64) error {
+	if f.journal != nil {
+		return f.readOverlaid(p, off)
+	}
+	return f.readRaw(p, off)
+}
+
+// readRaw reads len(p) bytes at off from the device.
+func (f *FS) readRaw(p []byte, off int64) error {
+	return inodefs.ReadFull(f.r, f.size, p, off, ErrCorrupt)
+}
+
+// readBlock reads filesystem block blk into a new block-sized buffer.
+func (f *FS) readBlock(blk uint64) ([]byte, error) {
+	if blk >= f.blocksCount {
+		return nil, fmt.Errorf("block %d past the %d-block filesystem: %w", blk, f.blocksCount, ErrCorrupt)
+	}
+	b := make([]byte, f.blockSize)
+	if err := f.readAt(b, int64(blk)*f.blockSize); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// inodeTable returns the first block of group g's inode table.
+func (f *FS) inodeTable(g uint64) (uint64, error) {
+	if g >= f.groups {
+		return 0, fmt.Errorf("group %d of %d: %w", g, f.groups, ErrCorrupt)
+	}
+	perBlock := uint64(f.blockSize / f.descSize)
+	var descBlock uint64
+	mg := g / perBlock
+	if f.incompat&incompatMetaBG != 0 && mg >= f.firstMetaBG {
+		// META_BG: the descriptors of a meta group live in the first
+		// block of its first group, after a backup superblock if any.
+		first := mg * perBlock
+		descBlock = f.firstDataBlock + first*f.blocksPerGroup
+		if f.hasSuper(first) {
+			descBlock++
+		}
+	} else {
+		descBlock = f.firstDataBlock + 1 + mg
+	}
+	if descBlock >= f.blocksCount {
+		return 0, fmt.Errorf("group descriptor block %d: %w", descBlock, ErrCorrupt)
+	}
+	var d [64]byte
+	desc := d[:min(f.descSize, 64)]
+	if err := f.readAt(desc, int64(descBlock)*f.blockSize+int64(g%perBlock)*f.descSize); err != nil {
+		return 0, fmt.Errorf("group descriptor %d: %w", g, err)
+	}
+	le := binary.LittleEndian
+	blk := uint64(le.Uint32(desc[0x8:]))
+	if f.descSize >= 64 {
+		blk |= uint64(le.Uint32(desc[0x28:])) << 32
+	}
+	return blk, nil
+}
+
+// hasSuper reports whether group g holds a superblock backup: every group
+// does without sparse_super; with it only groups 0, 1 and powers of 3, 5
+// and 7 do.
+func (f *FS) hasSuper(g uint64) bool {
+	if g <= 1 || !f.sparseSuper {
+		return true
+	}
+	for _, p := range []uint64{3, 5, 7} {
+		n := p
+		for n < g {
+			n *= p
+		}
+		if n == g {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,548 @@
+// Package tarfs owns tarball image roots: it indexes a .tar, .tar.gz or
+// .tar.zst (docker export style or plain) in one pass and serves it as a
+// rootfs.Source. Names are cleaned and clamped at the root, so no entry can
+// land outside it; symbolic links are kept as links and hard links share
+// their target's content; whiteouts are ignored; a later entry for the same
+// name replaces an earlier one, as extraction would. Contents of an
+// uncompressed tarball are re-read from their offsets; a compressed one's
+// small files are kept in memory (up to a cap) and larger ones are streamed
+// again from the tarball when opened. A tarball that can be read only once
+// (standard input) is indexed by OpenStream, which keeps the contents of
+// configuration files and the metadata of everything else. It never writes
+// anything.
+package tarfs
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+// ErrCorrupt reports a tarball that cannot be read to its end.
+var ErrCorrupt = errors.New("corrupt tarball")
+
+// ErrTooLarge reports a compressed tarball whose small files' contents
+// exceed Options.MaxMemory, or one with more than Options.MaxEntries
+// entries.
+var ErrTooLarge = errors.New("tarball too large to hold in memory")
+
+// ErrNotKept reports opening a file of a tarball read from a stream whose
+// content was not kept (see OpenStream); its metadata is there.
+var ErrNotKept = errors.New("content not kept: the tarball was read once from a stream")
+
+// Defaults for Options.
+const (
+	DefaultMaxMemory  = 1 << 30
+	DefaultMaxHeld    = 64 << 10
+	DefaultMaxEntries = 4 << 20
+)
+
+// Options bound what Open keeps.
+type Options struct {
+	// MaxMemory caps the bytes of file content held in memory for a
+	// compressed tarball (0 means DefaultMaxMemory). An uncompressed
+	// tarball's contents are re-read from it and do not count.
+	MaxMemory int64
+	// MaxHeld is the size up to which a compressed tarball's files are
+	// held in memory (0 means DefaultMaxHeld); larger files are streamed
+	// again from the tarball when opened, which costs a decompression of
+	// everything before them.
+	MaxHeld int64
+	// MaxEntries caps the number of entries indexed (0 means
+	// DefaultMaxEntries).
+	MaxEntries int
+}
+
+// Compression names how a tarball is compressed.
+type Compression string
+
+// The compressions Detect recognises.
+const (
+	Plain Compression = "tar"
+	Gzip  Compression = "gzip"
+	Zstd  Compression = "zstd"
+	Xz    Compression = "xz"
+	Bzip2 Compression = "bzip2"
+)
+
+// Detect names r's compression by its magic bytes, and reports whether r
+// looks like a tarball at all (a compressed stream is assumed to hold one;
+// a plain tar needs the ustar magic or a valid header checksum).
+func Detect(r io.ReaderAt) (Compression, bool) {
+	var b [512]byte
+	n, _ := r.ReadAt(b[:], 0)
+	return DetectHead(b[:n])
+}
+
+// DetectHead is Detect over the first bytes of a tarball (up to 512 of
+// them), for a stream that can only be peeked at.
+func DetectHead(head []byte) (Compression, bool) {
+	var b [512]byte
+	n := copy(b[:], head)
+	switch {
+	case n >= 2 && b[0] == 0x1f && b[1] == 0x8b:
+		return Gzip, true
+	case n >= 4 && string(b[:4]) == "\x28\xb5\x2f\xfd":
+		return Zstd, true
+	case n >= 6 && string(b[:6]) == "\xfd7zXZ\x00":
+		return Xz, true
+	case n >= 3 && string(b[:3]) == "BZh":
+		return Bzip2, true
+	case n == 512 && (string(b[257:262]) == "ustar" || headerChecksumOK(b[:])):
+		return Plain, true
+	}
+	return "", false
+}
+
+// headerChecksumOK checks a v7 tar header's checksum (for tarballs without
+// the ustar magic).
+func headerChecksumOK(b []byte) bool {
+	var want int64
+	field := strings.TrimRight(strings.TrimSpace(string(bytes.TrimRight(b[148:156], "\x00 "))), "\x00")
+	if field == "" {
+		return false
+	}
+	if _, err := fmt.Sscanf(field, "%o", &want); err != nil {
+		return false
+	}
+	var sum int64
+	for i, c := range b {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		sum += int64(c)
+	}
+	return sum == want && b[0] != 0
+}
+
+// FS is an indexed tarball. It is safe for concurrent use.
+type FS struct {
+	root *node
+	ra   io.ReaderAt       // the tarball, for contents of an uncompressed one
+	sec  *io.SectionReader // the tarball, to stream a compressed one again
+	comp Compression       // how sec is compressed
+}
+
+type node struct {
+	name     string
+	mode     fs.FileMode
+	size     int64
+	mtime    time.Time
+	link     string // symbolic link target
+	data     []byte // content held in memory
+	off      int64  // content offset in an uncompressed tarball; -1 otherwise
+	entry    int    // ordinal of the entry holding the content, to stream it again
+	notKept  bool   // read from a stream that did not keep the content
+	children map[string]*node
+}
+
+// Open indexes the tarball r of size bytes.
+func Open(r io.ReaderAt, size int64, opt Options) (*FS, error) {
+	if opt.MaxMemory <= 0 {
+		opt.MaxMemory = DefaultMaxMemory
+	}
+	if opt.MaxEntries <= 0 {
+		opt.MaxEntries = DefaultMaxEntries
+	}
+	if opt.MaxHeld <= 0 {
+		opt.MaxHeld = DefaultMaxHeld
+	}
+	comp, ok := Detect(r)
+	if !ok {
+		return nil, fmt.Errorf("open tarball: %w: no tar header", ErrCorrupt)
+	}
+	sec := io.NewSectionReader(r, 0, size)
+	t := &FS{root: &node{mode: fs.ModeDir | 0o755, children: map[string]*node{}}, sec: sec, comp: comp}
+	var stream io.Reader
+	if comp == Plain {
+		t.ra = r
+		stream = sec
+	} else {
+		zr, err := t.decompress()
+		if err != nil {
+			return nil, fmt.Errorf("open tarball: %w", err)
+		}
+		defer zr.Close()
+		stream = zr
+	}
+	if err := t.index(stream, sec, comp == Plain, nil, opt); err != nil {
+		return nil, fmt.Errorf("open tarball: %w", err)
+	}
+	return t, nil
+}
+
+// decompress starts decompressing the tarball from its beginning.
+func (t *FS) decompress() (io.ReadCloser, error) {
+	return decompressor(bufio.NewReader(io.NewSectionReader(t.sec, 0, t.sec.Size())), t.comp)
+}
+
+// decompressor decompresses r, a gzip or zstd stream; it is the one
+// reader of both a tarball given as a file and one read from a stream.
+func decompressor(r io.Reader, comp Compression) (io.ReadCloser, error) {
+	switch comp {
+	case Gzip:
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w: %w", ErrCorrupt, err)
+		}
+		return zr, nil
+	case Zstd:
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
+		}
+		return zr.IOReadCloser(), nil
+	}
+	return nil, fmt.Errorf("%s compression is not supported: decompress the tarball first", comp)
+}
+
+// stream reads the tarball again up to entry and returns its content.
+func (t *FS) stream(entry int, size int64) (io.Reader, io.Closer, error) {
+	zr, err := t.decompress()
+	if err != nil {
+		return nil, nil, err
+	}
+	tr := tar.NewReader(zr)
+	for i := 0; i <= entry; i++ {
+		if _, err := tr.Next(); err != nil {
+			zr.Close()
+			return nil, nil, fmt.Errorf("%w: entry %d on a second reading: %w", ErrCorrupt, entry+1, err)
+		}
+	}
+	return io.LimitReader(tr, size), zr, nil
+}
+
+// index reads every header once. For a plain tarball sec is also the
+// stream, and its position after each header is the content's offset.
+// keep is set for a tarball read once from a stream: it says which
+// files' contents to hold, the others are kept as metadata only.
+func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, keep func(name string, size int64, mode fs.FileMode) bool, opt Options) error {
+	tr := tar.NewReader(stream)
+	var held int64
+	entries := 0
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: entry %d: %w", ErrCorrupt, entries+1, err)
+		}
+		entries++
+		if entries > opt.MaxEntries {
+			return fmt.Errorf("%w: more than %d entries", ErrTooLarge, opt.MaxEntries)
+		}
+		name := clean(hdr.Name)
+		if name == "." && hdr.Typeflag != tar.TypeDir {
+			continue // only a directory can be the root
+		}
+		base := path.Base(name)
+		if strings.HasPrefix(base, ".wh.") {
+			continue // an overlay whiteout, meaningless in a flat export
+		}
+		n := &node{name: base, mode: hdr.FileInfo().Mode(), size: hdr.Size, mtime: hdr.ModTime}
+		switch hdr.Typeflag {
+		case tar.TypeReg, '\x00' /* pre-POSIX regular file (TypeRegA) */, tar.TypeGNUSparse:
+			sparse := hdr.Typeflag == tar.TypeGNUSparse
+			for k := range hdr.PAXRecords {
+				sparse = sparse || strings.HasPrefix(k, "GNU.sparse.")
+			}
+			if plain && !sparse {
+				pos, err := sec.Seek(0, io.SeekCurrent)
+				if err != nil {
+					return err
+				}
+				n.off = pos
+				place(t, name, n)
+				continue
+			}
+			n.off, n.entry = -1, entries-1
+			if keep != nil && !keep(name, hdr.Size, n.mode) {
+				n.entry, n.notKept = -1, true
+				place(t, name, n) // tar.Reader skips the content
+				continue
+			}
+			if keep == nil && hdr.Size > opt.MaxHeld {
+				place(t, name, n) // streamed again when opened
+				continue
+			}
+			if held+hdr.Size > opt.MaxMemory || hdr.Size < 0 {
+				hint := "decompress the tarball: a plain tar is read in place"
+				if keep != nil {
+					hint = "give the tarball as a file: it is then read in place"
+				}
+				return fmt.Errorf("%w: file contents exceed %d bytes at %s (%s)", ErrTooLarge, opt.MaxMemory, name, hint)
+			}
+			// Read at most the declared size; a short read is corruption.
+			buf := make([]byte, hdr.Size)
+			if _, err := io.ReadFull(tr, buf); err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err)
+			}
+			held += hdr.Size
+			n.data = buf
+		case tar.TypeDir:
+			n.size = 0
+		case tar.TypeSymlink:
+			n.link = hdr.Linkname
+			n.size = int64(len(hdr.Linkname))
+		case tar.TypeLink:
+			target, err := t.lookup(clean(hdr.Linkname))
+			if err != nil || target.mode.IsDir() {
+				return fmt.Errorf("%w: hard link %s to %s, which is not an earlier file", ErrCorrupt, name, hdr.Linkname)
+			}
+			c := *target
+			c.name = base
+			n = &c
+		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			n.size = 0
+		default:
+			continue // global headers, unknown types: nothing to extract
+		}
+		if name == "." {
+			if n.mode.IsDir() {
+				t.root.mode, t.root.mtime = n.mode, n.mtime
+			}
+			continue
+		}
+		place(t, name, n)
+	}
+}
+
+// place puts n at name, creating missing parents as directories and
+// replacing what was there, as extraction would.
+func place(t *FS, name string, n *node) {
+	dir := t.root
+	parts := strings.Split(name, "/")
+	for _, c := range parts[:len(parts)-1] {
+		child := dir.children[c]
+		if child == nil || !child.mode.IsDir() {
+			child = &node{name: c, mode: fs.ModeDir | 0o755, children: map[string]*node{}}
+			dir.children[c] = child
+		}
+		dir = child
+	}
+	last := parts[len(parts)-1]
+	if old := dir.children[last]; old != nil && old.mode.IsDir() && n.mode.IsDir() {
+		// A directory entry again: new metadata, same contents.
+		old.mode, old.mtime = n.mode, n.mtime
+		return
+	}
+	if n.mode.IsDir() && n.children == nil {
+		n.children = map[string]*node{}
+	}
+	dir.children[last] = n
+}
+
+// clean turns a member name into an fs.ValidPath name: leading "/" and
+// "./" dropped, ".." clamped at the root, trailing "/" removed.
+func clean(name string) string {
+	p := path.Clean("/" + name)
+	if p == "/" {
+		return "."
+	}
+	return p[1:]
+}
+
+func (t *FS) lookup(name string) (*node, error) {
+	if !fs.ValidPath(name) {
+		return nil, fs.ErrInvalid
+	}
+	n := t.root
+	if name == "." {
+		return n, nil
+	}
+	for _, c := range strings.Split(name, "/") {
+		if !n.mode.IsDir() {
+			return nil, fs.ErrNotExist
+		}
+		next := n.children[c]
+		if next == nil {
+			return nil, fs.ErrNotExist
+		}
+		n = next
+	}
+	return n, nil
+}
+
+func (t *FS) get(op, name string) (*node, error) {
+	n, err := t.lookup(name)
+	if err != nil {
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return n, nil
+}
+
+// Lstat describes name without following it.
+func (t *FS) Lstat(name string) (fs.FileInfo, error) {
+	n, err := t.get("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	return n.info(name), nil
+}
+
+// ReadLink returns a symbolic link's target as stored.
+func (t *FS) ReadLink(name string) (string, error) {
+	n, err := t.get("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	if n.mode&fs.ModeSymlink == 0 {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	return n.link, nil
+}
+
+// ReadDir lists a directory sorted by name.
+func (t *FS) ReadDir(name string) ([]fs.DirEntry, error) {
+	n, err := t.get("readdir", name)
+	if err != nil {
+		return nil, err
+	}
+	if !n.mode.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
+	}
+	return n.entries(), nil
+}
+
+func (n *node) entries() []fs.DirEntry {
+	out := make([]fs.DirEntry, 0, len(n.children))
+	for _, c := range n.children {
+		out = append(out, fs.FileInfoToDirEntry(c.info(c.name)))
+	}
+	slices.SortFunc(out, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
+
+// ReadFile reads a regular file.
+func (t *FS) ReadFile(name string) ([]byte, error) {
+	f, err := t.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("is a directory")}
+	}
+	// A compressed tarball may declare a file of any size; never allocate
+	// more than rootfs would read of it.
+	if st.Size() > rootfs.MaxReadFile {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%d bytes, over %d: %w", st.Size(), rootfs.MaxReadFile, rootfs.ErrTooLarge)}
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+	}
+	return b, nil
+}
+
+// Open opens a file or directory (never a link: the view resolves those).
+func (t *FS) Open(name string) (fs.File, error) {
+	n, err := t.get("open", name)
+	if err != nil {
+		return nil, err
+	}
+	f := &file{n: n, name: name}
+	switch {
+	case n.mode.IsDir():
+		f.dir = n.entries()
+	case n.mode.IsRegular() && n.notKept:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrNotKept}
+	case n.mode.IsRegular() && n.data != nil:
+		f.r = bytes.NewReader(n.data)
+	case n.mode.IsRegular() && n.off >= 0:
+		f.r = io.NewSectionReader(t.ra, n.off, n.size)
+	case n.mode.IsRegular():
+		r, c, err := t.stream(n.entry, n.size)
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		}
+		f.r, f.c = r, c
+	default:
+		f.r = bytes.NewReader(nil)
+	}
+	return f, nil
+}
+
+type info struct {
+	n    *node
+	name string
+}
+
+func (n *node) info(name string) fs.FileInfo { return info{n, path.Base(name)} }
+
+func (i info) Name() string       { return i.name }
+func (i info) Size() int64        { return i.n.size }
+func (i info) Mode() fs.FileMode  { return i.n.mode }
+func (i info) ModTime() time.Time { return i.n.mtime }
+func (i info) IsDir() bool        { return i.n.mode.IsDir() }
+func (i info) Sys() any           { return nil }
+
+type file struct {
+	n    *node
+	name string
+	r    io.Reader
+	c    io.Closer // the decompressor of a streamed file
+	read int64
+	dir  []fs.DirEntry
+}
+
+func (f *file) Stat() (fs.FileInfo, error) { return f.n.info(f.name), nil }
+
+func (f *file) Close() error {
+	if f.c != nil {
+		return f.c.Close()
+	}
+	return nil
+}
+
+func (f *file) Read(p []byte) (int, error) {
+	if f.r == nil {
+		return 0, &fs.PathError{Op: "read", Path: f.name, Err: errors.New("is a directory")}
+	}
+	n, err := f.r.Read(p)
+	if err == io.EOF && f.c != nil && f.read+int64(n) < f.n.size {
+		err = fmt.Errorf("%w: %s: content ends early", ErrCorrupt, f.name)
+	}
+	f.read += int64(n)
+	if err != nil && err != io.EOF {
+		return n, &fs.PathError{Op: "read", Path: f.name, Err: err}
+	}
+	return n, err
+}
+
+// ReadDir lists a directory in chunks, as fs.ReadDirFile says.
+func (f *file) ReadDir(count int) ([]fs.DirEntry, error) {
+	if !f.n.mode.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: errors.New("not a directory")}
+	}
+	if count <= 0 {
+		out := f.dir
+		f.dir = nil
+		return out, nil
+	}
+	if len(f.dir) == 0 {
+		return nil, io.EOF
+	}
+	count = min(count, len(f.dir))
+	out := f.dir[:count]
+	f.dir = f.dir[count:]
+	return out, nil
+}

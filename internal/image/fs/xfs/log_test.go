@@ -1,0 +1,368 @@
+package xfs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/fs/inodefs"
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+// logprint runs xfs_logprint on img: the tail, head and state that
+// xfsprogs's own copy of the kernel's log code (libxlog's xlog_find_tail)
+// finds, an oracle independent of this reader.
+func logprint(t *testing.T, img string) (tail, head int64, clean bool) {
+	t.Helper()
+	out, err := exec.Command("xfs_logprint", "-t", img).CombinedOutput()
+	require.NoError(t, err, "xfs_logprint: %.2000s", out)
+	m := regexp.MustCompile(`log tail: (\d+) head: (\d+) state: <(CLEAN|DIRTY)>`).FindSubmatch(out)
+	require.NotNil(t, m, "xfs_logprint: %.2000s", out)
+	tail, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	head, _ = strconv.ParseInt(string(m[2]), 10, 64)
+	return tail, head, string(m[3]) == "CLEAN"
+}
+
+// requireXFSMount skips the test only where the kernel cannot mount XFS
+// (or loop devices cannot be set up without root); CI and development
+// machines can, so there it runs.
+func requireXFSMount(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("loop-mounting an XFS image needs root")
+	}
+	has := func() bool {
+		b, err := os.ReadFile("/proc/filesystems")
+		return err == nil && regexp.MustCompile(`(?m)\sxfs$`).Match(b)
+	}
+	if !has() {
+		_ = exec.Command("modprobe", "xfs").Run()
+		if !has() {
+			t.Skip("this kernel cannot mount XFS (no xfs in /proc/filesystems, modprobe xfs failed)")
+		}
+	}
+}
+
+// mounted loop-mounts img, runs the shell script sh in the mount point
+// (as $M), and unmounts it.
+func mounted(t *testing.T, img, sh string) {
+	t.Helper()
+	mnt := filepath.Join(t.TempDir(), "mnt")
+	require.NoError(t, os.Mkdir(mnt, 0o755))
+	out, err := exec.Command("timeout", "60", "mount", "-o", "loop", img, mnt).CombinedOutput()
+	require.NoError(t, err, "mount -o loop: %s", out)
+	defer func() {
+		out, err := exec.Command("timeout", "60", "umount", mnt).CombinedOutput()
+		require.NoError(t, err, "umount: %s", out)
+	}()
+	cmd := exec.Command("timeout", "120", "sh", "-ec", sh)
+	cmd.Env = append(os.Environ(), "M="+mnt)
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s: %s", sh, out)
+}
+
+// churn is an xfs_io command line that commits a transaction (a file
+// grows) and forces the log n times: with a 256 KiB log stripe unit each
+// force pads its record, so about a thousand wrap a 64 MiB log.
+func churn(n int) string {
+	var b strings.Builder
+	b.WriteString(`xfs_io -f`)
+	for i := range n {
+		fmt.Fprintf(&b, ` -c "pwrite -q %d 1" -c fsync`, (i+1)*4096)
+	}
+	b.WriteString(` "$M/churn"`)
+	return b.String()
+}
+
+// TestLogRealImages checks the log state found in images the kernel and
+// mkfs.xfs wrote against xfs_logprint's, and what a dirty log hides.
+func TestLogRealImages(t *testing.T) {
+	src := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "etc/systemd/system/multi-user.target.wants"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "etc/os-release"), []byte("ID=amzn\n"), 0o644))
+	const late = `mkdir -p "$M/etc/late" && echo disabled > "$M/etc/late/unit.conf"`
+	tests := []struct {
+		name    string
+		mkfs    []string
+		mount   bool
+		sh      string // run in the mounted filesystem
+		clean   bool
+		wrapped bool // the head's cycle is past the first
+		lateVis bool // etc/late/unit.conf is in the tree read
+	}{
+		{name: "mkfs", clean: true},
+		{name: "mkfs, 256k log stripe unit", mkfs: []string{"-l", "su=256k"}, clean: true},
+		{name: "mounted and unmounted", mount: true, sh: late, clean: true, lateVis: true},
+		// sync forces the log (XFS writes no metadata back for it), then
+		// the shutdown stops all writes: the file is in the log only, as
+		// in a snapshot of a running system.
+		{name: "shut down", mount: true, sh: late + ` && sync && xfs_io -x -c "shutdown -f" "$M"`},
+		{name: "unmounted after the log wrapped", mkfs: []string{"-l", "su=256k"}, mount: true,
+			sh: churn(1300) + ` && ` + late, clean: true, wrapped: true, lateVis: true},
+		{name: "shut down after the log wrapped", mkfs: []string{"-l", "su=256k"}, mount: true,
+			sh: churn(1300) + ` && ` + late + ` && sync && xfs_io -x -c "shutdown -f" "$M"`, wrapped: true},
+		// The file never reached the log: lost, even to recovery.
+		{name: "shut down, last change not in the log", mount: true,
+			sh: churn(3) + ` && ` + late + ` && xfs_io -x -c "shutdown -f" "$M"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.mount {
+				requireXFSMount(t)
+			}
+			img := mkfs(t, src, "300M", tc.mkfs...)
+			if tc.mount {
+				mounted(t, img, tc.sh)
+			}
+			tail, head, clean := logprint(t, img)
+			require.Equal(t, tc.clean, clean, "xfs_logprint's state")
+			f := openImage(t, img)
+			st, err := f.Log()
+			require.NoError(t, err)
+			assert.Equal(t, tc.clean, st.Clean)
+			assert.Equal(t, head, st.Head, "head")
+			assert.Equal(t, tail, st.Tail, "tail")
+			t.Logf("%+v", st)
+			if tc.wrapped {
+				assert.Greater(t, st.Cycle, uint32(1), "cycle")
+			}
+			if tc.clean {
+				assert.Empty(t, f.Warnings())
+			} else {
+				require.Len(t, f.Warnings(), 1)
+				assert.Contains(t, f.Warnings()[0], "the log is dirty")
+			}
+			_, err = rootfs.New(f).ReadFile("etc/late/unit.conf")
+			if tc.lateVis {
+				assert.NoError(t, err)
+			} else {
+				// What the warning is for: the file the kernel would show
+				// after recovery is not in the tree as last written back.
+				assert.Error(t, err, "the file written before the shutdown is only in the log")
+			}
+		})
+	}
+}
+
+// TestExternalLog checks that a superblock naming no internal log is
+// opened, with the log refused as external and a warning.
+func TestExternalLog(t *testing.T) {
+	r := newCompactReader(compact(t, mkfs(t, tree(t), "300M")))
+	r.Patch(0x30, make([]byte, 8)) // sb_logstart = 0
+	f, err := Open(r, compactSize)
+	require.NoError(t, err)
+	_, err = f.Log()
+	require.ErrorIs(t, err, ErrExternalLog)
+	require.Len(t, f.Warnings(), 1)
+	assert.Contains(t, f.Warnings()[0], "external")
+	_, err = inodefs.Lookup(f.inodes, "test", "etc/os-release")
+	assert.NoError(t, err, "the tree is still read")
+}
+
+// synthLog builds a log to the on-disk format, for the layouts real
+// images are slow to reach (wrapped records, torn writes, hostile fields).
+type synthLog struct {
+	b    []byte
+	uuid [16]byte
+}
+
+func newSynthLog(bbs int) *synthLog {
+	s := &synthLog{b: make([]byte, bbs*bbSize)}
+	copy(s.uuid[:], "synthetic-uuid!!")
+	return s
+}
+
+func (s *synthLog) bbs() int { return len(s.b) / bbSize }
+
+// stamp writes cycle into the first word of n blocks from bb on.
+func (s *synthLog) stamp(bb, n int, cycle uint32) {
+	for i := range n {
+		binary.BigEndian.PutUint32(s.b[((bb+i)%s.bbs())*bbSize:], cycle)
+	}
+}
+
+// record writes a record of data blocks at bb (wrapping around the end,
+// the wrapped part stamped cycle+1 as xlog_sync does) and returns the
+// block after it. An unmount record has one op, XLOG_UNMOUNT_TRANS.
+func (s *synthLog) record(bb int, cycle uint32, data int, tail uint32, unmount bool) int {
+	h := s.b[bb*bbSize : (bb+1)*bbSize]
+	clear(h)
+	be := binary.BigEndian
+	be.PutUint32(h[0:], logHeaderMagic)
+	be.PutUint32(h[4:], cycle)
+	be.PutUint32(h[8:], logVersion2)
+	be.PutUint32(h[0xC:], uint32(data*bbSize))
+	be.PutUint64(h[0x10:], uint64(cycle)<<32|uint64(bb))
+	be.PutUint64(h[0x18:], uint64(cycle)<<32|uint64(tail))
+	ops := uint32(3)
+	if unmount {
+		ops = 1
+	}
+	be.PutUint32(h[0x28:], ops)
+	copy(h[0x130:], s.uuid[:])
+	be.PutUint32(h[0x140:], logCycleSize)
+	for i := 1; i <= data; i++ {
+		at := bb + i
+		c := cycle
+		if at >= s.bbs() {
+			at -= s.bbs()
+			c++
+		}
+		d := s.b[at*bbSize : (at+1)*bbSize]
+		clear(d)
+		be.PutUint32(d, c)
+		if i == 1 && unmount {
+			d[9] = logUnmountTrans
+		}
+	}
+	return (bb + 1 + data) % s.bbs()
+}
+
+func (s *synthLog) dev() *logDev {
+	return &logDev{r: bytes.NewReader(s.b), devSize: int64(len(s.b)), bbs: int64(s.bbs()), uuid: s.uuid}
+}
+
+// TestLogSynthetic checks head finding and the unmount check on logs laid
+// out to the format, against the head and state worked out by hand from
+// xlog_find_head and xlog_check_unmount_rec.
+func TestLogSynthetic(t *testing.T) {
+	const n = 10000 // more blocks than the 4096-block verify window
+	// fill writes cycle-1 records of 7 data blocks from bb up to end.
+	fill := func(s *synthLog, bb, end int, cycle uint32) int {
+		for ; bb+8 <= end; bb += 8 {
+			s.record(bb, cycle, 7, 0, false)
+		}
+		return bb
+	}
+	tests := []struct {
+		name  string
+		build func(s *synthLog)
+		want  LogState
+		err   error
+	}{
+		{name: "never written", build: func(*synthLog) {}, want: LogState{Clean: true}},
+		{name: "first cycle, unmount record last", build: func(s *synthLog) {
+			bb := fill(s, 0, 3000, 1)
+			s.record(bb, 1, 1, 0, true)
+		}, want: LogState{Clean: true, Head: 3002, Tail: 3002, Cycle: 1}},
+		{name: "first cycle, transaction last", build: func(s *synthLog) {
+			bb := s.record(0, 1, 1, 0, true)
+			fill(s, bb, 3000, 1)
+		}, want: LogState{Head: 2994, Tail: 0, Cycle: 1}},
+		{name: "second cycle, unmount record last", build: func(s *synthLog) {
+			fill(s, 0, n, 1)
+			bb := fill(s, 0, 5000, 2)
+			s.record(bb, 2, 1, uint32(bb), true)
+		}, want: LogState{Clean: true, Head: 5002, Tail: 5002, Cycle: 2}},
+		{name: "second cycle, transaction last", build: func(s *synthLog) {
+			fill(s, 0, n, 1)
+			fill(s, 0, 5000, 2)
+		}, want: LogState{Head: 5000, Tail: 0, Cycle: 2}},
+		{name: "head near the start, verify window wraps", build: func(s *synthLog) {
+			fill(s, 0, n, 1)
+			bb := fill(s, 0, 100, 2)
+			s.record(bb, 2, 1, uint32(bb), true)
+		}, want: LogState{Clean: true, Head: 98, Tail: 98, Cycle: 2}},
+		{name: "unmount record wrapping the end", build: func(s *synthLog) {
+			bb := fill(s, 0, n-5, 1)
+			s.stamp(bb, n-bb, 1)
+			s.record(n-2, 1, 4, n-2, true)
+		}, want: LogState{Clean: true, Head: 3, Tail: 3, Cycle: 1}},
+		{name: "whole log one cycle", build: func(s *synthLog) {
+			bb := fill(s, 0, n-2, 1)
+			s.record(bb, 1, n-bb-1, 0, false)
+		}, want: LogState{Head: 0, Tail: 0, Cycle: 1}},
+		{name: "torn record after an unmount record", build: func(s *synthLog) {
+			bb := fill(s, 0, 3000, 1)
+			bb = s.record(bb, 1, 1, 0, true)
+			s.record(bb, 1, 8, 0, false)
+			s.stamp(bb+4, 5, 0) // only 3 of its 8 data blocks reached the disk
+		}, want: LogState{Clean: true, Head: 3002, Tail: 3002, Cycle: 1}},
+		{name: "hole of an out-of-order write", build: func(s *synthLog) {
+			bb := fill(s, 0, 3000, 1)
+			s.record(bb, 1, 1, 0, true)
+			s.stamp(bb-16, 8, 0) // an earlier record never written
+			s.stamp(bb-8, 8, 0)
+		}, want: LogState{Head: 2984, Tail: 0, Cycle: 1}},
+		{name: "no record header", build: func(s *synthLog) { s.stamp(0, 3000, 1) }, err: ErrCorrupt},
+		{name: "header of another filesystem", build: func(s *synthLog) {
+			bb := fill(s, 0, 3000, 1)
+			s.record(bb, 1, 1, 0, true)
+			copy(s.b[bb*bbSize+0x130:], "another-uuid!!!!")
+		}, err: ErrCorrupt},
+		{name: "record longer than a log buffer", build: func(s *synthLog) {
+			bb := fill(s, 0, 3000, 1)
+			s.record(bb, 1, 1, 0, true)
+			binary.BigEndian.PutUint32(s.b[bb*bbSize+0xC:], 1<<30)
+		}, err: ErrCorrupt},
+		{name: "tail outside the log", build: func(s *synthLog) {
+			bb := fill(s, 0, 3000, 1)
+			s.record(bb, 1, 1, n+5, false)
+		}, err: ErrCorrupt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSynthLog(n)
+			tc.build(s)
+			st, err := s.dev().state()
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, st)
+		})
+	}
+}
+
+// TestLogTruncatedDevice checks a log reaching past the end of the device
+// is an error, not a panic.
+func TestLogTruncatedDevice(t *testing.T) {
+	s := newSynthLog(64)
+	s.record(0, 1, 1, 0, true)
+	l := s.dev()
+	l.devSize = 10 * bbSize
+	_, err := l.state()
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// FuzzLog runs the log state finder over arbitrary logs: an error or a
+// state, never a panic or a hang.
+func FuzzLog(f *testing.F) {
+	for _, build := range []func(s *synthLog){
+		func(s *synthLog) { s.record(0, 1, 1, 0, true) },
+		func(s *synthLog) { s.record(s.record(0, 1, 1, 0, true), 1, 5, 0, false) },
+		func(s *synthLog) {
+			for bb := 0; bb+4 <= s.bbs(); bb += 4 {
+				s.record(bb, 1, 3, 0, false)
+			}
+			s.record(0, 2, 3, 0, false)
+			s.record(4, 2, 1, 4, true)
+		},
+		func(s *synthLog) { s.record(s.bbs()-2, 1, 4, 0, true) },
+	} {
+		s := newSynthLog(64)
+		build(s)
+		f.Add(s.b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := &synthLog{b: b}
+		copy(s.uuid[:], "synthetic-uuid!!")
+		l := s.dev()
+		st, err := l.state()
+		if err == nil {
+			require.True(t, st.Head >= 0 && st.Head < max(l.bbs, 1), "head %d of %d", st.Head, l.bbs)
+			require.True(t, st.Tail >= 0 && st.Tail < max(l.bbs, 1), "tail %d of %d", st.Tail, l.bbs)
+		}
+	})
+}

@@ -1,0 +1,369 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/amilint/amilint/internal/image/disk/lvm"
+	"github.com/amilint/amilint/internal/image/disk/partition"
+	"github.com/amilint/amilint/internal/image/disk/vdisk"
+	"github.com/amilint/amilint/internal/image/fs/tarfs"
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+// ErrNoRoot reports a disk image none of whose volumes holds an operating
+// system root (etc/os-release or usr/lib/os-release) amilint can read.
+var ErrNoRoot = errors.New("no root filesystem found")
+
+// filesystem is one filesystem reader that plugs into disk images.
+type filesystem struct {
+	name string
+	// probe reports whether a volume holds this filesystem (its magic).
+	probe func(r io.ReaderAt, size int64) bool
+	// open reads the filesystem; nil while no reader is built in.
+	open func(r io.ReaderAt, size int64) (rootfs.Source, error)
+}
+
+// filesystems is the registry of filesystem readers, an explicit list in
+// probe order. A filesystem recognised but without a reader yields a clear
+// "not supported" error rather than a silent skip.
+func filesystems() []filesystem {
+	return []filesystem{
+		{name: "ext4", probe: magicAt(1080, "\x53\xef"), open: openExt4},
+		{name: "xfs", probe: magicAt(0, "XFSB"), open: openXFS},
+		{name: "btrfs", probe: magicAt(65536+64, "_BHRfS_M")},
+		{name: "squashfs", probe: magicAt(0, "hsqs")},
+		{name: "swap", probe: func(r io.ReaderAt, size int64) bool {
+			return size >= 4096 && (magicAt(4086, "SWAPSPACE2")(r, size) || magicAt(4086, "SWAP-SPACE")(r, size))
+		}},
+		{name: "vfat", probe: magicAt(82, "FAT32   ")},
+		{name: "vfat", probe: magicAt(54, "FAT16   ")},
+		{name: "vfat", probe: magicAt(54, "FAT12   ")},
+	}
+}
+
+func magicAt(off int64, magic string) func(io.ReaderAt, int64) bool {
+	return func(r io.ReaderAt, size int64) bool {
+		if size < off+int64(len(magic)) {
+			return false
+		}
+		b := make([]byte, len(magic))
+		n, _ := r.ReadAt(b, off)
+		return n == len(b) && string(b) == magic
+	}
+}
+
+// volume is a candidate for the image root: a whole disk, a partition or
+// a logical volume.
+type volume struct {
+	desc   string // "partition 2", "LV vg/root in partition 3"
+	number int    // the partition it is in (0: the whole disk)
+	r      io.ReaderAt
+	size   int64
+}
+
+// isBlockDevice reports whether a mode is a block device's (an attached
+// volume read as a raw disk).
+func isBlockDevice(m fs.FileMode) bool {
+	return m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0
+}
+
+// openFile opens a regular file or block device target: a tarball or a
+// disk image.
+func openFile(spec string, opt Options) (*Image, error) {
+	f, err := os.Open(spec)
+	if err != nil {
+		return nil, fmt.Errorf("open target: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open target: %w", err)
+	}
+	size := fi.Size()
+	if isBlockDevice(fi.Mode()) {
+		// A device's size is where seeking to its end lands.
+		if size, err = f.Seek(0, io.SeekEnd); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open target %s: size of device: %w", spec, err)
+		}
+	}
+	counter := vdisk.NewCounter(f)
+	var im *Image
+	if vdisk.Detect(counter, size) == vdisk.Raw {
+		if _, ok := tarfs.Detect(counter); ok {
+			if err := opt.diskOnly(spec, "a tarball"); err != nil {
+				f.Close()
+				return nil, err
+			}
+			src, err := tarfs.Open(counter, size, tarfs.Options{})
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("open target %s: %w", spec, err)
+			}
+			im = &Image{Name: spec, Kind: "tar", FS: rootfs.New(src), Detail: "tarball"}
+		}
+	}
+	if im == nil {
+		im, err = OpenDisk(spec, counter, size, opt)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	im.closer, im.counter = closers{f, im.closer}, counter
+	return im, nil
+}
+
+// OpenDisk opens the disk image r of size bytes (any container format
+// vdisk reads, raw included) and finds its root filesystem: the volume
+// opt.Partition names, or else the first volume whose filesystem holds
+// etc/os-release or usr/lib/os-release. Other target kinds (EBS
+// snapshots) reuse it with their own reader. The returned Image does not
+// close r.
+func OpenDisk(name string, r io.ReaderAt, size int64, opt Options) (*Image, error) {
+	var dopt vdisk.Options
+	var backing io.Closer
+	if opt.Backing != "" {
+		b, f, err := openBacking(opt.Backing)
+		if err != nil {
+			return nil, fmt.Errorf("open target %s: %w", name, err)
+		}
+		dopt.Backing, backing = b, f
+	}
+	im, err := openDisk(name, r, size, opt, dopt)
+	if err != nil {
+		if backing != nil {
+			backing.Close()
+		}
+		return nil, err
+	}
+	im.closer = backing
+	return im, nil
+}
+
+func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Options) (*Image, error) {
+	disk, format, err := vdisk.Open(r, size, dopt)
+	if err != nil {
+		return nil, fmt.Errorf("open target %s: %w", name, err)
+	}
+	tab, err := partition.Read(disk, disk.Size())
+	if err != nil {
+		return nil, fmt.Errorf("open target %s: %s image: %w", name, format, err)
+	}
+	vols, err := volumes(disk, tab, opt.Partition)
+	if err != nil {
+		return nil, fmt.Errorf("open target %s: %w", name, err)
+	}
+	var notes []string
+	var errs []error
+	var fallback *Image // with --partition: the first readable filesystem
+	for _, v := range vols {
+		src, fsName, err := openVolume(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", v.desc, err))
+			continue
+		}
+		if src == nil {
+			notes = append(notes, v.desc+": "+fsName)
+			continue
+		}
+		view := rootfs.New(src)
+		im := &Image{Name: name, Kind: "disk", FS: view,
+			Detail: fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)}
+		ok, err := hasOSRelease(view)
+		if err != nil {
+			// A filesystem that cannot say whether it holds os-release
+			// is damaged, and may be the root: never "no root".
+			errs = append(errs, fmt.Errorf("%s: %s: %w", v.desc, fsName, err))
+			continue
+		}
+		if w, isW := src.(interface{ Warnings() []string }); isW {
+			im.Warnings = w.Warnings()
+		}
+		if ok {
+			return im, nil
+		}
+		if opt.Partition != 0 && fallback == nil {
+			fallback = im
+		}
+		notes = append(notes, v.desc+": "+fsName+" without os-release")
+	}
+	if fallback != nil {
+		return fallback, nil
+	}
+	if len(errs) > 0 {
+		// A damaged volume may be the root: say so rather than "no root".
+		return nil, fmt.Errorf("open target %s: %w", name, errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("open target %s: %w in %s image, %s table (%s); choose a partition with --partition",
+		name, ErrNoRoot, format, tab.Scheme, strings.Join(notes, "; "))
+}
+
+// openBacking opens a backing file's guest disk; the caller closes the file.
+func openBacking(path string) (vdisk.Disk, io.Closer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open backing file: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("open backing file: %w", err)
+	}
+	d, _, err := vdisk.Open(f, fi.Size(), vdisk.Options{})
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("open backing file %s: %w", path, err)
+	}
+	return d, f, nil
+}
+
+// closers closes several things, reporting every failure.
+type closers []io.Closer
+
+func (c closers) Close() error {
+	var errs []error
+	for _, x := range c {
+		if x != nil {
+			errs = append(errs, x.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// volumes lists the candidate volumes of a disk in table order, LVM
+// physical volumes expanded into their logical volumes.
+func volumes(disk vdisk.Disk, tab *partition.Table, want int) ([]volume, error) {
+	var vols []volume
+	if tab.Scheme == partition.None {
+		if want > 1 {
+			return nil, fmt.Errorf("partition %d: the disk has no partition table", want)
+		}
+		vols = []volume{{desc: "whole disk", number: want, r: disk, size: disk.Size()}}
+	} else {
+		var nums []string
+		found := false
+		for _, p := range tab.Partitions {
+			nums = append(nums, fmt.Sprint(p.Number))
+			found = found || p.Number == want
+			// Every partition is a candidate here: an LV chosen by one of
+			// its PVs' partitions may need the others.
+			vols = append(vols, volume{desc: fmt.Sprintf("partition %d", p.Number), number: p.Number, r: p.Section(disk), size: p.Size})
+		}
+		if want != 0 && !found {
+			return nil, fmt.Errorf("partition %d not found (the %s table has %s)", want, tab.Scheme, strings.Join(nums, ", "))
+		}
+	}
+	// LVM physical volumes: those of one volume group are assembled
+	// together (a striped LV spans them), its LVs listed where its first
+	// PV is.
+	type group struct {
+		pvs     []*lvm.PV
+		descs   []string
+		numbers []int
+	}
+	groups := map[string]*group{}
+	pvOf := make([]*lvm.PV, len(vols))
+	for i, v := range vols {
+		if !lvm.Probe(v.r, v.size) {
+			continue
+		}
+		pv, err := lvm.ReadPV(v.r, v.size)
+		if err != nil && (want == 0 || v.number == want) {
+			return nil, fmt.Errorf("%s: %w", v.desc, err)
+		}
+		if err != nil {
+			continue // a damaged PV on a partition not chosen
+		}
+		pvOf[i] = pv
+		g := groups[pv.VGID()]
+		if g == nil {
+			g = &group{}
+			groups[pv.VGID()] = g
+		}
+		g.pvs = append(g.pvs, pv)
+		g.descs = append(g.descs, v.desc)
+		g.numbers = append(g.numbers, v.number)
+	}
+	var out []volume
+	for i, v := range vols {
+		pv := pvOf[i]
+		if pv == nil {
+			if want == 0 || v.number == want {
+				out = append(out, v)
+			}
+			continue
+		}
+		g := groups[pv.VGID()]
+		if g.pvs[0] != pv {
+			continue // listed with the group's first PV
+		}
+		number := v.number
+		if want != 0 {
+			if !slices.Contains(g.numbers, want) {
+				continue
+			}
+			number = want
+		}
+		vg, err := lvm.Assemble(g.pvs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Join(g.descs, ", "), err)
+		}
+		for _, lv := range vg.LVs {
+			desc := fmt.Sprintf("LV %s/%s in %s", vg.Name, lv.Name, strings.Join(g.descs, " and "))
+			if lv.Err() != nil {
+				continue // thin, RAID or on a PV missing from the image: not a root we read
+			}
+			out = append(out, volume{desc: desc, number: number, r: lv, size: lv.Size()})
+		}
+	}
+	return out, nil
+}
+
+// openVolume opens the filesystem on v. A volume with no filesystem amilint
+// recognises, or one it recognises but has no reader for, yields a nil
+// Source and a note.
+func openVolume(v volume) (rootfs.Source, string, error) {
+	for _, f := range filesystems() {
+		if !f.probe(v.r, v.size) {
+			continue
+		}
+		if f.open == nil {
+			return nil, f.name + " (not supported)", nil
+		}
+		src, err := f.open(v.r, v.size)
+		if err != nil {
+			return nil, f.name, err
+		}
+		return src, f.name, nil
+	}
+	return nil, "no known filesystem", nil
+}
+
+// hasOSRelease reports whether a filesystem is an operating system root.
+// A path that does not lead to a file (missing, through a non-directory,
+// masked, a symlink loop) is a well-formed answer of "no"; any other error
+// (a corrupt or truncated filesystem, a failed read) is returned, so a
+// damaged root is reported as damaged rather than as absent.
+func hasOSRelease(view *rootfs.FS) (bool, error) {
+	for _, name := range []string{"etc/os-release", "usr/lib/os-release"} {
+		fi, err := view.Stat(name)
+		switch {
+		case err == nil:
+			if fi.Mode().IsRegular() {
+				return true, nil
+			}
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, rootfs.ErrNotDir),
+			errors.Is(err, rootfs.ErrMasked), errors.Is(err, rootfs.ErrTooManyLinks):
+		default:
+			return false, fmt.Errorf("look for %s: %w", name, err)
+		}
+	}
+	return false, nil
+}

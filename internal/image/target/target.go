@@ -1,0 +1,142 @@
+// Package target turns a TARGET argument into an image view: it recognises
+// the target's kind (a directory, a tarball given as a file or on standard
+// input as "-", a disk image, an AMI or EBS snapshot, an embedded fixture)
+// and opens it read-only behind rootfs. It never mounts,
+// never needs root and never writes.
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+// ErrUnsupported reports a target kind amilint cannot read (yet).
+var ErrUnsupported = errors.New("unsupported target")
+
+// ErrDiskOption reports a disk image option (a partition, a backing file)
+// given for a target that is not a disk image, where it would mean nothing.
+var ErrDiskOption = errors.New("option for disk images only")
+
+// Image is an opened target.
+type Image struct {
+	// Name is the target as the user spelled it; reports use it.
+	Name string
+	// Kind is "dir", "tar", "disk", "ami", "ebs" or "fixture" ("tar" for
+	// a tarball on standard input too).
+	Kind string
+	// FS is the chroot view of the image root.
+	FS *rootfs.FS
+	// Dir is the host directory of the root when the target is a directory
+	// (the only kind fix can write to); "" otherwise.
+	Dir string
+	// Detail says where the root was found in a tarball or disk image
+	// ("qcow2 image, gpt table, partition 2, ext4"); "" otherwise.
+	Detail string
+	// Warnings say, one line each, why the tree read may not be the state
+	// the image boots with (a dirty XFS log: the tree is as last written
+	// back); the CLI prints them on stderr.
+	Warnings []string
+
+	closer  io.Closer
+	counter interface{ Bytes() int64 }
+}
+
+// BytesRead is how many bytes of the image file were read so far (0 for
+// targets that are not image files).
+func (im *Image) BytesRead() int64 {
+	if im.counter == nil {
+		return 0
+	}
+	return im.counter.Bytes()
+}
+
+// Close releases what Open acquired.
+func (im *Image) Close() error {
+	if im.closer == nil {
+		return nil
+	}
+	return im.closer.Close()
+}
+
+// Options tune how targets are opened.
+type Options struct {
+	// Partition selects a partition of a disk image by number (1-based); 0
+	// finds the root partition automatically.
+	Partition int
+	// Backing is the path of a qcow2 image's backing file or of a VHD or
+	// VHDX differencing disk's parent; without it such an image is refused
+	// with an error naming the file it wants.
+	Backing string
+	// Stdin is what the target "-" reads: a root filesystem tarball, read
+	// once. The CLI sets it to the process's standard input; without it
+	// "-" is refused.
+	Stdin io.Reader
+	// Progress, when set, is told how many bytes of a remote snapshot were
+	// fetched out of how many it holds.
+	Progress func(fetched, total int64)
+}
+
+// Open opens spec.
+func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
+	if spec == "" {
+		return nil, fmt.Errorf("open target: %w", errors.New("empty target"))
+	}
+	if spec == StdinTarget {
+		if err := opt.diskOnly(spec, "a tarball on standard input"); err != nil {
+			return nil, err
+		}
+		return openStdin(opt.Stdin)
+	}
+	if strings.HasPrefix(spec, FixturePrefix) {
+		if err := opt.diskOnly(spec, "an embedded fixture"); err != nil {
+			return nil, err
+		}
+	}
+	if im, ok, err := openFixture(spec); ok {
+		return im, err
+	}
+	if im, ok, err := openAWS(ctx, spec, opt); ok {
+		return im, err
+	}
+	fi, err := os.Stat(spec)
+	if err != nil {
+		return nil, fmt.Errorf("open target: %w", err)
+	}
+	if fi.IsDir() {
+		if err := opt.diskOnly(spec, "a directory"); err != nil {
+			return nil, err
+		}
+		d, err := rootfs.OpenDir(spec)
+		if err != nil {
+			return nil, err
+		}
+		return &Image{Name: spec, Kind: "dir", FS: rootfs.New(d), Dir: spec, closer: d}, nil
+	}
+	if fi.Mode().IsRegular() || isBlockDevice(fi.Mode()) {
+		return openFile(spec, opt)
+	}
+	return nil, fmt.Errorf("open target %s: %w", spec, ErrUnsupported)
+}
+
+// diskOnly refuses the disk image options for spec, a target of kind
+// (worded for the message) that is not a disk image: silently ignoring a
+// partition or a backing file would audit something else than asked.
+func (opt Options) diskOnly(spec, kind string) error {
+	var given []string
+	if opt.Partition != 0 {
+		given = append(given, fmt.Sprintf("--partition %d", opt.Partition))
+	}
+	if opt.Backing != "" {
+		given = append(given, "--backing "+opt.Backing)
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	return fmt.Errorf("open target %s: %s: %w (this target is %s)", spec, strings.Join(given, ", "), ErrDiskOption, kind)
+}

@@ -1,0 +1,393 @@
+package boot
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// DefaultTarget is the unit the system manager isolates at boot.
+const DefaultTarget = "default.target"
+
+// ErrTransaction reports an initial transaction systemd could not build:
+// default.target (and its rescue and emergency fallbacks) unloadable, or a
+// required dependency of the anchor missing or masked.
+var ErrTransaction = errors.New("boot transaction fails")
+
+// Boot is the initial boot transaction: the units systemd queues a start
+// job for when it isolates default.target, and the units that only start
+// later, when a started socket, timer, path or automount activates them.
+// [Boot.Chain] explains each with the shortest chain of edges from
+// default.target. Names are unit ids ([Unit.Name]).
+type Boot struct {
+	// Root is the unit the transaction is anchored at: default.target's
+	// unit (through its alias), or rescue.target / emergency.target when
+	// default.target cannot be loaded, as systemd falls back.
+	Root string
+	// Start are the units with a start job, sorted.
+	Start []string
+	// Activated are the loadable units without a start job that a started
+	// trigger unit activates on demand, sorted.
+	Activated []string
+	// ActivatedBy maps a unit to the started trigger units that activate
+	// it, whether or not it also starts at boot; sorted.
+	ActivatedBy map[string][]string
+	// Conflicted maps a unit whose start job a Conflicts= removed (or that
+	// required such a unit) to the unit it conflicted with.
+	Conflicted map[string]string
+	// Err is set when systemd would fail the transaction (ErrTransaction).
+	Err error
+
+	start map[string]bool
+	// step holds, for every unit reached, the edges from its parent in the
+	// shortest-path tree (one edge, or two through an alias name); chains
+	// are built on demand so a deep tree costs linear memory.
+	step   map[string][]unit.Edge
+	parent map[string]string
+	first  []unit.Edge // the default.target alias edge, if any
+}
+
+// StartsAtBoot reports whether the unit with id name gets a start job in
+// the initial transaction.
+func (b *Boot) StartsAtBoot(name string) bool { return b.start[name] }
+
+// Chain returns the shortest chain of edges from default.target that makes
+// the unit with id name start (or, for an activated unit, that starts its
+// trigger, plus the activation edge); nil for a unit that does neither, and
+// for default.target's own unit when it is not an alias.
+func (b *Boot) Chain(name string) []unit.Edge {
+	if _, ok := b.step[name]; !ok && name != b.Root {
+		return nil
+	}
+	var rev [][]unit.Edge
+	for n := name; n != b.Root; n = b.parent[n] {
+		rev = append(rev, b.step[n])
+	}
+	out := append([]unit.Edge(nil), b.first...)
+	for i := len(rev) - 1; i >= 0; i-- {
+		out = append(out, rev[i]...)
+	}
+	return out
+}
+
+// strength says how a dependency kind takes part in a start transaction,
+// after systemd's unit dependency atoms.
+type strength int
+
+const (
+	noPull       strength = iota
+	pull                  // UNIT_ATOM_PULL_IN_START: failure fails the puller
+	want                  // UNIT_ATOM_PULL_IN_START_IGNORED: failure is dropped
+	verifyActive          // UNIT_ATOM_PULL_IN_VERIFY (Requisite=): no start job
+)
+
+func strengthOf(kind string) strength {
+	switch kind {
+	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor":
+		return pull
+	case "Wants", "Upholds", ".wants", "Sockets", "sysv":
+		return want
+	case "Requisite":
+		return verifyActive
+	}
+	return noPull
+}
+
+func isTrigger(kind string) bool {
+	switch kind {
+	case "socket", "timer", "path", "automount":
+		return true
+	}
+	return false
+}
+
+// activeAtBoot are the perpetual units systemd has active before the
+// transaction; a start job on them is redundant and dropped.
+func activeAtBoot(name string) bool { return perpetual(name) }
+
+// Boot computes the initial boot transaction. It is computed once.
+func (g *Graph) Boot() *Boot {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.boot == nil {
+		g.boot = g.computeBoot()
+	}
+	return g.boot
+}
+
+type txEdge struct {
+	to  *Unit
+	dep Dep
+}
+
+func (g *Graph) computeBoot() *Boot {
+	b := &Boot{
+		ActivatedBy: map[string][]string{},
+		Conflicted:  map[string]string{},
+		start:       map[string]bool{},
+		step:        map[string][]unit.Edge{},
+		parent:      map[string]string{},
+	}
+	var root *Unit
+	rootName := ""
+	for _, n := range []string{DefaultTarget, "rescue.target", "emergency.target"} {
+		if u := g.load(n); u != nil && u.State == Loaded {
+			root, rootName = u, n
+			break
+		}
+	}
+	if root == nil {
+		b.Err = fmt.Errorf("load %s: %w", DefaultTarget, ErrTransaction)
+		return b
+	}
+	b.Root = root.Name
+
+	// Build the transaction as transaction_add_job_and_dependencies does:
+	// the job is added first, then Requires-like dependencies (whose
+	// failure fails this job's addition but leaves the job in place),
+	// then Wants-like ones (whose failure is dropped), then Requisite=
+	// checks (which fail it too).
+	// The recursion is an explicit stack so a deep chain cannot exhaust
+	// the goroutine stack.
+	in := map[*Unit]bool{}
+	taken := map[*Unit][]txEdge{}
+	if !g.addJobs(root, in, taken) {
+		b.Err = fmt.Errorf("start %s: %w: a required dependency cannot be loaded", root.Name, ErrTransaction)
+		return b
+	}
+
+	// Shortest chains, breadth first over the edges the transaction took.
+	if rootName != root.Name {
+		b.first = []unit.Edge{g.aliasEdge(rootName, root)}
+	}
+	seen := map[*Unit]bool{root: true}
+	order := []*Unit{root}
+	for i := 0; i < len(order); i++ {
+		u := order[i]
+		for _, e := range taken[u] {
+			if seen[e.to] {
+				continue
+			}
+			seen[e.to] = true
+			b.step[e.to.Name] = g.depEdges(u, e.dep, e.to)
+			b.parent[e.to.Name] = u.Name
+			order = append(order, e.to)
+		}
+	}
+	deleted, err := g.resolveConflicts(root, order, taken)
+	if err != nil {
+		b.Err = err
+		return b
+	}
+	for u, by := range deleted {
+		b.Conflicted[u.Name] = by.Name
+	}
+	for _, u := range order {
+		if !activeAtBoot(u.Name) && deleted[u] == nil {
+			b.start[u.Name] = true
+			b.Start = append(b.Start, u.Name)
+		}
+	}
+	sort.Strings(b.Start)
+
+	// Activation by started trigger units, in breadth-first order so the
+	// first trigger found gives the shortest chain.
+	for _, u := range order {
+		if !b.start[u.Name] {
+			continue
+		}
+		for _, d := range u.Deps {
+			if !isTrigger(d.Kind) {
+				continue
+			}
+			du := g.load(d.Name)
+			if du == nil || du.State != Loaded {
+				continue
+			}
+			b.ActivatedBy[du.Name] = append(b.ActivatedBy[du.Name], u.Name)
+			if _, reached := b.step[du.Name]; reached || du == root {
+				continue
+			}
+			b.step[du.Name] = g.depEdges(u, d, du)
+			b.parent[du.Name] = u.Name
+			b.Activated = append(b.Activated, du.Name)
+		}
+	}
+	sort.Strings(b.Activated)
+	for _, l := range b.ActivatedBy {
+		sort.Strings(l)
+	}
+	return b
+}
+
+// resolveConflicts applies Conflicts= between units of the transaction as
+// transaction_merge_jobs does. When X has a start job and Conflicts=Y, Y
+// gets a stop job that matters to the anchor if X's start does, and X a
+// stop job (from Y's ConflictedBy) that never does; each unit's
+// unmergeable start/stop pair is resolved by deleting the job that does
+// not matter (matter: reachable from the anchor through Requires-like
+// edges only), and deleting a job deletes the jobs that required it. So:
+// if only X matters, Y's start goes; if only Y matters, the stop of Y goes
+// and X's start with it; if both matter the transaction fails. If neither
+// matters systemd drops one of the two in hash-table order, which varies
+// from run to run (the oracle test showed both outcomes); the model drops
+// Y. Jobs the dropped unit pulled in stay: an isolate transaction collects
+// no garbage. It returns the deleted units and, for each, the unit its
+// conflict was with.
+func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]txEdge) (map[*Unit]*Unit, error) {
+	matters := map[*Unit]bool{root: true}
+	queue := []*Unit{root}
+	requiredBy := map[*Unit][]*Unit{}
+	for _, u := range order {
+		for _, e := range taken[u] {
+			if strengthOf(e.dep.Kind) == pull {
+				requiredBy[e.to] = append(requiredBy[e.to], u)
+			}
+		}
+	}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, e := range taken[u] {
+			if strengthOf(e.dep.Kind) == pull && !matters[e.to] {
+				matters[e.to] = true
+				queue = append(queue, e.to)
+			}
+		}
+	}
+	in := map[*Unit]bool{}
+	for _, u := range order {
+		in[u] = true
+	}
+	deleted := map[*Unit]*Unit{}
+	var drop func(u, by *Unit)
+	drop = func(u, by *Unit) {
+		deleted[u] = by
+		for _, v := range requiredBy[u] {
+			if deleted[v] == nil {
+				drop(v, by)
+			}
+		}
+	}
+	for _, x := range order {
+		for _, d := range x.Deps {
+			if d.Kind != "Conflicts" || deleted[x] != nil {
+				continue
+			}
+			y := g.load(d.Name)
+			if y == nil || y == x || !in[y] || deleted[y] != nil || activeAtBoot(y.Name) {
+				continue
+			}
+			switch {
+			case matters[x] && matters[y]:
+				return nil, fmt.Errorf("start %s: %w: %s conflicts with %s and both are required", root.Name, ErrTransaction, x.Name, y.Name)
+			case matters[y]:
+				drop(x, y)
+			default:
+				drop(y, x)
+			}
+		}
+	}
+	return deleted, nil
+}
+
+// addJobs adds root's start job and its dependencies' to the transaction
+// (in), recording the edges taken, and reports whether systemd would
+// succeed adding root's job.
+func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge) bool {
+	// frame is one call of transaction_add_job_and_dependencies in
+	// progress: which pass over the unit's dependencies, and where.
+	type frame struct {
+		u    *Unit
+		pass int
+		i    int
+	}
+	passes := []strength{pull, want, verifyActive}
+	in[root] = true
+	stack := []frame{{u: root}}
+	result := true // the result of the frame that returned last
+	returned := false
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if returned {
+			// The child at f.i-1 returned result.
+			returned = false
+			if !result && passes[f.pass] == pull {
+				stack = stack[:len(stack)-1]
+				result, returned = false, true
+				continue
+			}
+		}
+		if f.pass == len(passes) {
+			stack = stack[:len(stack)-1]
+			result, returned = true, true
+			continue
+		}
+		if f.i == len(f.u.Deps) {
+			f.pass, f.i = f.pass+1, 0
+			continue
+		}
+		d := f.u.Deps[f.i]
+		f.i++
+		pass := passes[f.pass]
+		if strengthOf(d.Kind) != pass {
+			continue
+		}
+		if unit.IsTemplate(d.Name) {
+			// Left only where systemd does not resolve a template
+			// either: it cannot load one as a unit ("missing the
+			// instance name"), so the dependency is dropped, or fails
+			// a Requires=.
+			if pass == want {
+				continue
+			}
+			stack = stack[:len(stack)-1]
+			result, returned = false, true
+			continue
+		}
+		du := g.load(d.Name)
+		if du == nil {
+			continue
+		}
+		if du.State != Loaded {
+			if pass == want {
+				continue
+			}
+			stack = stack[:len(stack)-1]
+			result, returned = false, true
+			continue
+		}
+		if pass == verifyActive {
+			continue
+		}
+		taken[f.u] = append(taken[f.u], txEdge{du, d})
+		if in[du] {
+			continue // an existing job: success, as systemd returns
+		}
+		in[du] = true
+		stack = append(stack, frame{u: du})
+	}
+	return result
+}
+
+// depEdges are the chain edges for u pulling in to through d: one edge, and
+// an alias edge when d names an alias of to.
+func (g *Graph) depEdges(u *Unit, d Dep, to *Unit) []unit.Edge {
+	e := []unit.Edge{{From: u.Name, To: d.Name, Kind: d.Kind, Source: d.Source}}
+	if d.Name != to.Name && !unit.IsTemplate(d.Name) {
+		e = append(e, g.aliasEdge(d.Name, to))
+	}
+	return e
+}
+
+// aliasEdge is the edge from an alias name to its unit, with the alias link
+// as Source when there is one.
+func (g *Graph) aliasEdge(name string, to *Unit) unit.Edge {
+	src := to.Fragment
+	if link, _, ok := g.AliasLink(name); ok {
+		src = link
+	}
+	return unit.Edge{From: name, To: to.Name, Kind: "alias", Source: src}
+}

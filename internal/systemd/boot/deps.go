@@ -1,0 +1,394 @@
+package boot
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// cgroupTypes are the unit types with a cgroup context, which systemd
+// places in a slice they Require.
+var cgroupTypes = map[string]bool{"service": true, "socket": true, "mount": true, "swap": true, "scope": true, "slice": true}
+
+// implicitDeps adds the dependencies a loaded unit gets from its settings
+// and from systemd itself: [Unit] dependency settings, Sockets=, slices,
+// DefaultDependencies=, Type=dbus, RequiresMountsFor=, and the trigger of
+// sockets, timers, paths and automounts.
+func (g *Graph) implicitDeps(u *Unit, t, requested string) {
+	if u.State != Loaded {
+		return
+	}
+	self := u.Fragment
+	for i, o := range u.Options {
+		switch {
+		case o.Section == "Unit" && containsStr(depSettings, o.Name):
+			for _, n := range g.depNames(u, requested, o.Value) {
+				u.Deps = append(u.Deps, Dep{Kind: o.Name, Name: n, Source: u.srcs[i]})
+			}
+		case o.Section == "Service" && o.Name == "Sockets" && t == "service":
+			for _, n := range g.depNames(u, requested, o.Value) {
+				if unit.Type(n) == "socket" {
+					u.Deps = append(u.Deps, Dep{Kind: "Sockets", Name: n, Source: u.srcs[i]})
+				}
+			}
+		case o.Section == "Unit" && o.Name == "RequiresMountsFor":
+			for _, p := range strings.Fields(o.Value) {
+				u.Deps = append(u.Deps, g.mountDeps(p, u.srcs[i])...)
+			}
+		}
+	}
+	if t == "service" {
+		if v, _ := u.Last("Service", "PrivateTmp"); parseBool(v, false) {
+			u.Deps = append(u.Deps, g.mountDeps("/tmp", self)...)
+			u.Deps = append(u.Deps, g.mountDeps("/var/tmp", self)...)
+		}
+	}
+
+	// Slices.
+	if cgroupTypes[t] {
+		if t == "slice" {
+			if p := parentSlice(u.Name); p != "" {
+				u.Deps = append(u.Deps, Dep{Kind: "Slice", Name: p, Source: self})
+			}
+		} else if s := g.sliceOf(u, t, requested); s != "" {
+			u.Deps = append(u.Deps, Dep{Kind: "Slice", Name: s, Source: self})
+		}
+	}
+
+	// DefaultDependencies=yes: the types whose default dependencies pull
+	// something in Require sysinit.target.
+	if v, _ := u.Last("Unit", "DefaultDependencies"); parseBool(v, true) {
+		switch t {
+		case "service", "socket", "timer", "path":
+			u.Deps = append(u.Deps, Dep{Kind: "default", Name: "sysinit.target", Source: self})
+		}
+	}
+
+	switch t {
+	case "service":
+		if v, _ := u.Last("Service", "Type"); v == "dbus" {
+			u.Deps = append(u.Deps, Dep{Kind: "Type=dbus", Name: "dbus.socket", Source: self})
+		}
+	case "socket":
+		accept, _ := u.Last("Socket", "Accept")
+		if parseBool(accept, false) {
+			u.Deps = append(u.Deps, Dep{Kind: "socket", Name: unit.Prefix(u.Name) + "@.service", Source: self})
+			break
+		}
+		if n := g.lastName(u, requested, "Socket", "Service"); n != "" {
+			u.Deps = append(u.Deps, Dep{Kind: "socket", Name: n, Source: self})
+		} else {
+			u.Deps = append(u.Deps, Dep{Kind: "socket", Name: changeSuffix(u.Name, "service"), Source: self})
+		}
+	case "timer", "path":
+		if n := g.lastName(u, requested, sectionOf(t), "Unit"); n != "" {
+			u.Deps = append(u.Deps, Dep{Kind: t, Name: resolveTemplate(n, requested), Source: self})
+		} else {
+			u.Deps = append(u.Deps, Dep{Kind: t, Name: changeSuffix(u.Name, "service"), Source: self})
+		}
+	case "automount":
+		u.Deps = append(u.Deps, Dep{Kind: "automount", Name: changeSuffix(u.Name, "mount"), Source: self})
+	}
+}
+
+func containsStr(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// changeSuffix replaces a unit name's type suffix.
+func changeSuffix(name, t string) string {
+	return strings.TrimSuffix(name, "."+unit.Type(name)) + "." + t
+}
+
+// lastName returns the last valid unit name of a single-name setting.
+func (g *Graph) lastName(u *Unit, id, section, name string) string {
+	v, ok := u.Last(section, name)
+	if !ok {
+		return ""
+	}
+	n, err := printfName(id, v)
+	if err != nil || !unit.Valid(n) {
+		u.Problems = append(u.Problems, fmt.Sprintf("%s=%s: not a valid unit name", name, v))
+		return ""
+	}
+	return n
+}
+
+// depNames splits a dependency setting's value into unit names, expanding
+// specifiers; invalid names and unknown specifiers are problems systemd
+// logs and ignores.
+func (g *Graph) depNames(u *Unit, id, v string) []string {
+	var out []string
+	for _, w := range strings.Fields(v) {
+		n, err := printfName(id, w)
+		if err != nil {
+			u.Problems = append(u.Problems, fmt.Sprintf("%q: %v", w, err))
+			continue
+		}
+		if n = resolveTemplate(n, id); !unit.Valid(n) {
+			u.Problems = append(u.Problems, fmt.Sprintf("%q: not a valid unit name", n))
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// resolveTemplate is systemd's resolve_template: a dependency on a template
+// ("foo@.service") means the instance of the depending unit id, or, when
+// id has no instance, the instance named by id's prefix: Wants=foo@.service
+// in bar.service means foo@bar.service.
+func resolveTemplate(name, id string) string {
+	if !unit.IsTemplate(name) {
+		return name
+	}
+	inst, ok := unit.Instance(id)
+	if !ok {
+		inst = unit.Prefix(id)
+	}
+	return unit.WithInstance(name, inst)
+}
+
+// printfName is systemd's unit_name_printf for a unit named id: %n %N %p
+// %i %j, the credential specifiers of the system manager and %%. The other
+// specifiers (%H, %m, %b, ...) depend on the running machine; they are
+// reported as errors rather than guessed.
+func printfName(id, s string) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	inst, _ := unit.Instance(id)
+	prefix := unit.Prefix(id)
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 >= len(s) {
+			return "", fmt.Errorf("specifier at end of %q", s)
+		}
+		i++
+		switch s[i] {
+		case '%':
+			b.WriteByte('%')
+		case 'n':
+			b.WriteString(id)
+		case 'N':
+			b.WriteString(strings.TrimSuffix(id, "."+unit.Type(id)))
+		case 'p':
+			b.WriteString(prefix)
+		case 'i':
+			b.WriteString(inst)
+		case 'j':
+			j := prefix
+			if k := strings.LastIndexByte(prefix, '-'); k >= 0 {
+				j = prefix[k+1:]
+			}
+			b.WriteString(j)
+		case 'u', 'g':
+			b.WriteString("root")
+		case 'U', 'G':
+			b.WriteString("0")
+		default:
+			return "", fmt.Errorf("specifier %%%c in %q depends on the running machine", s[i], s)
+		}
+	}
+	return b.String(), nil
+}
+
+// parseBool is systemd's parse_boolean with a default for unset or
+// unparseable values.
+func parseBool(v string, def bool) bool {
+	switch strings.ToLower(v) {
+	case "1", "yes", "y", "true", "t", "on":
+		return true
+	case "0", "no", "n", "false", "f", "off":
+		return false
+	}
+	return def
+}
+
+// parentSlice is the slice a slice unit lives in: "a-b.slice" is in
+// "a.slice", "a.slice" in "-.slice", "-.slice" in none.
+func parentSlice(name string) string {
+	if name == "-.slice" {
+		return ""
+	}
+	p := strings.TrimSuffix(name, ".slice")
+	i := strings.LastIndexByte(p, '-')
+	if i < 0 {
+		return "-.slice"
+	}
+	return p[:i] + ".slice"
+}
+
+// sliceOf is unit_set_default_slice after Slice=: instances live in a
+// per-template "system-PREFIX.slice", everything else in system.slice.
+func (g *Graph) sliceOf(u *Unit, t, requested string) string {
+	if n := g.lastName(u, requested, sectionOf(t), "Slice"); n != "" && unit.Type(n) == "slice" {
+		return n
+	}
+	if perpetual(u.Name) {
+		return "-.slice"
+	}
+	if _, ok := unit.Instance(u.Name); ok {
+		return "system-" + escapeName(unit.Prefix(u.Name)) + ".slice"
+	}
+	return "system.slice"
+}
+
+// sectionOf is the type-specific section of a unit type.
+func sectionOf(t string) string {
+	if t == "" {
+		return ""
+	}
+	return strings.ToUpper(t[:1]) + t[1:]
+}
+
+// escapeName is systemd's unit_name_escape: "/" becomes "-", and anything
+// but [a-zA-Z0-9:_.] (and a leading ".") becomes \xHH.
+func escapeName(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '/':
+			b.WriteByte('-')
+		case c == '.' && i == 0, !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == ':' || c == '_' || c == '.'):
+			fmt.Fprintf(&b, "\\x%02x", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// pathName is unit_name_from_path: "/var/lib" gives "var-lib", "/" gives "-".
+func pathName(p, t string) string {
+	parts := strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
+	var clean []string
+	for _, c := range parts {
+		if c != "." {
+			clean = append(clean, c)
+		}
+	}
+	if len(clean) == 0 {
+		return "-." + t
+	}
+	return escapeName(strings.Join(clean, "/")) + "." + t
+}
+
+// mountDeps is unit_add_mounts_for: every prefix of p names a mount unit,
+// Required when it has a unit file.
+func (g *Graph) mountDeps(p, src string) []Dep {
+	if !strings.HasPrefix(p, "/") || strings.Contains(p, "%") {
+		return nil
+	}
+	var out []Dep
+	parts := strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
+	for i := 0; i <= len(parts); i++ {
+		name := pathName("/"+strings.Join(parts[:i], "/"), "mount")
+		if !unit.Valid(name) {
+			continue
+		}
+		if m := g.load(name); m != nil && m.Fragment != "" {
+			out = append(out, Dep{Kind: "RequiresMountsFor", Name: name, Source: src})
+		}
+	}
+	return out
+}
+
+// verify is the type-specific *_verify step of systemd's loader: settings
+// without which a unit is refused (bad-setting).
+func verify(u *Unit, t string) error {
+	bad := func(msg string) error { return fmt.Errorf("%s: %w: %s", u.Name, ErrBadSetting, msg) }
+	switch t {
+	case "service":
+		start := u.Values("Service", "ExecStart")
+		stop := u.Values("Service", "ExecStop")
+		_, success := u.Last("Unit", "SuccessAction")
+		if sa, _ := u.Last("Unit", "SuccessAction"); sa == "none" {
+			success = false
+		}
+		typ, _ := u.Last("Service", "Type")
+		bus, _ := u.Last("Service", "BusName")
+		if typ == "" {
+			switch {
+			case bus != "":
+				typ = "dbus"
+			case len(start) > 0:
+				typ = "simple"
+			default:
+				typ = "oneshot"
+			}
+		}
+		remain, _ := u.Last("Service", "RemainAfterExit")
+		restart, _ := u.Last("Service", "Restart")
+		switch {
+		case len(start) == 0 && len(stop) == 0 && !success:
+			return bad("Service has no ExecStart=, ExecStop=, or SuccessAction=. Refusing.")
+		case typ != "oneshot" && len(start) == 0:
+			return bad("Service has no ExecStart= setting, which is only allowed for Type=oneshot services. Refusing.")
+		case !parseBool(remain, false) && len(start) == 0 && !success:
+			return bad("Service has no ExecStart= and no SuccessAction= settings and does not have RemainAfterExit=yes set. Refusing.")
+		case typ != "oneshot" && len(start) > 1:
+			return bad("Service has more than one ExecStart= setting, which is only allowed for Type=oneshot services. Refusing.")
+		case typ == "oneshot" && (restart == "always" || restart == "on-success"):
+			return bad("Service has Restart= set to either always or on-success, which isn't allowed for Type=oneshot services. Refusing.")
+		case typ == "dbus" && bus == "":
+			return bad("Service is of type D-Bus but no D-Bus service name has been specified. Refusing.")
+		}
+	case "socket":
+		n := 0
+		for _, k := range []string{"ListenStream", "ListenDatagram", "ListenSequentialPacket", "ListenFIFO",
+			"ListenSpecial", "ListenNetlink", "ListenMessageQueue", "ListenUSBFunction"} {
+			n += len(u.Values("Socket", k))
+		}
+		if n == 0 {
+			return bad("Unit has no Listen setting (ListenStream=, ListenDatagram=, ListenFIFO=, ...). Refusing.")
+		}
+		if a, _ := u.Last("Socket", "Accept"); parseBool(a, false) {
+			if _, ok := u.Last("Socket", "Service"); ok {
+				return bad("Explicit service configuration for accepting socket units not supported. Refusing.")
+			}
+		}
+	case "timer":
+		n := 0
+		for _, k := range []string{"OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec", "OnUnitInactiveSec", "OnCalendar"} {
+			n += len(u.Values("Timer", k))
+		}
+		for _, k := range []string{"OnClockChange", "OnTimezoneChange"} {
+			if v, _ := u.Last("Timer", k); parseBool(v, false) {
+				n++
+			}
+		}
+		if n == 0 {
+			return bad("Timer unit lacks value setting. Refusing.")
+		}
+	case "path":
+		n := 0
+		for _, k := range []string{"PathExists", "PathExistsGlob", "PathChanged", "PathModified", "DirectoryNotEmpty"} {
+			n += len(u.Values("Path", k))
+		}
+		if n == 0 {
+			return bad("Path unit lacks path setting. Refusing.")
+		}
+	case "mount", "automount":
+		// Where= defaults to the path the name spells; a different one is
+		// refused, and a mount unit file must say what to mount.
+		if where, ok := u.Last(sectionOf(t), "Where"); ok && pathName(where, t) != u.Name {
+			return bad("Where= setting doesn't match unit name. Refusing.")
+		}
+		if _, ok := u.Last("Mount", "What"); t == "mount" && !ok && !perpetual(u.Name) {
+			return bad("What= setting is missing. Refusing.")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package boot
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// ErrNoFragment reports a unit whose type needs a unit file and has none.
+var ErrNoFragment = errors.New("unit file not found")
+
+// ErrBadSetting reports a unit systemd refuses to load for its settings.
+var ErrBadSetting = errors.New("bad unit setting")
+
+// depKinds are the [Unit] dependency settings, with whether they pull the
+// named unit into a start transaction. Dependency settings are never reset
+// by an empty assignment.
+var depSettings = []string{
+	"Wants", "Requires", "Requisite", "BindsTo", "Upholds", "PartOf", "Conflicts",
+}
+
+// fragmentRequired reports whether systemd refuses to load a unit of type t
+// without a unit file (unit_load_fragment_and_dropin(u, true), or a verify
+// step that fails without one).
+func fragmentRequired(t string) bool {
+	switch t {
+	case "slice", "device":
+		return false
+	}
+	return true
+}
+
+// fill loads u's fragment, drop-ins and dependencies and sets its state.
+// Specifiers expand with the name the unit was first requested by, as
+// systemd parses a unit file before it merges the unit's names.
+func (g *Graph) fill(u *Unit, requested string) {
+	t := unit.Type(u.Name)
+	if u.Fragment != "" {
+		switch g.nullOrEmpty(u.Fragment) {
+		case fileMasked:
+			if perpetual(u.Name) {
+				break
+			}
+			u.State, u.Masked = Masked, true
+			return
+		case fileMissing:
+			u.State = NotFound
+			u.LoadError = fmt.Errorf("open %s: %w", u.Fragment, fs.ErrNotExist)
+			return
+		}
+		data, err := g.readFragment(u.Fragment)
+		if err != nil {
+			u.State, u.LoadError = NotFound, fmt.Errorf("read %s: %w", u.Fragment, err)
+			return
+		}
+		opts, err := unit.ParseConfig(data)
+		if err != nil {
+			u.State, u.LoadError = Error, fmt.Errorf("parse %s: %w", u.Fragment, err)
+			return
+		}
+		g.merge(u, opts, u.Fragment)
+	} else if fragmentRequired(t) && !perpetual(u.Name) {
+		u.State, u.LoadError = NotFound, fmt.Errorf("load %s: %w", u.Name, ErrNoFragment)
+		return
+	}
+	u.State = Loaded
+
+	// Dependencies from .wants and .requires directories, then .conf
+	// drop-ins, as unit_load_dropin does. systemd 252 does not read
+	// .upholds directories (the oracle test proves it); Upholds= in a
+	// unit file does count.
+	for _, d := range []struct{ suffix, kind string }{
+		{".wants", ".wants"}, {".requires", ".requires"},
+	} {
+		for _, p := range g.dropinFiles(u, d.suffix, "") {
+			if name, ok := g.depLink(p, u); ok {
+				u.Deps = append(u.Deps, Dep{Kind: d.kind, Name: name, Source: "/" + p})
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, n := range append([]string{u.Name}, u.Names...) {
+		if !seen[n] {
+			seen[n] = true
+			u.Deps = append(u.Deps, g.genDeps[n]...)
+		}
+	}
+	for _, p := range g.dropinFiles(u, ".d", ".conf") {
+		data, err := g.fsys.ReadFile(p)
+		if err != nil {
+			// A masked drop-in (-> /dev/null) is empty; anything else
+			// unreadable is skipped as systemd skips it.
+			if errors.Is(err, rootfs.ErrMasked) {
+				u.DropIns = append(u.DropIns, "/"+p)
+			}
+			continue
+		}
+		opts, err := unit.ParseConfig(data)
+		if err != nil {
+			u.Problems = append(u.Problems, fmt.Sprintf("parse /%s: %v", p, err))
+		}
+		u.DropIns = append(u.DropIns, "/"+p)
+		g.merge(u, opts, "/"+p)
+	}
+
+	if err := verify(u, t); err != nil {
+		u.State, u.LoadError = BadSetting, err
+	}
+	g.implicitDeps(u, t, requested)
+}
+
+// perpetual units exist whatever the image says and cannot be masked.
+func perpetual(name string) bool {
+	switch name {
+	case "-.slice", "system.slice", "-.mount", "init.scope":
+		return true
+	}
+	return false
+}
+
+// merge appends opts from src to u's merged options, applying systemd's
+// reset semantics: an empty assignment clears a setting's earlier values,
+// except for dependency settings, where it does nothing.
+func (g *Graph) merge(u *Unit, opts []*unit.Option, src string) {
+	for _, o := range opts {
+		if o.Value == "" {
+			if o.Section == "Unit" && (slices.Contains(depSettings, o.Name) || o.Name == "Before" || o.Name == "After") {
+				continue
+			}
+			keep := u.Options[:0]
+			keepSrc := u.srcs[:0]
+			for i, p := range u.Options {
+				if p.Section == o.Section && p.Name == o.Name {
+					continue
+				}
+				keep = append(keep, p)
+				keepSrc = append(keepSrc, u.srcs[i])
+			}
+			u.Options, u.srcs = keep, keepSrc
+			continue
+		}
+		u.Options = append(u.Options, o)
+		u.srcs = append(u.srcs, src)
+	}
+}
+
+// dropinFiles is unit_file_find_dropin_paths: the files (image names) of
+// every "NAME+suffix" directory of the unit's names, their templates and
+// dash prefixes, and the type-level directory, in every search directory;
+// the first file of a given name wins; the result is sorted by file name.
+// fileSuffix filters names (".conf"); "" keeps every entry.
+func (g *Graph) dropinFiles(u *Unit, suffix, fileSuffix string) []string {
+	var dirs []string
+	names := append([]string{u.Name}, u.Names...)
+	seen := map[string]bool{}
+	var cands []string
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		// The names to look for are the same in every search dir.
+		cands = unit.DropInDirs(cands[:0], n, suffix)
+		for _, d := range g.dirs {
+			for _, c := range cands {
+				if g.cache[d][c] {
+					dirs = append(dirs, d+"/"+c)
+				}
+			}
+		}
+	}
+	if t := unit.Type(u.Name); t != "" {
+		for _, d := range g.dirs {
+			if g.cache[d][t+suffix] {
+				dirs = append(dirs, d+"/"+t+suffix)
+			}
+		}
+	}
+	files := map[string]string{}
+	for _, dir := range dirs {
+		ents, err := g.fsys.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			n := e.Name()
+			if _, dup := files[n]; dup || unit.HiddenOrBackup(n) {
+				continue
+			}
+			if !e.Type().IsRegular() && e.Type()&fs.ModeSymlink == 0 {
+				continue
+			}
+			if fileSuffix != "" && !strings.HasSuffix(n, fileSuffix) {
+				continue
+			}
+			files[n] = dir + "/" + n
+		}
+	}
+	keys := make([]string, 0, len(files))
+	for k := range files {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = files[k]
+	}
+	return out
+}
+
+// depLink is process_deps for one entry of a .wants or .requires
+// directory: only a symlink counts, a link to /dev/null or an empty file is
+// a masked dependency, and the dependency is on the link's own name (even
+// when the link dangles).
+func (g *Graph) depLink(p string, u *Unit) (string, bool) {
+	switch g.nullOrEmpty("/" + p) {
+	case fileMasked:
+		return "", false
+	}
+	fi, err := g.fsys.Lstat(p)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return "", false
+	}
+	name := path.Base(p)
+	if !unit.Valid(name) {
+		u.Problems = append(u.Problems, fmt.Sprintf("/%s: not a valid unit name", p))
+		return "", false
+	}
+	return resolveTemplate(name, u.Name), true
+}

@@ -1,0 +1,462 @@
+// Package boot owns the boot-time model of an image's systemd: it loads
+// units the way the system manager does when it starts (fragments through
+// the search path, aliases, templates, drop-ins, masks, .wants and .requires
+// directories, implicit and default dependencies, systemd-sysv-generator's
+// units) and computes the initial boot transaction: the units that get a
+// start job when default.target is isolated, each explained by the
+// shortest chain of edges from default.target, and the units a started
+// socket, timer, path or automount activates later. It is not
+// list-unit-files logic (enablement lives elsewhere) and it reads the image
+// only through a rootfs view, never the host.
+//
+// # Reference
+//
+// The reference for every rule here is systemd 252 itself: the oracle tests
+// run `systemd --test --system` chrooted in a Debian 12 root built by
+// fixtures/debian/build.sh, and in variants of it (curated and seeded
+// random trees), and compare its start jobs with [Graph.Boot].
+//
+// # Limits
+//
+// What the model leaves out, each measured or reasoned against systemd:
+//
+//   - Generators other than systemd-sysv-generator. Their output depends on
+//     the running machine (fstab-generator's remount of /, getty on the
+//     console, the cloud data source for cloud-init); on the Debian root
+//     they add local-fs-pre.target and systemd-remount-fs.service.
+//   - Jobs systemd deletes to break ordering cycles (After=/Before= are not
+//     modelled).
+//   - Outcomes systemd itself picks in hash-table order, which change from
+//     run to run: two merely wanted units in Conflicts=, and which other
+//     Requires= of a unit were added before one of them failed. The model
+//     picks one deterministic outcome.
+//   - Specifiers in a unit known by several names expand with the name the
+//     model first loads; systemd uses the one its load queue dispatches
+//     first.
+//   - D-Bus activation (dbus-org.*.service names started on demand) and
+//     mount, swap and device units systemd learns from the running kernel.
+package boot
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// maxAliasHops is systemd's FOLLOW_MAX for alias chains in the unit name map.
+const maxAliasHops = 64
+
+// LoadState is a unit's load state, spelled as systemctl spells it.
+type LoadState string
+
+// Load states.
+const (
+	Loaded     LoadState = "loaded"
+	NotFound   LoadState = "not-found"
+	Masked     LoadState = "masked"
+	BadSetting LoadState = "bad-setting"
+	Error      LoadState = "error"
+)
+
+// Dep is one dependency a unit declares or is given implicitly.
+type Dep struct {
+	// Kind is the setting or mechanism: "Wants", "Requires", "Requisite",
+	// "BindsTo", "Upholds", "PartOf", "Conflicts", ".wants", ".requires",
+	// "Sockets", "Slice", "default" (DefaultDependencies=),
+	// "Type=dbus", or a trigger kind: "socket", "timer", "path", "automount".
+	Kind string
+	// Name is the unit named, as named (it may be an alias).
+	Name string
+	// Source is the image path (with a leading slash) of the file that
+	// declares it: the unit file or drop-in, or the .wants/.requires link.
+	// Implicit dependencies have the unit's fragment as Source.
+	Source string
+}
+
+// Unit is one loaded unit: every name it is known by, where it was read
+// from, its merged settings and its dependencies.
+type Unit struct {
+	// Name is the unit's id: the fragment's name (instantiated for
+	// templates), or the requested name when there is no fragment.
+	Name string
+	// Names are every name of the unit, Name included, sorted.
+	Names []string
+	// Fragment is the image path of the unit file as found in the search
+	// path (for a linked or masked unit, the link itself), "" if none. A
+	// unit systemd-sysv-generator would make has its generated path under
+	// /run/systemd/generator.late, which exists only at run time.
+	Fragment string
+	// SourcePath is the file a generated unit is made from (the init
+	// script), "" for unit files.
+	SourcePath string
+	// DropIns are the image paths of the .conf drop-ins applied, in order.
+	DropIns []string
+	// Options are the merged settings of fragment and drop-ins in the
+	// order systemd applies them, with list resets applied: an empty
+	// assignment removes the earlier assignments of that setting (except
+	// for dependency settings, which systemd never resets).
+	Options []*unit.Option
+	// State is the load state.
+	State LoadState
+	// Masked reports a fragment that is /dev/null or an empty file.
+	Masked bool
+	// LoadError says why State is not Loaded or Masked.
+	LoadError error
+	// Deps are the unit's dependencies, file-declared and implicit, in a
+	// stable order.
+	Deps []Dep
+	// Problems are non-fatal issues systemd would log and ignore
+	// (an unknown specifier in a dependency, an invalid name).
+	Problems []string
+	srcs     []string // Source of each Option
+}
+
+// Values returns the effective values of a list setting.
+func (u *Unit) Values(section, name string) []string {
+	return unit.Values(u.Options, section, name)
+}
+
+// Last returns the effective value of a single-valued setting.
+func (u *Unit) Last(section, name string) (string, bool) {
+	return unit.Last(u.Options, section, name)
+}
+
+// Graph is the loaded unit model of one image. Units are loaded on first
+// use, as systemd loads them; a Graph is safe for concurrent use.
+type Graph struct {
+	fsys *rootfs.FS
+	dirs []string // search path directories that exist, in precedence
+
+	ids    map[string]idEntry         // systemd's unit_id_map
+	byName map[string][]string        // fragment name -> names (unit_name_map)
+	cache  map[string]map[string]bool // search dir -> its entries' names
+	states map[string]fileState       // nullOrEmpty results by image path
+
+	generated map[string]genFile // generator output, by image path
+	genDeps   map[string][]Dep   // generator .wants links, by unit name
+
+	mu    sync.Mutex
+	units map[string]*Unit // every name loaded -> unit
+	boot  *Boot
+}
+
+// idEntry is one unit_id_map value: an image path (a file, or a link
+// systemd opens and follows), or the name an alias link points to.
+type idEntry struct {
+	path  string // "/etc/systemd/system/x.service", or ""
+	alias string // target unit name when path is ""
+	link  string // image path of the alias link
+}
+
+// Load builds the unit name map of the image and loads default.target's
+// closure lazily. It fails only when the search path cannot be read.
+func Load(fsys *rootfs.FS) (*Graph, error) {
+	g := &Graph{
+		fsys:   fsys,
+		ids:    map[string]idEntry{},
+		byName: map[string][]string{},
+		cache:  map[string]map[string]bool{},
+		states: map[string]fileState{},
+		units:  map[string]*Unit{},
+	}
+	for _, d := range unit.SearchPath {
+		// systemd skips a search directory it cannot open as one: a
+		// file, a dangling link, a link loop, a mask. Errors reading a
+		// directory (I/O on a corrupt image) mean the image cannot be
+		// audited.
+		fi, err := fsys.Stat(d)
+		if err != nil || !fi.IsDir() {
+			if err == nil || errors.Is(err, fs.ErrNotExist) || errors.Is(err, rootfs.ErrNotDir) ||
+				errors.Is(err, rootfs.ErrMasked) || errors.Is(err, rootfs.ErrTooManyLinks) {
+				continue
+			}
+			return nil, fmt.Errorf("read unit directory /%s: %w", d, err)
+		}
+		ents, err := fsys.ReadDir(d)
+		if err != nil {
+			return nil, fmt.Errorf("read unit directory /%s: %w", d, err)
+		}
+		g.dirs = append(g.dirs, d)
+		names := make(map[string]bool, len(ents))
+		g.cache[d] = names
+		for _, e := range ents {
+			names[e.Name()] = true
+			g.addID(d, e)
+		}
+	}
+	g.sysv()
+	// The reverse map, keyed by the fragment's name (instantiated for
+	// instance aliases of templates), skipping masks and dangling links.
+	for name := range g.ids {
+		p, ok := g.fragmentOf(name)
+		if !ok || g.nullOrEmpty(p) != fileOK {
+			continue
+		}
+		dst := path.Base(p)
+		if inst, isInst := unit.Instance(name); isInst && unit.IsTemplate(dst) {
+			dst = unit.WithInstance(dst, inst)
+		}
+		g.byName[dst] = append(g.byName[dst], name)
+	}
+	for n := range g.byName {
+		sort.Strings(g.byName[n])
+	}
+	return g, nil
+}
+
+// addID adds one search-directory entry to the name map, as systemd's
+// unit_file_build_name_map does; the first (highest-precedence) entry of a
+// name wins.
+func (g *Graph) addID(dir string, e fs.DirEntry) {
+	name := e.Name()
+	if !unit.Valid(name) {
+		return
+	}
+	if _, dup := g.ids[name]; dup {
+		return
+	}
+	file := dir + "/" + name
+	switch {
+	case e.Type().IsRegular():
+		g.ids[name] = idEntry{path: "/" + file}
+		return
+	case e.Type()&fs.ModeSymlink == 0:
+		return
+	}
+	target, err := g.fsys.ReadLink(file)
+	if err != nil || target == "" {
+		return
+	}
+	abs := target
+	if !strings.HasPrefix(target, "/") {
+		abs = dir + "/" + target
+	}
+	// Resolve every component but the last, as chase_symlinks with
+	// CHASE_NOFOLLOW|CHASE_NONEXISTENT does.
+	simplified, err := g.fsys.ResolveParent(rootfs.Clean(abs))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	tail, in := g.inSearchPath(simplified)
+	if !in {
+		// A linked unit file or a mask: systemd opens the link itself.
+		g.ids[name] = idEntry{path: "/" + file}
+		return
+	}
+	dst := path.Base(tail)
+	if dst == name {
+		return // a self-alias has no effect
+	}
+	if !validAlias(name, dst) {
+		return
+	}
+	g.ids[name] = idEntry{alias: dst, link: "/" + file}
+}
+
+// inSearchPath returns the part of p below the first search path directory
+// that contains it.
+func (g *Graph) inSearchPath(p string) (string, bool) {
+	for _, d := range unit.SearchPath {
+		if rest, ok := strings.CutPrefix(p, d+"/"); ok && rest != "" {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// validAlias is unit_validate_alias_symlink_or_warn: same type, and
+// template or instance names only for template targets (instances keep
+// their instance).
+func validAlias(src, dst string) bool {
+	if !unit.Valid(dst) || unit.Type(src) != unit.Type(dst) {
+		return false
+	}
+	si, sInst := unit.Instance(src)
+	di, dInst := unit.Instance(dst)
+	sTmpl, dTmpl := unit.IsTemplate(src), unit.IsTemplate(dst)
+	switch {
+	case sTmpl:
+		return dTmpl
+	case sInst:
+		if dInst {
+			return si == di
+		}
+		return dTmpl
+	default:
+		return !dTmpl && !dInst
+	}
+}
+
+// fragmentOf follows aliases from name to a path, as unit_ids_map_get.
+func (g *Graph) fragmentOf(name string) (string, bool) {
+	id := name
+	for range maxAliasHops {
+		e, ok := g.ids[id]
+		if !ok {
+			return "", false
+		}
+		if e.path != "" {
+			return e.path, true
+		}
+		id = e.alias
+	}
+	return "", false
+}
+
+// AliasLink returns the image path of the alias link that gives name to
+// another unit, and the name it points to, if name is such an alias.
+func (g *Graph) AliasLink(name string) (link, target string, ok bool) {
+	e, found := g.ids[name]
+	if !found || e.path != "" {
+		if inst, isInst := unit.Instance(name); isInst {
+			if e, found = g.ids[unit.Template(name)]; found && e.path == "" {
+				return e.link, unit.WithInstance(e.alias, inst), true
+			}
+		}
+		return "", "", false
+	}
+	return e.link, e.alias, true
+}
+
+// Unit returns the unit loaded under name, loading it first if needed. It
+// returns nil only for a name that is not a valid unit name.
+func (g *Graph) Unit(name string) *Unit {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.load(name)
+}
+
+// Names returns every name in the image's unit search path, sorted.
+func (g *Graph) Names() []string {
+	out := make([]string, 0, len(g.ids))
+	for n := range g.ids {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (g *Graph) load(name string) *Unit {
+	if u, ok := g.units[name]; ok {
+		return u
+	}
+	if !unit.Valid(name) {
+		return nil
+	}
+	fragment, names := g.findFragment(name)
+	id := name
+	if fragment != "" {
+		id = path.Base(fragment)
+		if unit.IsTemplate(id) {
+			inst, _ := unit.Instance(name)
+			id = unit.WithInstance(id, inst)
+		}
+		if !slices.Contains(names, id) {
+			names = append(names, id)
+		}
+	}
+	if u, ok := g.units[id]; ok {
+		for _, n := range names {
+			g.units[n] = u
+		}
+		g.units[name] = u
+		return u
+	}
+	sort.Strings(names)
+	u := &Unit{Name: id, Names: names, Fragment: fragment, SourcePath: g.sourcePath(fragment)}
+	for _, n := range names {
+		g.units[n] = u
+	}
+	g.units[name] = u
+	g.fill(u, name)
+	return u
+}
+
+// findFragment is unit_file_find_fragment: the fragment of name (directly,
+// through aliases, or through its template) and the set of names of the
+// unit, aliases instantiated for instances.
+func (g *Graph) findFragment(name string) (string, []string) {
+	var names []string
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	inst, isInst := unit.Instance(name)
+	addNames := func(key, fragBase string) {
+		if !unit.IsTemplate(name) {
+			add(name)
+		}
+		for _, a := range g.byName[key] {
+			if isInst && unit.IsTemplate(a) {
+				in := unit.WithInstance(a, inst)
+				if f, ok := g.fragmentOf(in); ok && fragBase != "" && path.Base(f) != fragBase {
+					continue // an instance alias pointing elsewhere
+				}
+				add(in)
+				continue
+			}
+			add(a)
+		}
+	}
+	addNames(name, "")
+	frag, ok := g.fragmentOf(name)
+	if !ok && isInst {
+		frag, ok = g.fragmentOf(unit.Template(name))
+	}
+	if !ok {
+		return "", names
+	}
+	if base := path.Base(frag); base != name {
+		addNames(base, base)
+	}
+	return frag, names
+}
+
+// fileState classifies a fragment for masking.
+type fileState int
+
+const (
+	fileOK      fileState = iota
+	fileMasked            // /dev/null or an empty regular file
+	fileMissing           // dangling, unreadable or not a regular file
+)
+
+// nullOrEmpty is systemd's null_or_empty_path on an image path.
+func (g *Graph) nullOrEmpty(p string) fileState {
+	if _, ok := g.generated[p]; ok {
+		return fileOK
+	}
+	if st, ok := g.states[p]; ok {
+		return st
+	}
+	st := g.statFile(p)
+	g.states[p] = st
+	return st
+}
+
+func (g *Graph) statFile(p string) fileState {
+	fi, err := g.fsys.Stat(rootfs.Clean(p))
+	switch {
+	case errors.Is(err, rootfs.ErrMasked):
+		return fileMasked
+	case err != nil:
+		return fileMissing
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		return fileMasked
+	case !fi.Mode().IsRegular():
+		if fi.Mode()&fs.ModeCharDevice != 0 {
+			return fileMasked
+		}
+		return fileMissing
+	}
+	return fileOK
+}

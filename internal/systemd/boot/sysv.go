@@ -1,0 +1,273 @@
+package boot
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// generatorDirs are the system generator directories in precedence order
+// (systemd 252 on Debian); a same-named entry linked to /dev/null in an
+// earlier one masks a generator.
+var generatorDirs = []string{
+	"run/systemd/system-generators",
+	"etc/systemd/system-generators",
+	"usr/local/lib/systemd/system-generators",
+	"lib/systemd/system-generators",
+	"usr/lib/systemd/system-generators",
+}
+
+// sysvGenerator is the generator that turns init scripts into units.
+const sysvGenerator = "systemd-sysv-generator"
+
+// sysvDir is where systemd-sysv-generator writes (the "late" directory:
+// every native unit wins over it).
+const sysvDir = "run/systemd/generator.late"
+
+// sysvRunlevels are the rcN.d directories systemd-sysv-generator reads and
+// the targets their S links make want a script's service.
+var sysvRunlevels = []struct{ dir, target string }{
+	{"etc/rc1.d", "rescue.target"},
+	{"etc/rc2.d", "multi-user.target"},
+	{"etc/rc3.d", "multi-user.target"},
+	{"etc/rc4.d", "multi-user.target"},
+	{"etc/rc5.d", "graphical.target"},
+}
+
+// genFile is a unit file a generator would write.
+type genFile struct {
+	data   []byte
+	source string // the image file it is generated from
+}
+
+// hasGenerator reports whether the image ships the generator name and does
+// not mask it.
+func (g *Graph) hasGenerator(name string) bool {
+	for _, d := range generatorDirs {
+		p := d + "/" + name
+		if _, err := g.fsys.Lstat(p); err != nil {
+			continue
+		}
+		switch g.nullOrEmpty("/" + p) {
+		case fileOK:
+			return true
+		default:
+			return false // masked, or a dangling link shadowing the rest
+		}
+	}
+	return false
+}
+
+// sysv models systemd-sysv-generator: every executable init script in
+// /etc/init.d without a native unit of the same name becomes NAME.service
+// (Type=forking, RemainAfterExit=yes), aliased by its LSB Provides: names,
+// wanting network-online.target when it requires $network, and wanted by
+// the target of every rcN.d directory holding an S link for it. The
+// generated units and links are added at the lowest precedence, as the
+// generator writes them to /run/systemd/generator.late.
+func (g *Graph) sysv() {
+	if !g.hasGenerator(sysvGenerator) {
+		return
+	}
+	ents, err := g.fsys.ReadDir("etc/init.d")
+	if err != nil {
+		return
+	}
+	type script struct {
+		name, path string
+		lsb        lsbHeader
+	}
+	scripts := map[string]*script{}
+	for _, e := range ents {
+		if unit.HiddenOrBackup(e.Name()) {
+			continue
+		}
+		p := "etc/init.d/" + e.Name()
+		fi, err := g.fsys.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o100 == 0 {
+			continue
+		}
+		name := sysvName(e.Name())
+		if name == "" || scripts[name] != nil {
+			continue
+		}
+		if _, native := g.ids[name]; native {
+			continue // a native unit, an alias or a mask of that name exists
+		}
+		data, err := g.fsys.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		scripts[name] = &script{name: name, path: "/" + p, lsb: parseLSB(data, e.Name())}
+	}
+	if len(scripts) == 0 {
+		return
+	}
+	if g.generated == nil {
+		g.generated = map[string]genFile{}
+		g.genDeps = map[string][]Dep{}
+	}
+	names := make([]string, 0, len(scripts))
+	for n := range scripts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := scripts[n]
+		file := "/" + sysvDir + "/" + n
+		var b strings.Builder
+		fmt.Fprintf(&b, "[Unit]\nDocumentation=man:systemd-sysv-generator(8)\nSourcePath=%s\n", s.path)
+		for _, w := range s.lsb.wants {
+			fmt.Fprintf(&b, "Wants=%s\n", w)
+		}
+		fmt.Fprintf(&b, "[Service]\nType=forking\nRestart=no\nTimeoutSec=5min\nIgnoreSIGPIPE=no\nKillMode=process\n"+
+			"GuessMainPID=no\nRemainAfterExit=yes\nSuccessExitStatus=5 6\nExecStart=%s start\nExecStop=%s stop\n", s.path, s.path)
+		g.generated[file] = genFile{data: []byte(b.String()), source: s.path}
+		g.ids[n] = idEntry{path: file}
+		for _, a := range s.lsb.aliases {
+			if _, taken := g.ids[a]; !taken && a != n {
+				g.ids[a] = idEntry{alias: n, link: "/" + sysvDir + "/" + a}
+			}
+		}
+	}
+	for _, rl := range sysvRunlevels {
+		ents, err := g.fsys.ReadDir(rl.dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			l := e.Name()
+			if unit.HiddenOrBackup(l) || len(l) < 4 || l[0] != 'S' || !isDigit(l[1]) || !isDigit(l[2]) {
+				continue
+			}
+			n := sysvName(l[3:])
+			if scripts[n] == nil {
+				continue
+			}
+			dup := false
+			for _, d := range g.genDeps[rl.target] {
+				dup = dup || d.Name == n
+			}
+			if !dup {
+				g.genDeps[rl.target] = append(g.genDeps[rl.target], Dep{Kind: "sysv", Name: n, Source: "/" + rl.dir + "/" + l})
+			}
+		}
+	}
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// sysvName is sysv_translate_name: "foo.sh" and "foo" give "foo.service";
+// names systemd would have to escape are skipped.
+func sysvName(file string) string {
+	n := strings.TrimSuffix(file, ".sh") + ".service"
+	if !unit.Valid(n) || strings.Contains(n, "@") {
+		return ""
+	}
+	return n
+}
+
+// lsbHeader is what systemd-sysv-generator takes from an LSB header.
+type lsbHeader struct {
+	aliases []string // Provides: service names
+	wants   []string // network-online.target for $network, Provides: targets
+}
+
+// parseLSB reads the "### BEGIN INIT INFO" block of an init script as
+// load_sysv does, keeping what changes the boot transaction.
+func parseLSB(data []byte, file string) lsbHeader {
+	var h lsbHeader
+	in := false
+	self := strings.TrimSuffix(file, ".sh")
+	for _, raw := range unit.SplitLines(data) {
+		t := strings.Trim(string(raw), " \t\n\r")
+		if !strings.HasPrefix(t, "#") {
+			continue
+		}
+		if !in {
+			in = t == "### BEGIN INIT INFO"
+			continue
+		}
+		if t == "### END INIT INFO" {
+			break
+		}
+		t = strings.TrimLeft(t[1:], " \t\n\r")
+		key, rest, ok := strings.Cut(t, ":")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(key) {
+		case "provides":
+			for _, w := range strings.Fields(rest) {
+				m := sysvFacility(w, self)
+				switch unit.Type(m) {
+				case "service":
+					h.aliases = append(h.aliases, m)
+				case "target":
+					h.wants = append(h.wants, m)
+				}
+			}
+		case "required-start", "should-start", "x-start-after":
+			for _, w := range strings.Fields(rest) {
+				if sysvFacility(w, self) == "network-online.target" {
+					h.wants = append(h.wants, "network-online.target")
+				}
+			}
+		}
+	}
+	return h
+}
+
+// sysvFacility is sysv_translate_facility: LSB facilities become targets,
+// other "$x" become "x.target", the script's own name nothing, and any
+// other name a service.
+func sysvFacility(w, self string) string {
+	n := strings.TrimPrefix(w, "$")
+	switch n {
+	case "local_fs", "syslog":
+		return ""
+	case "network":
+		return "network-online.target"
+	case "named":
+		return "nss-lookup.target"
+	case "portmap":
+		return "rpcbind.target"
+	case "remote_fs":
+		return "remote-fs.target"
+	case "time":
+		return "time-sync.target"
+	}
+	if strings.HasPrefix(w, "$") {
+		if t := n + ".target"; unit.Valid(t) {
+			return t
+		}
+		return ""
+	}
+	if n == self {
+		return ""
+	}
+	return sysvName(n)
+}
+
+// readFragment reads a unit file, generated or in the image.
+func (g *Graph) readFragment(p string) ([]byte, error) {
+	if f, ok := g.generated[p]; ok {
+		return f.data, nil
+	}
+	data, err := g.fsys.ReadFile(rootfs.Clean(p))
+	if err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// sourcePath is the file a generated unit comes from, or "".
+func (g *Graph) sourcePath(fragment string) string {
+	if f, ok := g.generated[fragment]; ok {
+		return f.source
+	}
+	return ""
+}
