@@ -9,7 +9,7 @@ CACHE ?= $(HOME)/.cache/amilint
 PACKER_BIN ?= $(CACHE)/packer-1.14.3
 PLUGIN_VERSION ?= 0.1.0
 
-.PHONY: help build test test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root
+.PHONY: help build test test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -59,8 +59,11 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; \
 	  done; done
 
-debian-root: ## build the cached Debian 12 root (.cache/debian-root) the systemd oracle tests use; needs root, ~6 min
-	fixtures/debian/build.sh .cache/debian-root
+debian-root: ## build the cached Debian 12 root (.cache/debian-root, systemd 252) the systemd oracle tests use; needs root, ~6 min
+	fixtures/debian/build.sh .cache/debian-root bookworm
+
+trixie-root: ## build the cached Debian 13 root (.cache/trixie-root, systemd 257), the second systemd oracle; needs root, ~6 min
+	fixtures/debian/build.sh .cache/trixie-root trixie
 
 .PHONY: e2e-html
 e2e-html: ## render the HTML reports in headless Chromium; screenshots kept in dist/e2e-html

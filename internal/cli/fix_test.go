@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/fixtures/testenv"
 )
 
 func fixCLI(t *testing.T, args ...string) (int, string, string) {
@@ -54,9 +55,7 @@ func treeState(t *testing.T, dir string) map[string]string {
 
 func isEnabled(t *testing.T, dir, unit string) string {
 	t.Helper()
-	if _, err := exec.LookPath("systemctl"); err != nil {
-		t.Skip("no systemctl on this machine")
-	}
+	testenv.Tool(t, "systemctl", "systemd")
 	out, _ := exec.Command("systemctl", "--root="+dir, "is-enabled", unit).CombinedOutput()
 	return strings.TrimSpace(string(out))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/cli"
 	"github.com/amilint/amilint/internal/image/disktest"
 	"github.com/amilint/amilint/internal/image/target"
@@ -176,9 +177,7 @@ func TestBackingFile(t *testing.T) {
 // TestBlockDevice reads an attached volume (a loop device over a GPT disk
 // image) as a raw disk, without mounting it.
 func TestBlockDevice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a loop device needs root")
-	}
+	testenv.Root(t, "a loop device")
 	dir := disktest.Tree(t)
 	want, stderr, code := units(t, dir)
 	require.Equal(t, 0, code, stderr)

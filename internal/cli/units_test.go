@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures/testenv"
 )
 
 // unitsTree is a small image with one unit in each common state.
@@ -52,7 +54,7 @@ func runUnitsCLI(args ...string) (int, string, string) {
 
 func TestUnitsTSVMatchesSystemctl(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/systemctl"); err != nil {
-		t.Skipf("no systemctl: %v", err)
+		testenv.Missing(t, "no /usr/bin/systemctl (Debian package systemd): %v", err)
 	}
 	dir := unitsTree(t)
 	code, out, errs := runUnitsCLI("units", dir, "-o", "tsv")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures/testenv"
 )
 
 // chromiumArgs are the flags for a quiet, offline, single-shot headless
@@ -25,10 +27,7 @@ func chromiumArgs(profile string) []string {
 
 func chromium(t *testing.T, args ...string) []byte {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skipf("headless Chromium is not installed (Debian package chromium; .ci/run installs it): %v", err)
-	}
+	bin := testenv.Tool(t, "chromium", "chromium")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(chromiumArgs(t.TempDir()), args...)...)

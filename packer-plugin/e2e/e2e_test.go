@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/audit/finding"
 )
 
@@ -54,9 +55,7 @@ func freePort(t *testing.T) int {
 }
 
 func setup(t *testing.T) *env {
-	if os.Getuid() != 0 {
-		t.Skip("e2e-packer needs root: sshd runs as root on loopback")
-	}
+	testenv.Root(t, "e2e-packer (sshd runs as root on loopback)")
 	e := &env{work: t.TempDir(), packer: os.Getenv("PACKER_BIN")}
 	require.NotEmpty(t, e.packer, "PACKER_BIN (make e2e-packer builds it)")
 	sshd, err := exec.LookPath("sshd")

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures/testenv"
 )
 
 const envGenerator = "/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator"
@@ -37,7 +39,7 @@ func shellUnquote(v string) string {
 // EnvironmentFile= keeps as empty values (see TestParseEnv).
 func TestParseEnvAgainstSystemd(t *testing.T) {
 	if _, err := os.Stat(envGenerator); err != nil {
-		t.Skip("systemd's environment.d generator is not installed (Debian package systemd)")
+		testenv.Missing(t, "systemd's environment.d generator is not installed (Debian package systemd)")
 	}
 	inputs := map[string]string{
 		"plain":           "ZA=prod\n",

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -18,10 +19,7 @@ import (
 // decides which ExecStart= commands cannot be executed; exec_start.exists
 // must say false for exactly those.
 func TestExecExistsAgainstSystemd(t *testing.T) {
-	tool, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian package systemd)")
-	}
+	tool := testenv.Tool(t, "systemd-analyze", "systemd")
 	root := t.TempDir()
 	mk := func(p, data string, mode os.FileMode) {
 		full := filepath.Join(root, p)

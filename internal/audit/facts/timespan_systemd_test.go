@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures/testenv"
 )
 
 var usecLine = regexp.MustCompile(`(?m)^\s*μs: (\d+)$`)
@@ -16,10 +18,7 @@ var usecLine = regexp.MustCompile(`(?m)^\s*μs: (\d+)$`)
 // TestParseSecondsAgainstSystemd is differential: systemd-analyze
 // timespan (systemd's own parse_sec) decides what every input means.
 func TestParseSecondsAgainstSystemd(t *testing.T) {
-	tool, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze is not installed (Debian package systemd)")
-	}
+	tool := testenv.Tool(t, "systemd-analyze", "systemd")
 	inputs := []string{
 		"10s", "100ms", "1min 30s", "1min30s", "1min30", "10", "0", "1.5", ".5s", "5.", "1 2", "1s2",
 		"1e3", "2 weeks", "3months", "1M", "1y", "1sec 1sec", " 1s", "1 s", "10 msec", "1hr", "1hrs",

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -33,7 +34,7 @@ func needSystemctl(t *testing.T) {
 	t.Helper()
 	out, err := exec.Command(systemctlPath, "--version").Output()
 	if err != nil {
-		t.Skipf("no %s on this machine: %v", systemctlPath, err)
+		testenv.Missing(t, "no %s on this machine (Debian package systemd): %v", systemctlPath, err)
 	}
 	require.Contains(t, string(out), "systemd 252", "the reference must be systemd 252")
 }

@@ -13,10 +13,12 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/amilint/amilint/internal/host/cgroup"
-	"github.com/amilint/amilint/internal/host/cgroup/cgrouptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/host/cgroup"
+	"github.com/amilint/amilint/internal/host/cgroup/cgrouptest"
 )
 
 // incidentCgroups is /proc/cgroups as the incident's Ubuntu 20.04 host
@@ -278,10 +280,7 @@ func TestStraceNoMemoryStat(t *testing.T) {
 		require.NoError(t, err)
 		return
 	}
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is not installed (.ci/run installs it)")
-	}
+	strace := testenv.Tool(t, "strace", "strace")
 	trace := filepath.Join(t.TempDir(), "trace")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amilint/amilint/internal/host/cpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/host/cpu"
 )
 
 func readTables(t *testing.T, dir string) (*cpu.Stat, *cpu.Table, *cpu.Table) {
@@ -135,7 +137,7 @@ func TestSampleHost(t *testing.T) {
 // busiest in system time. It asserts shares, never durations.
 func TestSaturatedCore(t *testing.T) {
 	if runtime.NumCPU() < 2 {
-		t.Skip("needs two cores")
+		testenv.Missing(t, "needs two cores")
 	}
 	target := runtime.NumCPU() - 1
 	var stop atomic.Bool

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/imagetest"
 )
 
@@ -77,9 +78,7 @@ type LVSegment struct{ Start, Size, PVOffset int64 }
 // their offsets in the PV as lvs and pvs report them.
 func LVM(t testing.TB, p string, off, size int64) []LVSegment {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("building an LVM PV needs root for a loop device")
-	}
+	testenv.Root(t, "building an LVM PV (a loop device)")
 	loop := strings.TrimSpace(Run(t, "losetup", "-f", "--show", "-o", fmt.Sprint(off), "--sizelimit", fmt.Sprint(size), p))
 	defer Run(t, "losetup", "-d", loop)
 	vg := fmt.Sprintf("amilint%d%s", os.Getpid(), strings.TrimPrefix(loop, "/dev/loop"))
@@ -181,9 +180,7 @@ func GPTBig(t testing.TB, fsImg string, size int64) string {
 // chunk by chunk where lvs says each stripe lies.
 func StripedLVMDisk(t testing.TB, fsImg string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("building LVM PVs needs root for loop devices")
-	}
+	testenv.Root(t, "building LVM PVs (loop devices)")
 	p := Blank(t, 96<<20)
 	Sfdisk(t, p, "label: dos\nstart=2048, size=44M, type=8e\nsize=44M, type=8e\n")
 	parts := []int64{1 << 20, 45 << 20}

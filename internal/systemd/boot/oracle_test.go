@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
@@ -30,27 +31,15 @@ import (
 // /run, so it runs chrooted in a copy of the Debian root built by
 // fixtures/debian/build.sh, as nobody, in a private mount namespace.
 
-// debianRoot returns the Debian root the oracle tests use, or skips.
+// debianRoot returns the Debian root the oracle tests use (testenv says
+// what happens when it or a tool the oracle runs is missing).
 func debianRoot(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the systemd oracle needs root (unshare, mount, chroot)")
-	}
+	testenv.Root(t, "the systemd oracle (unshare, mount, chroot)")
 	for _, tool := range []string{"unshare", "chroot", "mount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("the systemd oracle needs %s: %v", tool, err)
-		}
+		testenv.Tool(t, tool, "util-linux/coreutils")
 	}
-	dir := os.Getenv("AMILINT_DEBIAN_ROOT")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", ".cache", "debian-root")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "lib", "systemd", "systemd")); err != nil {
-		t.Skipf("no Debian root at %s (run `make debian-root`): %v", dir, err)
-	}
-	abs, err := filepath.Abs(dir)
-	require.NoError(t, err)
-	return abs
+	return testenv.Bookworm.Path(t)
 }
 
 // variantRoot is a Debian root plus a variant's changes: the changes live
@@ -518,10 +507,7 @@ func TestOracleGenerators(t *testing.T) {
 // BenchmarkBootDebian measures Load and Boot on the cached Debian root
 // (compare: systemd --test on the same root, printed once per run).
 func BenchmarkBootDebian(b *testing.B) {
-	dir := filepath.Join("..", "..", "..", ".cache", "debian-root")
-	if _, err := os.Stat(filepath.Join(dir, "lib", "systemd", "systemd")); err != nil {
-		b.Skipf("no Debian root at %s (run `make debian-root`)", dir)
-	}
+	dir := testenv.Bookworm.Path(b)
 	src, err := rootfs.OpenDir(dir)
 	require.NoError(b, err)
 	defer src.Close()

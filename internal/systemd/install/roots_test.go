@@ -5,13 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -19,12 +19,7 @@ import (
 // complete whenever it exists (the script renames it into place).
 func debianRoot(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", ".cache", "debian-root")
-	if _, err := os.Stat(filepath.Join(dir, "etc", "os-release")); err != nil {
-		return ""
-	}
-	return dir
+	return testenv.Bookworm.Path(t)
 }
 
 // TestFixturesMatchSystemctl compares every embedded fixture tree.
@@ -46,15 +41,13 @@ func TestFixturesMatchSystemctl(t *testing.T) {
 func TestDebianRootMatchesSystemctl(t *testing.T) {
 	needSystemctl(t)
 	dir := debianRoot(t)
-	if dir == "" {
-		t.Skip("no .cache/debian-root (make debian-root builds it)")
-	}
 	compareTree(t, dir, true)
 }
 
-// benchRoot returns the Debian root, or the dlami fixture materialized.
+// benchRoot returns the Debian root (the benchmark make bench reports), or
+// the dlami fixture materialized.
 func benchRoot(b *testing.B) string {
-	if dir := debianRoot(b); dir != "" {
+	if dir := filepath.Join(testenv.RepoRoot(b), ".cache", "debian-root"); fileExists(filepath.Join(dir, "etc", "os-release")) {
 		return dir
 	}
 	dir := b.TempDir()
@@ -103,4 +96,9 @@ func BenchmarkListVsSystemctl(b *testing.B) {
 	b.ReportMetric(float64(units), "units")
 	b.ReportMetric(float64(ref.Nanoseconds()), "systemctl-ns/op")
 	b.ReportMetric(float64(ref)/float64(ours), "x-faster-than-systemctl")
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

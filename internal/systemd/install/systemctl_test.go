@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -25,7 +26,7 @@ const systemctlPath = "/usr/bin/systemctl"
 func needSystemctl(t testing.TB) {
 	t.Helper()
 	if _, err := os.Stat(systemctlPath); err != nil {
-		t.Skipf("no %s on this machine: %v", systemctlPath, err)
+		testenv.Missing(t, "no %s on this machine (Debian package systemd): %v", systemctlPath, err)
 	}
 }
 

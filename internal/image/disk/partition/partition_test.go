@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/disk/partition"
 	"github.com/amilint/amilint/internal/image/disktest"
 )
@@ -236,9 +237,7 @@ func FuzzRead(f *testing.F) {
 // TestGPT4KSectors reads a GPT written by sgdisk on a loop device with
 // 4096-byte logical sectors, checked against sfdisk's reading of it.
 func TestGPT4KSectors(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("a 4K-sector loop device needs root")
-	}
+	testenv.Root(t, "a 4K-sector loop device")
 	p := disktest.Blank(t, 64<<20)
 	loop := strings.TrimSpace(disktest.Run(t, "losetup", "-f", "--show", "-b", "4096", p))
 	disktest.Run(t, "sgdisk", "-n", "1:0:+8M", "-t", "1:ef00", "-n", "2:0:0", "-t", "2:8300", "-c", "2:root", loop)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
@@ -38,9 +39,7 @@ func logprint(t *testing.T, img string) (tail, head int64, clean bool) {
 // machines can, so there it runs.
 func requireXFSMount(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("loop-mounting an XFS image needs root")
-	}
+	testenv.Root(t, "loop-mounting an XFS image")
 	has := func() bool {
 		b, err := os.ReadFile("/proc/filesystems")
 		return err == nil && regexp.MustCompile(`(?m)\sxfs$`).Match(b)
@@ -48,7 +47,7 @@ func requireXFSMount(t *testing.T) {
 	if !has() {
 		_ = exec.Command("modprobe", "xfs").Run()
 		if !has() {
-			t.Skip("this kernel cannot mount XFS (no xfs in /proc/filesystems, modprobe xfs failed)")
+			testenv.Missing(t, "this kernel cannot mount XFS (no xfs in /proc/filesystems, modprobe xfs failed)")
 		}
 	}
 }
