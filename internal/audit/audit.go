@@ -20,6 +20,7 @@ import (
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/boot"
 	"github.com/amilint/amilint/internal/systemd/install"
+	"github.com/amilint/amilint/internal/systemd/version"
 	"github.com/amilint/amilint/rules"
 )
 
@@ -43,6 +44,15 @@ type Config struct {
 	// Params are more policy parameters (data.params), such as a live
 	// audit's thresholds under "live".
 	Params map[string]any
+	// Model tunes the unit model of every image audited.
+	Model ModelOptions
+}
+
+// ModelOptions tune the unit model of an image.
+type ModelOptions struct {
+	// SystemdVersion, when its Major is set, is the systemd version to
+	// model instead of the one the image ships (--systemd-version).
+	SystemdVersion version.Info
 }
 
 // Auditor holds the compiled policies and loaded rules; it is reused for
@@ -123,6 +133,9 @@ func New(cfg Config) (*Auditor, error) {
 // Rules returns the loaded catalog.
 func (a *Auditor) Rules() []rules.Rule { return a.rules }
 
+// ModelOptions returns the options Audit models images with.
+func (a *Auditor) ModelOptions() ModelOptions { return a.cfg.Model }
+
 // Engine compiles the policies for a target name once: fix and the live
 // exporter audit the same target again and reuse it.
 func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine, error) {
@@ -173,6 +186,9 @@ type Inventory struct {
 	Graph     *boot.Graph
 	Presets   map[string]install.PresetAction
 	FirstBoot bool
+	// Systemd is the systemd version modelled: the image's, or the
+	// override of ModelOptions.
+	Systemd version.Info
 	// Units is the join, sorted by name: every unit file, plus every unit
 	// that starts or is activated without a file of its own name
 	// (instances such as getty@tty1.service).
@@ -180,7 +196,14 @@ type Inventory struct {
 }
 
 // Model computes the inventory of an image.
-func Model(fsys *rootfs.FS) (*Inventory, error) {
+func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
+	sv := opts.SystemdVersion
+	if sv.Major == 0 {
+		var err error
+		if sv, err = version.Detect(fsys); err != nil {
+			return nil, fmt.Errorf("read systemd version: %w", err)
+		}
+	}
 	files, err := install.List(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("list unit files: %w", err)
@@ -200,7 +223,7 @@ func Model(fsys *rootfs.FS) (*Inventory, error) {
 		return nil, fmt.Errorf("load units: %w", err)
 	}
 	b := g.Boot()
-	inv := &Inventory{Files: files, Boot: b, Graph: g, Presets: presets, FirstBoot: install.FirstBoot(fsys)}
+	inv := &Inventory{Files: files, Boot: b, Graph: g, Presets: presets, FirstBoot: install.FirstBoot(fsys), Systemd: sv}
 	seen := map[string]bool{}
 	add := func(in facts.UnitInput) {
 		name := in.Name
@@ -239,7 +262,7 @@ func Model(fsys *rootfs.FS) (*Inventory, error) {
 
 // Facts builds the policy input document of an inventory.
 func (a *Auditor) Facts(fsys *rootfs.FS, inv *Inventory) (*facts.Document, error) {
-	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests})
+	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd})
 	if err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
@@ -255,7 +278,7 @@ type Result struct {
 
 // Audit runs the whole pipeline over fsys, naming the target t.
 func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
-	inv, err := Model(fsys)
+	inv, err := Model(fsys, a.cfg.Model)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func view(t *testing.T, name string) *rootfs.FS {
 }
 
 func TestModelJoinsFilesAndBoot(t *testing.T) {
-	inv, err := audit.Model(view(t, "dlami"))
+	inv, err := audit.Model(view(t, "dlami"), audit.ModelOptions{})
 	require.NoError(t, err)
 	assert.True(t, slices.IsSortedFunc(inv.Units, func(a, b facts.UnitInput) int {
 		if a.Name < b.Name {

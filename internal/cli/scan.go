@@ -16,6 +16,7 @@ import (
 	"github.com/amilint/amilint/internal/image/target"
 	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/internal/report/diff"
+	sdversion "github.com/amilint/amilint/internal/systemd/version"
 )
 
 // docsBase is where each rule's documentation page lives.
@@ -74,6 +75,24 @@ type auditFlags struct {
 	policyFlags
 	failOn string
 	disk   diskFlags
+	model  modelFlags
+}
+
+// modelFlags tune the unit model: units, scan, facts, diff and fix share
+// them.
+type modelFlags struct {
+	opts audit.ModelOptions
+}
+
+func (m *modelFlags) register(fs *flag.FlagSet) {
+	fs.Func("systemd-version", "model systemd `N` (e.g. 257) instead of the version the image ships", func(v string) error {
+		info, err := sdversion.Override(v)
+		if err != nil {
+			return err
+		}
+		m.opts.SystemdVersion = info
+		return nil
+	})
 }
 
 // diskFlags choose how a disk image target is read.
@@ -98,6 +117,7 @@ func (a *auditFlags) register(fs *flag.FlagSet) {
 	a.policyFlags.register(fs)
 	fs.StringVar(&a.failOn, "fail-on", "high", "lowest severity that makes the exit code 1: info, low, medium, high, critical")
 	a.disk.register(fs)
+	a.model.register(fs)
 }
 
 // auditor validates the shared flags and builds the auditor.
@@ -110,6 +130,7 @@ func (a *auditFlags) auditor() (*audit.Auditor, finding.Severity, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	cfg.Model = a.model.opts
 	aud, err := audit.New(cfg)
 	if err != nil {
 		return nil, 0, err
@@ -251,7 +272,7 @@ func runFacts(e *env, args []string) int {
 		return fail(e, "facts", err)
 	}
 	defer im.Close()
-	inv, err := audit.Model(im.FS)
+	inv, err := audit.Model(im.FS, af.model.opts)
 	if err != nil {
 		return fail(e, "facts", err)
 	}

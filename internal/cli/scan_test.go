@@ -169,6 +169,8 @@ func TestScanErrorsExit2(t *testing.T) {
 		"fix bad flag":     {"fix", "--bogus"},
 		"diff bad flag":    {"diff", "--bogus"},
 		"bad partition":    {"scan", "--partition", "-1"},
+		"bad systemd ver":  {"facts", "--systemd-version", "25x"},
+		"old systemd ver":  {"units", "--systemd-version", "219", "fixture:dlami"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, stderr := runCLI(t, args...)
@@ -234,6 +236,39 @@ func TestFactsIsThePolicyInput(t *testing.T) {
 	assert.True(t, ecs.StartsAtBoot)
 	assert.Equal(t, "on-failure", ecs.Restart)
 	assert.Contains(t, doc.ConfigFiles, "/etc/ecs/ecs.config", "config files the rules name are in the facts")
+}
+
+// TestSystemdVersionFlag: the facts say which systemd version the model
+// followed, and --systemd-version overrides the image's on every command
+// that models units.
+func TestSystemdVersionFlag(t *testing.T) {
+	type sd struct {
+		Version int    `json:"version"`
+		Source  string `json:"source"`
+	}
+	facts := func(args ...string) sd {
+		code, out, stderr := runCLI(t, append([]string{"facts", "fixture:dlami"}, args...)...)
+		require.Equal(t, ExitOK, code, stderr)
+		var doc struct {
+			Systemd sd `json:"systemd"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &doc))
+		return doc.Systemd
+	}
+	assert.Equal(t, sd{Version: 252, Source: "default"}, facts(), "the fixture names no systemd")
+	assert.Equal(t, sd{Version: 257, Source: "override"}, facts("--systemd-version", "257"))
+	for _, args := range [][]string{
+		{"scan", "--systemd-version", "257", "fixture:dlami"},
+		{"diff", "--systemd-version", "257", "fixture:dlami", "fixture:dlami"},
+		{"units", "--systemd-version", "257", "-o", "json", "fixture:dlami"},
+	} {
+		code, _, stderr := runCLI(t, args...)
+		assert.NotEqual(t, ExitError, code, "%v: %s", args, stderr)
+	}
+	for _, cmd := range []string{"scan", "facts", "diff", "units", "fix"} {
+		_, _, stderr := runCLI(t, cmd, "-h")
+		assert.Contains(t, stderr, "-systemd-version N", cmd)
+	}
 }
 
 func TestDiffFixedAgainstOriginal(t *testing.T) {

@@ -60,9 +60,11 @@ func runUnits(e *env, args []string) int {
 	out := fs.String("o", "text", "output format: text, tsv or json")
 	var disk diskFlags
 	disk.register(fs)
+	var model modelFlags
+	model.register(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return usageOf(e, fs, "amilint units TARGET [-o text|tsv|json] [--partition N] [--backing FILE]")
+		return usageOf(e, fs, "amilint units TARGET [-o text|tsv|json] [--systemd-version N] [--partition N] [--backing FILE]")
 	}
 	if err != nil {
 		return fail(e, "units", err)
@@ -86,7 +88,7 @@ func runUnits(e *env, args []string) int {
 	w := bufio.NewWriter(e.stdout)
 	switch *out {
 	case "json":
-		err = writeUnitsJSON(w, im)
+		err = writeUnitsJSON(w, im, model.opts)
 	default:
 		err = writeUnitFiles(w, im.FS, *out)
 	}
@@ -120,8 +122,8 @@ func writeUnitFiles(w io.Writer, fsys *rootfs.FS, format string) error {
 // the same join scan uses (audit.Model): whether the initial transaction
 // starts each unit, the started units that activate it, and the chain from
 // default.target that explains either.
-func writeUnitsJSON(w io.Writer, im *target.Image) error {
-	inv, err := audit.Model(im.FS)
+func writeUnitsJSON(w io.Writer, im *target.Image, opts audit.ModelOptions) error {
+	inv, err := audit.Model(im.FS, opts)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
+	"github.com/amilint/amilint/internal/systemd/version"
 )
 
 // Schema is the version tag of the facts document.
@@ -69,12 +70,15 @@ type ConfigRequest struct {
 type Options struct {
 	// ConfigFiles are the files the loaded rules reference.
 	ConfigFiles []ConfigRequest
+	// Systemd is the systemd version the unit model followed.
+	Systemd version.Info
 }
 
 // Document is the policy input.
 type Document struct {
 	Schema      string                 `json:"schema"`
 	Image       Image                  `json:"image"`
+	Systemd     version.Info           `json:"systemd"`
 	Manager     Manager                `json:"manager"`
 	Units       map[string]*Unit       `json:"units"`
 	ConfigFiles map[string]*ConfigFile `json:"config_files"`
@@ -198,10 +202,16 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 	}
 	d := &Document{
 		Schema:      Schema,
+		Systemd:     opts.Systemd,
 		Units:       make(map[string]*Unit, len(units)),
 		ConfigFiles: map[string]*ConfigFile{},
 	}
 	var err error
+	if d.Systemd.Major == 0 {
+		if d.Systemd, err = version.Detect(fsys); err != nil {
+			return nil, fmt.Errorf("build facts: %w", err)
+		}
+	}
 	if d.Image, err = readImage(fsys); err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}

@@ -48,7 +48,7 @@ func staticFacts(t *testing.T, fsys *rootfs.FS) *facts.Document {
 	t.Helper()
 	a, err := audit.New(audit.Config{})
 	require.NoError(t, err)
-	inv, err := audit.Model(fsys)
+	inv, err := audit.Model(fsys, audit.ModelOptions{})
 	require.NoError(t, err)
 	doc, err := a.Facts(fsys, inv)
 	require.NoError(t, err)

@@ -155,7 +155,7 @@ func (h *Host) Static() (*facts.Document, error) {
 		}
 		h.fsys, h.closeFS = rootfs.New(src), src.Close
 	}
-	inv, err := audit.Model(h.fsys)
+	inv, err := audit.Model(h.fsys, h.aud.ModelOptions())
 	if err != nil {
 		return nil, fmt.Errorf("root %s: %w", h.root, err)
 	}

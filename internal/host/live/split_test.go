@@ -48,7 +48,7 @@ func dlamiFacts(t testing.TB) *facts.Document {
 	fsys := rootfs.New(src)
 	a, err := audit.New(audit.Config{})
 	require.NoError(t, err)
-	inv, err := audit.Model(fsys)
+	inv, err := audit.Model(fsys, audit.ModelOptions{})
 	require.NoError(t, err)
 	static, err := a.Facts(fsys, inv)
 	require.NoError(t, err)
