@@ -8,6 +8,10 @@ FUZZTIME ?= 20s
 CACHE ?= $(HOME)/.cache/amilint
 PACKER_BIN ?= $(CACHE)/packer-1.14.3
 PLUGIN_VERSION ?= 0.1.0
+# The release's version and the container image it builds; the DaemonSet
+# (deploy/daemonset.yaml) names $(IMAGE):$(VERSION).
+VERSION ?= v$(PLUGIN_VERSION)
+IMAGE ?= ghcr.io/amilint/amilint
 
 .PHONY: help build test test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root
 

@@ -1,15 +1,29 @@
 package deploy_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/amilint/amilint/deploy"
 	"github.com/amilint/amilint/internal/audit/finding"
@@ -18,125 +32,211 @@ import (
 	"github.com/amilint/amilint/internal/host/live"
 	"github.com/amilint/amilint/internal/host/metrics"
 	"github.com/amilint/amilint/internal/systemd/bus"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 )
 
-// docs decodes every YAML document of every manifest.
-func docs(t *testing.T) map[string][]map[string]any {
+// scheme knows every kind the manifests hold: the core and apps API
+// groups, and the Prometheus Operator's monitoring.coreos.com/v1.
+func scheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, monitoringv1.AddToScheme} {
+		require.NoError(t, add(s))
+	}
+	return s
+}
+
+// decodeStrict decodes every YAML document of data into its Kubernetes
+// API type as the API server does with strict field validation: an
+// unknown or duplicated field, a wrong type or an unknown kind is an
+// error.
+func decodeStrict(s *runtime.Scheme, data []byte) ([]runtime.Object, error) {
+	dec := serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer()
+	r := k8syaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var out []runtime.Object
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := dec.Decode(doc, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		out = append(out, obj)
+	}
+}
+
+// objects strictly decodes every manifest of deploy/.
+func objects(t *testing.T) []runtime.Object {
 	t.Helper()
 	names, err := fs.Glob(deploy.Manifests, "*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, names)
-	out := map[string][]map[string]any{}
+	s := scheme(t)
+	var out []runtime.Object
 	for _, n := range names {
-		f, err := deploy.Manifests.Open(n)
+		b, err := fs.ReadFile(deploy.Manifests, n)
 		require.NoError(t, err)
-		dec := yaml.NewDecoder(f)
-		for {
-			var d map[string]any
-			err := dec.Decode(&d)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			require.NoError(t, err, n)
-			require.NotEmpty(t, d["apiVersion"], n)
-			kind, _ := d["kind"].(string)
-			require.NotEmpty(t, kind, n)
-			out[kind] = append(out[kind], d)
-		}
-		f.Close()
+		objs, err := decodeStrict(s, b)
+		require.NoError(t, err, n)
+		require.NotEmpty(t, objs, n)
+		out = append(out, objs...)
 	}
 	return out
 }
 
-// get walks a decoded document by keys and indexes.
-func get(t *testing.T, v any, path ...any) any {
+// only returns the one object of type T among objs.
+func only[T runtime.Object](t *testing.T, objs []runtime.Object) T {
 	t.Helper()
-	for _, p := range path {
-		switch k := p.(type) {
-		case string:
-			m, ok := v.(map[string]any)
-			require.True(t, ok, "at %q: not a map", k)
-			v = m[k]
-		case int:
-			s, ok := v.([]any)
-			require.True(t, ok && k < len(s), "at [%d]: not a list that long", k)
-			v = s[k]
+	var found []T
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			found = append(found, v)
 		}
 	}
-	return v
+	require.Len(t, found, 1, "%T", *new(T))
+	return found[0]
+}
+
+// TestManifestsDecodeStrictly is the check itself, with its negative
+// controls: a manifest with a misspelled field, a duplicated field or a
+// value of the wrong type does not decode.
+func TestManifestsDecodeStrictly(t *testing.T) {
+	objs := objects(t)
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, fmt.Sprintf("%T", o))
+	}
+	assert.ElementsMatch(t, []string{"*v1.Namespace", "*v1.ServiceAccount", "*v1.DaemonSet", "*v1.Service",
+		"*v1.ServiceMonitor", "*v1.PrometheusRule", "*v1.ConfigMap"}, kinds)
+
+	ds, err := fs.ReadFile(deploy.Manifests, "daemonset.yaml")
+	require.NoError(t, err)
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"unknown field", "hostPID: true", "hostPid: true", `unknown field "spec.template.spec.hostPid"`},
+		{"misplaced field", "          imagePullPolicy: IfNotPresent", "          imagePullPolicy: IfNotPresent\n          runAsUser: 0", `unknown field "spec.template.spec.containers[0].runAsUser"`},
+		{"duplicate field", "hostPID: true", "hostPID: true\n      hostPID: false", `key "hostPID" already set`},
+		{"wrong type", "containerPort: 9847", "containerPort: metrics", "containerPort"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := strings.Replace(string(ds), tc.from, tc.to, 1)
+			require.NotEqual(t, string(ds), bad, "the manifest has %q", tc.from)
+			_, err := decodeStrict(scheme(t), []byte(bad))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	_, err = decodeStrict(scheme(t), []byte("apiVersion: v1\nkind: Pod2\nmetadata: {name: x}\n"))
+	assert.Error(t, err, "an unknown kind")
 }
 
 func TestDaemonSet(t *testing.T) {
-	ds := docs(t)["DaemonSet"]
-	require.Len(t, ds, 1)
-	spec := get(t, ds[0], "spec", "template", "spec")
-	assert.Equal(t, true, get(t, spec, "hostPID"))
-	assert.Equal(t, true, get(t, spec, "securityContext", "runAsNonRoot"))
-	assert.Equal(t, "RuntimeDefault", get(t, spec, "securityContext", "seccompProfile", "type"))
-	assert.Equal(t, false, get(t, spec, "automountServiceAccountToken"))
+	ds := only[*appsv1.DaemonSet](t, objects(t))
+	spec := ds.Spec.Template.Spec
+	assert.True(t, spec.HostPID)
+	require.NotNil(t, spec.SecurityContext)
+	assert.Equal(t, ptr(true), spec.SecurityContext.RunAsNonRoot)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, spec.SecurityContext.SeccompProfile.Type)
+	assert.Equal(t, ptr(false), spec.AutomountServiceAccountToken)
+	assert.Equal(t, ds.Spec.Selector.MatchLabels, labels(ds.Spec.Template.Labels, ds.Spec.Selector.MatchLabels), "the selector selects the pods")
 
-	c := get(t, spec, "containers", 0)
-	sc := get(t, c, "securityContext")
-	assert.Equal(t, true, get(t, sc, "runAsNonRoot"))
-	assert.Equal(t, false, get(t, sc, "allowPrivilegeEscalation"))
-	assert.Equal(t, true, get(t, sc, "readOnlyRootFilesystem"))
-	assert.Equal(t, false, get(t, sc, "privileged"))
-	assert.Equal(t, []any{"ALL"}, get(t, sc, "capabilities", "drop"))
-	assert.Nil(t, get(t, sc, "capabilities", "add"))
-	assert.Equal(t, "RuntimeDefault", get(t, sc, "seccompProfile", "type"))
-	for _, r := range []string{"cpu", "memory"} {
-		assert.NotEmpty(t, get(t, c, "resources", "limits", r), "limit %s", r)
-		assert.NotEmpty(t, get(t, c, "resources", "requests", r), "request %s", r)
+	require.Len(t, spec.Containers, 1)
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	require.NotNil(t, sc)
+	assert.Equal(t, ptr(true), sc.RunAsNonRoot)
+	assert.Equal(t, ptr(false), sc.AllowPrivilegeEscalation)
+	assert.Equal(t, ptr(true), sc.ReadOnlyRootFilesystem)
+	assert.Equal(t, ptr(false), sc.Privileged)
+	assert.Equal(t, []corev1.Capability{"ALL"}, sc.Capabilities.Drop)
+	assert.Empty(t, sc.Capabilities.Add)
+	assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type)
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		limit, request := c.Resources.Limits[r], c.Resources.Requests[r]
+		assert.False(t, limit.IsZero(), "limit %s", r)
+		assert.False(t, request.IsZero(), "request %s", r)
+		assert.LessOrEqual(t, request.Cmp(limit), 0, "request %s within its limit", r)
 	}
 
-	args := get(t, c, "args").([]any)
-	assert.Equal(t, "live", args[0])
-	var hasServe bool
-	for _, a := range args {
-		hasServe = hasServe || strings.HasPrefix(a.(string), "--serve=")
-	}
-	assert.True(t, hasServe)
+	require.NotEmpty(t, c.Args)
+	assert.Equal(t, "live", c.Args[0])
+	assert.True(t, slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--serve=") }))
 
 	// Liveness asks whether audits run, readiness also whether every
-	// collector works: both paths the exporter serves (internal/host/metrics).
-	assert.Equal(t, "/healthz", get(t, c, "livenessProbe", "httpGet", "path"))
-	assert.Equal(t, "/readyz", get(t, c, "readinessProbe", "httpGet", "path"))
+	// collector works: both paths the exporter serves (internal/host/metrics),
+	// on the port the container declares.
+	assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+	assert.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		assert.True(t, slices.ContainsFunc(c.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == p.HTTPGet.Port.String() }),
+			"probe port %s is a declared container port", p.HTTPGet.Port.String())
+	}
 
 	// Every host path is mounted read-only, and those the auditor reads are
 	// there: the collectors' three and the root the static rules read.
 	hostPaths := map[string]string{}
-	for _, v := range get(t, spec, "volumes").([]any) {
-		hostPaths[get(t, v, "name").(string)] = get(t, v, "hostPath", "path").(string)
+	for _, v := range spec.Volumes {
+		require.NotNil(t, v.HostPath, "volume %s is a hostPath", v.Name)
+		hostPaths[v.Name] = v.HostPath.Path
 	}
 	mounted := map[string]bool{}
-	for _, m := range get(t, c, "volumeMounts").([]any) {
-		name := get(t, m, "name").(string)
-		require.Contains(t, hostPaths, name)
-		assert.Equal(t, true, get(t, m, "readOnly"), "mount %s is read-only", name)
-		mounted[hostPaths[name]] = true
+	for _, m := range c.VolumeMounts {
+		require.Contains(t, hostPaths, m.Name)
+		assert.True(t, m.ReadOnly, "mount %s is read-only", m.Name)
+		assert.Equal(t, "/host"+hostPaths[m.Name], m.MountPath, "host %s is mounted under /host", hostPaths[m.Name])
+		mounted[hostPaths[m.Name]] = true
 	}
 	for _, p := range []string{"/proc", "/sys/fs/cgroup", "/run/dbus/system_bus_socket", "/etc", "/usr", "/lib"} {
 		assert.True(t, mounted[p], "host %s is mounted", p)
 	}
 }
 
+// TestDaemonSetRunsTheReleasedImage checks the DaemonSet names the image
+// the release builds: the Makefile's IMAGE at its VERSION.
+func TestDaemonSetRunsTheReleasedImage(t *testing.T) {
+	ds := only[*appsv1.DaemonSet](t, objects(t))
+	mk, err := os.ReadFile("../Makefile")
+	require.NoError(t, err)
+	variable := func(name string) string {
+		m := regexp.MustCompile(`(?m)^` + name + ` \?= (\S+)$`).FindSubmatch(mk)
+		require.NotNil(t, m, "the Makefile sets %s", name)
+		return string(m[1])
+	}
+	version := strings.ReplaceAll(variable("VERSION"), "$(PLUGIN_VERSION)", variable("PLUGIN_VERSION"))
+	assert.Equal(t, variable("IMAGE")+":"+version, ds.Spec.Template.Spec.Containers[0].Image)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// labels returns the entries of have that want names.
+func labels(have, want map[string]string) map[string]string {
+	out := map[string]string{}
+	for k := range want {
+		if v, ok := have[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // TestPrometheusRule checks the alerts exist and that every metric their
 // expressions use is one the exporter really emits.
 func TestPrometheusRule(t *testing.T) {
-	rules := docs(t)["PrometheusRule"]
-	require.Len(t, rules, 1)
+	rule := only[*monitoringv1.PrometheusRule](t, objects(t))
 	var alerts []string
 	var exprs []string
-	for _, g := range get(t, rules[0], "spec", "groups").([]any) {
-		for _, r := range get(t, g, "rules").([]any) {
-			alerts = append(alerts, get(t, r, "alert").(string))
-			exprs = append(exprs, get(t, r, "expr").(string))
-			assert.NotEmpty(t, get(t, r, "annotations", "summary"))
-			assert.NotEmpty(t, get(t, r, "labels", "severity"))
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			exprs = append(exprs, r.Expr.String())
+			assert.NotEmpty(t, r.Annotations["summary"])
+			assert.NotEmpty(t, r.Labels["severity"])
 		}
 	}
 	for _, want := range []string{"AmilintZombieMemcgs", "AmilintMemcgLeakSuspect", "AmilintUnitCrashLooping", "AmilintIRQCoreSaturated"} {
@@ -169,22 +269,57 @@ func TestPrometheusRule(t *testing.T) {
 	}
 }
 
+// npdConfig is node-problem-detector's custom plugin monitor
+// configuration (its CustomPluginConfig, pkg/custompluginmonitor/types),
+// decoded strictly: NPD ignores a misspelled key, so this test does not.
+type npdConfig struct {
+	Plugin       string `json:"plugin"`
+	PluginConfig struct {
+		InvokeInterval                          string `json:"invoke_interval"`
+		Timeout                                 string `json:"timeout"`
+		MaxOutputLength                         int    `json:"max_output_length"`
+		Concurrency                             int    `json:"concurrency"`
+		EnableMessageChangeBasedConditionUpdate *bool  `json:"enable_message_change_based_condition_update"`
+		SkipInitialStatus                       *bool  `json:"skip_initial_status"`
+	} `json:"pluginConfig"`
+	Source           string `json:"source"`
+	MetricsReporting *bool  `json:"metricsReporting"`
+	Conditions       []struct {
+		Type    string `json:"type"`
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	} `json:"conditions"`
+	Rules []struct {
+		Type      string   `json:"type"`
+		Condition string   `json:"condition"`
+		Reason    string   `json:"reason"`
+		Path      string   `json:"path"`
+		Args      []string `json:"args"`
+		Timeout   string   `json:"timeout"`
+	} `json:"rules"`
+}
+
 func TestServiceAndPlugin(t *testing.T) {
-	d := docs(t)
-	require.Len(t, d["Service"], 1)
-	require.Len(t, d["ServiceMonitor"], 1)
-	cm := d["ConfigMap"]
-	require.Len(t, cm, 1)
-	cfg := get(t, cm[0], "data", "amilint-plugin-monitor.json").(string)
-	var mon struct {
-		Plugin string
-		Rules  []struct {
-			Path string
-			Args []string
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(cfg), &mon))
-	assert.Equal(t, "custom", mon.Plugin)
-	require.Len(t, mon.Rules, 1)
-	assert.Contains(t, mon.Rules[0].Args, "--npd")
+	objs := objects(t)
+	svc := only[*corev1.Service](t, objs)
+	ds := only[*appsv1.DaemonSet](t, objs)
+	assert.Equal(t, svc.Spec.Selector, labels(ds.Spec.Template.Labels, svc.Spec.Selector), "the Service selects the DaemonSet's pods")
+	require.Len(t, svc.Spec.Ports, 1)
+	assert.Equal(t, ds.Spec.Template.Spec.Containers[0].Ports[0].Name, svc.Spec.Ports[0].TargetPort.String())
+	mon := only[*monitoringv1.ServiceMonitor](t, objs)
+	assert.Equal(t, svc.Labels, labels(svc.Labels, mon.Spec.Selector.MatchLabels))
+	require.Len(t, mon.Spec.Endpoints, 1)
+	assert.Equal(t, svc.Spec.Ports[0].Name, mon.Spec.Endpoints[0].Port)
+
+	cm := only[*corev1.ConfigMap](t, objs)
+	dec := json.NewDecoder(strings.NewReader(cm.Data["amilint-plugin-monitor.json"]))
+	dec.DisallowUnknownFields()
+	var npd npdConfig
+	require.NoError(t, dec.Decode(&npd))
+	assert.Equal(t, "custom", npd.Plugin)
+	require.Len(t, npd.Rules, 1)
+	assert.Equal(t, npd.Conditions[0].Type, npd.Rules[0].Condition)
+	assert.Equal(t, "/usr/local/bin/amilint", npd.Rules[0].Path)
+	assert.Equal(t, "live", npd.Rules[0].Args[0])
+	assert.Contains(t, npd.Rules[0].Args, "--npd")
 }
