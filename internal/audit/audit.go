@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
+
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/audit/policy"
@@ -46,6 +48,12 @@ type Config struct {
 	Params map[string]any
 	// Model tunes the unit model of every image audited.
 	Model ModelOptions
+	// PolicyTimeout bounds each policy evaluation (--policy-timeout); 0
+	// is no bound.
+	PolicyTimeout time.Duration
+	// Capabilities are the OPA capabilities policies are compiled with
+	// (--policy-capabilities); nil is the sandbox, policy.Sandbox.
+	Capabilities *ast.Capabilities
 }
 
 // ModelOptions tune the unit model of an image.
@@ -167,14 +175,16 @@ func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*p
 // the user's policies and data, the catalog, the profiles and parameters.
 func (a *Auditor) PolicyConfig(targetName string) policy.Config {
 	return policy.Config{
-		PolicyDirs: a.cfg.PolicyDirs,
-		DataFiles:  a.cfg.DataFiles,
-		Rules:      a.ruleData,
-		Profiles:   a.profData,
-		Profile:    a.cfg.Profile,
-		Target:     targetName,
-		Traits:     a.traits,
-		Params:     a.cfg.Params,
+		PolicyDirs:   a.cfg.PolicyDirs,
+		DataFiles:    a.cfg.DataFiles,
+		Rules:        a.ruleData,
+		Profiles:     a.profData,
+		Profile:      a.cfg.Profile,
+		Target:       targetName,
+		Traits:       a.traits,
+		Params:       a.cfg.Params,
+		Timeout:      a.cfg.PolicyTimeout,
+		Capabilities: a.cfg.Capabilities,
 	}
 }
 

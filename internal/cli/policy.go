@@ -24,6 +24,8 @@ func runPolicy(e *env, args []string) int {
 	fs.Var(&traits, "trait", "trait `NAME` the tests see in data.params.traits (repeatable or comma-separated)")
 	verbose := fs.Bool("v", false, "print every test, not only failures")
 	run := fs.String("run", "", "run only the tests whose package.name matches `REGEXP`")
+	var budget budgetFlags
+	budget.register(fs)
 	dirs, err := parse(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return usageOf(e, fs, "amilint policy test [--data FILE] [--rules DIR] [--profile NAME] [--trait NAME] [--run REGEXP] [-v] DIR...")
@@ -42,7 +44,11 @@ func runPolicy(e *env, args []string) int {
 		}
 		mods = append(mods, m...)
 	}
-	aud, err := audit.New(audit.Config{RulesDirs: ruleDirs, DataFiles: data, Profile: *profile, Traits: traits})
+	acfg := audit.Config{RulesDirs: ruleDirs, DataFiles: data, Profile: *profile, Traits: traits}
+	if err := budget.apply(&acfg); err != nil {
+		return fail(e, "policy test", err)
+	}
+	aud, err := audit.New(acfg)
 	if err != nil {
 		return fail(e, "policy test", err)
 	}

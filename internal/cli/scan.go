@@ -9,9 +9,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/policy"
 	"github.com/amilint/amilint/internal/audit/waiver"
 	"github.com/amilint/amilint/internal/image/target"
 	"github.com/amilint/amilint/internal/report"
@@ -46,6 +48,35 @@ type policyFlags struct {
 	rules, policies, data listFlag
 	traits                traitFlag
 	profile, waivers      string
+	budget                budgetFlags
+}
+
+// budgetFlags bound untrusted policies: --policy-timeout and
+// --policy-capabilities, shared by every command evaluating policies.
+type budgetFlags struct {
+	timeout      time.Duration
+	capabilities string
+}
+
+func (b *budgetFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&b.timeout, "policy-timeout", policy.DefaultTimeout, "stop a policy evaluation after this long (exit 2 naming the package); 0 for no limit")
+	fs.StringVar(&b.capabilities, "policy-capabilities", "", "OPA capabilities `FILE` (JSON, as `opa capabilities` prints) policies are compiled with; the default leaves out http.send, net.lookup_ip_addr and opa.runtime")
+}
+
+// apply sets the budget of cfg.
+func (b *budgetFlags) apply(cfg *audit.Config) error {
+	if b.timeout < 0 {
+		return fmt.Errorf("--policy-timeout %s: want 0 (no limit) or more", b.timeout)
+	}
+	cfg.PolicyTimeout = b.timeout
+	if b.capabilities != "" {
+		c, err := policy.LoadCapabilities(b.capabilities)
+		if err != nil {
+			return err
+		}
+		cfg.Capabilities = c
+	}
+	return nil
 }
 
 func (p *policyFlags) register(fs *flag.FlagSet) {
@@ -55,11 +86,15 @@ func (p *policyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.profile, "profile", "", "role profile: a default-deny allowlist of units started at boot (e.g. k8s-gpu-node)")
 	fs.Var(&p.traits, "trait", "what kind of image this is, e.g. immutable (rules restricted to a trait apply only with it); repeatable or comma-separated")
 	fs.StringVar(&p.waivers, "waivers", "", "waivers file (YAML)")
+	p.budget.register(fs)
 }
 
 // config is the audit configuration the flags name, waivers loaded.
 func (p *policyFlags) config() (audit.Config, error) {
 	cfg := audit.Config{RulesDirs: p.rules, PolicyDirs: p.policies, DataFiles: p.data, Profile: p.profile, Traits: p.traits}
+	if err := p.budget.apply(&cfg); err != nil {
+		return cfg, err
+	}
 	if p.waivers != "" {
 		w, err := waiver.Load(p.waivers)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -66,12 +67,18 @@ type Config struct {
 	// its value must be a set or array of finding objects (a live audit
 	// evaluates one rule family per query).
 	Query string
+	// Timeout bounds one evaluation (--policy-timeout); 0 is no bound.
+	Timeout time.Duration
+	// Capabilities are the OPA capabilities every policy is compiled
+	// with (--policy-capabilities); nil is Sandbox().
+	Capabilities *ast.Capabilities
 }
 
 // Engine is a prepared policy set. It is safe for concurrent Evaluate calls.
 type Engine struct {
 	query   rego.PreparedEvalQuery
 	modules int
+	budget
 }
 
 // Module is one Rego source file.
@@ -182,11 +189,20 @@ func ParseModules(mods []Module) (map[string]*ast.Module, error) {
 	return out, nil
 }
 
-// Compile compiles parsed modules, reporting every compile error.
-func Compile(mods map[string]*ast.Module) (*ast.Compiler, error) {
+// Compile compiles parsed modules with the capabilities caps (nil:
+// Sandbox()), reporting every compile error.
+func Compile(mods map[string]*ast.Module, caps *ast.Capabilities) (*ast.Compiler, error) {
+	if caps == nil {
+		caps = Sandbox()
+	}
+	if err := checkBuiltins(mods, caps); err != nil {
+		return nil, err
+	}
 	c := ast.NewCompiler().
 		WithDefaultRegoVersion(ast.RegoV1).
-		WithEnablePrintStatements(false)
+		WithEnablePrintStatements(false).
+		WithCapabilities(caps).
+		WithBuiltins(markBuiltins())
 	if c.Compile(mods); c.Failed() {
 		return nil, fmt.Errorf("compile policies: %w", c.Errors)
 	}
@@ -220,7 +236,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := checkUserPackages(userDirs, mods); err != nil {
 		return nil, err
 	}
-	c, err := Compile(mods)
+	c, err := Compile(mods, cfg.Capabilities)
 	if err != nil {
 		return nil, err
 	}
@@ -231,21 +247,20 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	query := EntryPoint
-	if cfg.Query != "" {
-		query = cfg.Query
-	}
+	query, b := markedQuery(cfg.Query, mods)
+	b.timeout = cfg.Timeout
 	pq, err := rego.New(
 		rego.Query(query),
 		rego.Compiler(c),
 		rego.Store(newStore(data)),
 		rego.SetRegoVersion(ast.RegoV1),
 		rego.StrictBuiltinErrors(true),
+		markFunction(),
 	).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("prepare policies: %w", err)
 	}
-	return &Engine{query: pq, modules: len(mods)}, nil
+	return &Engine{query: pq, modules: len(mods), budget: b}, nil
 }
 
 // rulesPackage is where findings are gathered from; parsed on first use,
@@ -366,14 +381,23 @@ func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, er
 	if err != nil {
 		return nil, err
 	}
+	ctx, done := e.start(ctx)
+	defer done()
 	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(v))
 	if err != nil {
-		return nil, fmt.Errorf("evaluate policies: %w", err)
+		return nil, e.failed(ctx, err)
 	}
-	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+	if len(rs) == 0 {
 		return []finding.Finding{}, nil
 	}
-	return decodeFindings(rs[0].Expressions[0].Value)
+	val, ok := rs[0].Bindings[resultVar]
+	if !ok {
+		if len(rs[0].Expressions) == 0 {
+			return []finding.Finding{}, nil
+		}
+		val = rs[0].Expressions[0].Value
+	}
+	return decodeFindings(val)
 }
 
 // inputValue converts input to a Rego value through its JSON form, which

@@ -29,8 +29,9 @@ type TestResult struct {
 
 // RunTests compiles mods (Rego v1) together with the embedded default
 // policies and runs every test_ rule in-process with OPA's tester, over
-// the data Data(cfg) builds. Compile errors are errors; failing tests are
-// results.
+// the data Data(cfg) builds, with cfg's capabilities (the sandbox by
+// default) and cfg.Timeout for each test. Compile errors are errors;
+// failing tests are results.
 func RunTests(ctx context.Context, mods []Module, cfg Config) ([]TestResult, error) {
 	return RunTestsMatching(ctx, mods, cfg, "")
 }
@@ -56,8 +57,20 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 		return nil, fmt.Errorf("run tests: %w", err)
 	}
 	defer store.Abort(ctx, txn)
-	comp := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true)
-	ch, err := tester.NewRunner().
+	caps := cfg.Capabilities
+	if caps == nil {
+		caps = Sandbox()
+	}
+	if err := checkBuiltins(parsed, caps); err != nil {
+		return nil, err
+	}
+	comp := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true).
+		WithCapabilities(caps)
+	runner := tester.NewRunner()
+	if cfg.Timeout > 0 {
+		runner = runner.SetTimeout(cfg.Timeout)
+	}
+	ch, err := runner.
 		SetCompiler(comp).
 		SetStore(store).
 		SetDefaultRegoVersion(ast.RegoV1).

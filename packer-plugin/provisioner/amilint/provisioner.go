@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/hashicorp/packer-plugin-sdk/common"
@@ -84,6 +85,16 @@ type Config struct {
 	// A waivers file on the Packer host: findings it names are reported as
 	// waived and do not fail the build until the waiver expires.
 	Waivers string `mapstructure:"waivers"`
+	// How long one policy evaluation may run, for example `"10s"`; past it
+	// the audit stops and the build fails naming the policy package that
+	// ran out of time. Defaults to `30s`.
+	PolicyTimeout time.Duration `mapstructure:"policy_timeout"`
+	// An OPA capabilities file on the Packer host (the JSON `opa
+	// capabilities` prints) the policies are compiled with. Without it,
+	// policies cannot call `http.send`, `net.lookup_ip_addr` or
+	// `opa.runtime`: they cannot reach the network or read the
+	// environment, where builds keep cloud credentials.
+	PolicyCapabilities string `mapstructure:"policy_capabilities"`
 	// The image root to audit, on the guest. Defaults to `/`; set it for
 	// builders that mount the target volume elsewhere (amazon-chroot).
 	Root string `mapstructure:"root"`
@@ -194,7 +205,10 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			add("rules_paths: %q is not a directory on the Packer host", d)
 		}
 	}
-	for name, f := range map[string]string{"data": c.Data, "waivers": c.Waivers, "amilint_binary": c.AmilintBinary} {
+	if c.PolicyTimeout < 0 {
+		add("policy_timeout %s: want a positive duration", c.PolicyTimeout)
+	}
+	for name, f := range map[string]string{"data": c.Data, "waivers": c.Waivers, "amilint_binary": c.AmilintBinary, "policy_capabilities": c.PolicyCapabilities} {
 		if f == "" {
 			continue
 		}
@@ -336,6 +350,16 @@ func (s *session) upload(ctx context.Context) error {
 			return err
 		}
 		s.flags = append(s.flags, "--waivers", dst)
+	}
+	if c.PolicyCapabilities != "" {
+		dst := path.Join(s.dir, "capabilities.json")
+		if err := s.uploadFile(dst, c.PolicyCapabilities); err != nil {
+			return err
+		}
+		s.flags = append(s.flags, "--policy-capabilities", dst)
+	}
+	if c.PolicyTimeout != 0 {
+		s.flags = append(s.flags, "--policy-timeout", c.PolicyTimeout.String())
 	}
 	if c.Profile != "" {
 		s.flags = append(s.flags, "--profile", c.Profile)

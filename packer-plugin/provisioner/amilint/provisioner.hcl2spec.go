@@ -26,6 +26,8 @@ type FlatConfig struct {
 	RulesPaths          []string          `mapstructure:"rules_paths" cty:"rules_paths" hcl:"rules_paths"`
 	Data                *string           `mapstructure:"data" cty:"data" hcl:"data"`
 	Waivers             *string           `mapstructure:"waivers" cty:"waivers" hcl:"waivers"`
+	PolicyTimeout       *string           `mapstructure:"policy_timeout" cty:"policy_timeout" hcl:"policy_timeout"`
+	PolicyCapabilities  *string           `mapstructure:"policy_capabilities" cty:"policy_capabilities" hcl:"policy_capabilities"`
 	Root                *string           `mapstructure:"root" cty:"root" hcl:"root"`
 	ReportPath          *string           `mapstructure:"report_path" cty:"report_path" hcl:"report_path"`
 	ReportFormats       []string          `mapstructure:"report_formats" cty:"report_formats" hcl:"report_formats"`
@@ -63,6 +65,8 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"rules_paths":                &hcldec.AttrSpec{Name: "rules_paths", Type: cty.List(cty.String), Required: false},
 		"data":                       &hcldec.AttrSpec{Name: "data", Type: cty.String, Required: false},
 		"waivers":                    &hcldec.AttrSpec{Name: "waivers", Type: cty.String, Required: false},
+		"policy_timeout":             &hcldec.AttrSpec{Name: "policy_timeout", Type: cty.String, Required: false},
+		"policy_capabilities":        &hcldec.AttrSpec{Name: "policy_capabilities", Type: cty.String, Required: false},
 		"root":                       &hcldec.AttrSpec{Name: "root", Type: cty.String, Required: false},
 		"report_path":                &hcldec.AttrSpec{Name: "report_path", Type: cty.String, Required: false},
 		"report_formats":             &hcldec.AttrSpec{Name: "report_formats", Type: cty.List(cty.String), Required: false},

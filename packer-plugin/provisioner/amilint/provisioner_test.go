@@ -102,16 +102,18 @@ func newProvisioner(t *testing.T, cfg map[string]interface{}) *Provisioner {
 func TestPrepareReportsEveryProblemAtOnce(t *testing.T) {
 	p := &Provisioner{}
 	err := p.Prepare(map[string]interface{}{
-		"mode":            "nuke",
-		"fail_on":         "severe",
-		"root":            "relative/root",
-		"report_formats":  []string{"pdf"},
-		"policy_paths":    []string{"/nonexistent/policies"},
-		"rules_paths":     []string{"/nonexistent/rules"},
-		"data":            "/nonexistent/data.json",
-		"waivers":         "/nonexistent/waivers.yaml",
-		"traits":          []string{"immutable", "Not A Slug"},
-		"execute_command": "sudo amilint",
+		"mode":                "nuke",
+		"fail_on":             "severe",
+		"root":                "relative/root",
+		"report_formats":      []string{"pdf"},
+		"policy_paths":        []string{"/nonexistent/policies"},
+		"rules_paths":         []string{"/nonexistent/rules"},
+		"data":                "/nonexistent/data.json",
+		"waivers":             "/nonexistent/waivers.yaml",
+		"policy_capabilities": "/nonexistent/caps.json",
+		"policy_timeout":      "-1s",
+		"traits":              []string{"immutable", "Not A Slug"},
+		"execute_command":     "sudo amilint",
 	})
 	require.Error(t, err)
 	msg := err.Error()
@@ -120,7 +122,7 @@ func TestPrepareReportsEveryProblemAtOnce(t *testing.T) {
 		"report_formats is set but report_path is not", `policy_paths: "/nonexistent/policies"`,
 		`rules_paths: "/nonexistent/rules"`, `data: "/nonexistent/data.json"`,
 		`waivers: "/nonexistent/waivers.yaml"`, "execute_command must contain",
-		`traits: "Not A Slug"`,
+		`traits: "Not A Slug"`, `policy_capabilities: "/nonexistent/caps.json"`, "policy_timeout -1s",
 	} {
 		assert.Contains(t, msg, want)
 	}
@@ -163,6 +165,35 @@ func TestAuditModeFailsTheBuildNamingTheUnit(t *testing.T) {
 		require.NoError(t, err, f)
 		assert.Contains(t, string(b), "ecs.service", f)
 	}
+}
+
+// TestPolicyBudgetReachesTheEngine: policy_timeout and the uploaded
+// policy_capabilities file become the engine's flags, for the scan and
+// the live audit alike.
+func TestPolicyBudgetReachesTheEngine(t *testing.T) {
+	caps := filepath.Join(t.TempDir(), "caps.json")
+	require.NoError(t, os.WriteFile(caps, []byte(`{"builtins": []}`), 0o644))
+	p := newProvisioner(t, map[string]interface{}{"policy_timeout": "7s", "policy_capabilities": caps, "live": true})
+	comm := &recorder{answer: func(cmd string) (string, int) {
+		if strings.Contains(cmd, " scan ") {
+			return reportJSON(t), 0
+		}
+		if strings.Contains(cmd, " live ") {
+			return reportJSON(t), 0
+		}
+		return "", 0
+	}}
+	require.NoError(t, p.Provision(context.Background(), packersdk.TestUi(t), comm, nil))
+	n := 0
+	for _, c := range comm.commands {
+		if strings.Contains(c, " scan ") || strings.Contains(c, " live ") {
+			n++
+			assert.Contains(t, c, "--policy-timeout 7s")
+			assert.Regexp(t, `--policy-capabilities \S+/capabilities\.json`, c)
+		}
+	}
+	assert.Equal(t, 2, n, "a scan and a live audit: %v", comm.commands)
+	assert.Len(t, comm.uploads, 2, "the binary and the capabilities file")
 }
 
 func TestFixModeFixesThenReaudits(t *testing.T) {

@@ -1,0 +1,286 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/types"
+)
+
+// Policies are untrusted code: a shared policy repository is as much
+// input as an image. Two bounds hold for every policy:
+//
+//   - the sandbox: policies are compiled with OPA capabilities that leave
+//     out the built-ins reaching the network or the process environment
+//     (Sandboxed); a policy calling one fails to compile, before anything
+//     is evaluated. An OPA capabilities file (--policy-capabilities) opts
+//     back in, as it does for `opa build` or `opa eval`;
+//   - the budget: one evaluation stops after Config.Timeout
+//     (--policy-timeout), through the context OPA checks at every step,
+//     and the error names the rule package that was running.
+
+// DefaultTimeout is the evaluation budget the CLI gives policies.
+const DefaultTimeout = 30 * time.Second
+
+// ErrTimeout reports an evaluation stopped by its budget.
+var ErrTimeout = errors.New("ran out of time")
+
+// Sandboxed returns the OPA built-ins the default capabilities leave out:
+// they reach the network (http.send, net.lookup_ip_addr) or the process
+// environment (opa.runtime, which holds every environment variable; CI
+// and Packer runs keep cloud credentials there).
+func Sandboxed() []string {
+	return []string{"http.send", "net.lookup_ip_addr", "opa.runtime"}
+}
+
+// Sandbox returns the capabilities of this OPA version without the
+// Sandboxed built-ins, and with no host http.send may reach.
+func Sandbox() *ast.Capabilities {
+	c := ast.CapabilitiesForThisVersion()
+	deny := Sandboxed()
+	c.Builtins = slices.DeleteFunc(c.Builtins, func(b *ast.Builtin) bool { return slices.Contains(deny, b.Name) })
+	c.AllowNet = []string{}
+	return c
+}
+
+// LoadCapabilities reads an OPA capabilities file (the JSON `opa
+// capabilities --current` prints).
+func LoadCapabilities(file string) (*ast.Capabilities, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("read policy capabilities %s: %w", file, err)
+	}
+	defer f.Close()
+	c, err := ast.LoadCapabilitiesJSON(f)
+	if err != nil {
+		return nil, fmt.Errorf("read policy capabilities %s: %w", file, err)
+	}
+	return c, nil
+}
+
+// checkBuiltins refuses calls of OPA built-ins that caps leaves out,
+// naming the built-in and where it is called. The compiler refuses them
+// too, as "undefined function"; this says why.
+func checkBuiltins(mods map[string]*ast.Module, caps *ast.Capabilities) error {
+	allowed := make(map[string]bool, len(caps.Builtins))
+	for _, b := range caps.Builtins {
+		allowed[b.Name] = true
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(mods)) {
+		m := mods[name]
+		local := localNames(m)
+		ast.NewGenericVisitor(func(x any) bool {
+			var op *ast.Term
+			switch v := x.(type) {
+			case *ast.Expr:
+				if v.IsCall() {
+					op = v.Terms.([]*ast.Term)[0]
+				}
+			case ast.Call:
+				if len(v) > 0 {
+					op = v[0]
+				}
+			}
+			if op == nil {
+				return false
+			}
+			ref, ok := op.Value.(ast.Ref)
+			if !ok || len(ref) == 0 {
+				return false
+			}
+			bi := ref.String()
+			if v, ok := ref[0].Value.(ast.Var); ok && local[string(v)] {
+				return false // a function of the policy's own, or imported
+			}
+			if bi == markName {
+				errs = append(errs, fmt.Errorf("compile policies: %s: %s is amilint's own and not for policies", where(name, op.Location), bi))
+				return false
+			}
+			if _, known := ast.BuiltinMap[bi]; !known || allowed[bi] {
+				return false
+			}
+			why := "it is not in the policy capabilities (--policy-capabilities)"
+			if slices.Contains(Sandboxed(), bi) {
+				why = "policies cannot reach the network or the process environment unless an OPA capabilities file given with --policy-capabilities allows it"
+			}
+			errs = append(errs, fmt.Errorf("compile policies: %s: built-in %s is not allowed: %s", where(name, op.Location), bi, why))
+			return false
+		}).Walk(m)
+	}
+	return errors.Join(errs...)
+}
+
+// localNames are the names a module's calls may resolve in the module
+// itself: its rules' first names and its imports' aliases.
+func localNames(m *ast.Module) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range m.Rules {
+		if ref := r.Head.Ref(); len(ref) > 0 {
+			if v, ok := ref[0].Value.(ast.Var); ok {
+				out[string(v)] = true
+			}
+		}
+	}
+	for _, imp := range m.Imports {
+		if imp.Alias != "" {
+			out[string(imp.Alias)] = true
+			continue
+		}
+		if ref, ok := imp.Path.Value.(ast.Ref); ok && len(ref) > 0 {
+			if s, ok := ref[len(ref)-1].Value.(ast.String); ok {
+				out[string(s)] = true
+			}
+		}
+	}
+	return out
+}
+
+func where(file string, loc *ast.Location) string {
+	if loc == nil {
+		return file
+	}
+	return fmt.Sprintf("%s:%d", file, loc.Row)
+}
+
+// markName is the built-in the evaluated query calls before each rule
+// family, so an evaluation that runs out of time can say which family was
+// running. Policies may not call it (checkBuiltins).
+const markName = "amilint.evaluating"
+
+// resultVar binds the findings in a marked query.
+const resultVar = "amilint_findings"
+
+func markBuiltins() map[string]*ast.Builtin {
+	return map[string]*ast.Builtin{markName: {
+		Name: markName,
+		Decl: types.NewFunction(types.Args(types.S), types.B),
+	}}
+}
+
+type progressKey struct{}
+
+// progress is what one evaluation is doing (the family markName last
+// named); Evaluate reads it after the evaluation, on the same goroutine.
+type progress struct{ at string }
+
+func markFunction() func(*rego.Rego) {
+	return rego.Function1(&rego.Function{
+		Name:             markName,
+		Decl:             types.NewFunction(types.Args(types.S), types.B),
+		Nondeterministic: true,
+	}, func(bctx rego.BuiltinContext, a *ast.Term) (*ast.Term, error) {
+		if p, ok := bctx.Context.Value(progressKey{}).(*progress); ok {
+			if s, ok := a.Value.(ast.String); ok {
+				p.at = string(s)
+			}
+		}
+		return ast.BooleanTerm(true), nil
+	})
+}
+
+// budget is how an Engine bounds and explains its evaluations.
+type budget struct {
+	timeout time.Duration
+	// whole names what the query evaluates when no mark says more.
+	whole string
+	// files are the module names of each package the marks name.
+	files map[string][]string
+}
+
+// markedQuery returns the query to evaluate for query ("" is the entry
+// point) and how to explain its running out of time. The entry point is
+// evaluated family by family in one query, a mark before each; the
+// families' findings are cached inside the evaluation, so the final
+// data.amilint.findings costs nothing more, and it stays the result (it
+// is the contract, whatever a policy adds to it).
+func markedQuery(query string, mods map[string]*ast.Module) (string, budget) {
+	b := budget{whole: "query " + query, files: map[string][]string{}}
+	keys := map[string]string{} // family's display name -> its key under data.amilint.rules
+	for name, m := range mods {
+		p := m.Package.Path
+		if len(p) > len(rulesPackage()) && p.HasPrefix(rulesPackage()) {
+			fam := packageName(p[:len(rulesPackage())+1])
+			b.files[fam] = append(b.files[fam], name)
+			if s, ok := p[len(rulesPackage())].Value.(ast.String); ok {
+				keys[fam] = string(s)
+			}
+		}
+	}
+	for _, fs := range b.files {
+		slices.Sort(fs)
+	}
+	if query != "" {
+		if r, err := ast.ParseRef(query); err == nil && len(r) == len(rulesPackage())+2 && r.HasPrefix(rulesPackage()) {
+			b.whole = packageName(r[:len(rulesPackage())+1])
+		}
+		return query, b
+	}
+	b.whole = "package amilint"
+	var q []string
+	for i, fam := range slices.Sorted(maps.Keys(keys)) {
+		q = append(q, fmt.Sprintf("%s(%s)", markName, strconv.Quote(fam)),
+			fmt.Sprintf("amilint_family%d := count({f | some f in data.amilint.rules[%s].findings})", i, strconv.Quote(keys[fam])))
+	}
+	q = append(q, fmt.Sprintf("%s(%s)", markName, strconv.Quote(b.whole)), resultVar+" := "+EntryPoint)
+	return strings.Join(q, "; "), b
+}
+
+// packageName renders a package path as a package clause names it
+// (data.amilint.rules.x → package amilint.rules.x).
+func packageName(p ast.Ref) string {
+	return "package " + strings.TrimPrefix(p.String(), "data.")
+}
+
+// start gives one evaluation its budget and progress record.
+func (b *budget) start(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = context.WithValue(ctx, progressKey{}, &progress{})
+	if b.timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, b.timeout, ErrTimeout)
+}
+
+// failed explains an evaluation error: running out of the budget is a
+// TimeoutError naming the package that was being evaluated.
+func (b *budget) failed(ctx context.Context, err error) error {
+	if b.timeout > 0 && errors.Is(context.Cause(ctx), ErrTimeout) {
+		pkg := b.whole
+		if p, ok := ctx.Value(progressKey{}).(*progress); ok && p.at != "" {
+			pkg = p.at
+		}
+		return &TimeoutError{Package: pkg, Files: b.files[pkg], Limit: b.timeout}
+	}
+	return fmt.Errorf("evaluate policies: %w", err)
+}
+
+// TimeoutError is an evaluation stopped by its budget.
+type TimeoutError struct {
+	// Package names what was being evaluated when time ran out: "package
+	// amilint.rules.NAME", or "query …" when no package is known.
+	Package string
+	// Files are the package's policy files.
+	Files []string
+	// Limit is the budget.
+	Limit time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	files := ""
+	if len(e.Files) > 0 {
+		files = " (" + strings.Join(e.Files, ", ") + ")"
+	}
+	return fmt.Sprintf("evaluate policies: %s%s %s: stopped after %s (--policy-timeout)", e.Package, files, ErrTimeout, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, ErrTimeout) hold.
+func (e *TimeoutError) Unwrap() error { return ErrTimeout }
