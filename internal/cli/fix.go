@@ -52,6 +52,18 @@ func runFix(e *env, args []string) int {
 	if im.Dir == "" {
 		return fail(e, "fix", fmt.Errorf("%s: a %s target is read-only; fix writes only to an unpacked image directory (unpack it, e.g. tar -x -C DIR, fix DIR, then repack)", im.Name, im.Kind))
 	}
+	// Lock the image against another fix and remove what a stopped fix
+	// left, before the audit reads the tree.
+	var tree *fix.Tree
+	if !*dryRun {
+		if tree, err = fix.Open(im.Dir); err != nil {
+			return fail(e, "fix", err)
+		}
+		defer tree.Close()
+		for _, r := range tree.Removed {
+			fmt.Fprintf(e.stderr, "amilint fix: removed %s, left by a fix that was stopped\n", r)
+		}
+	}
 	res, err := aud.Audit(e.ctx, im.FS, finding.Target{Name: im.Name, Kind: im.Kind})
 	if err != nil {
 		return fail(e, "fix", err)
@@ -71,7 +83,7 @@ func runFix(e *env, args []string) int {
 	if *dryRun {
 		return finding.ExitCode(res.Report.Findings, failOn)
 	}
-	if err := fix.Apply(im.Dir, plan); err != nil {
+	if err := tree.Apply(plan); err != nil {
 		return fail(e, "fix", err)
 	}
 	// Re-audit what is now on disk.

@@ -32,6 +32,7 @@ const (
 	OpSymlink = "symlink" // create the symlink Path -> Target
 	OpRmdir   = "rmdir"   // remove the directory Path, which the plan has emptied
 	OpMkdir   = "mkdir"   // create the directory Path (mask: missing parents)
+	OpWrite   = "write"   // make Path a regular file holding Content (drop-ins)
 )
 
 // Change is one write to the image.
@@ -39,6 +40,9 @@ type Change struct {
 	Op     string `json:"op"`
 	Path   string `json:"path"`
 	Target string `json:"target,omitempty"`
+	// Content and Mode are what OpWrite writes (Mode 0 is 0644).
+	Content string      `json:"content,omitempty"`
+	Mode    fs.FileMode `json:"mode,omitempty"`
 }
 
 // String renders the change as the shell command doing it.
@@ -52,6 +56,8 @@ func (c Change) String() string {
 		return "rmdir " + c.Path
 	case OpMkdir:
 		return "mkdir " + c.Path
+	case OpWrite:
+		return fmt.Sprintf("write %s (%d bytes)", c.Path, len(c.Content))
 	}
 	return c.Op + " " + c.Path
 }

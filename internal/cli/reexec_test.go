@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// envAsCLI makes the test binary run as amilint: tests that need a real
+// process (one they can SIGKILL) run their own binary with it.
+const envAsCLI = "AMILINT_TEST_RUN_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envAsCLI) == "1" {
+		os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// amilintCommand is `amilint args...` as a real process: this test binary
+// acting as the CLI.
+func amilintCommand(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, exe, args...)
+	cmd.Env = append(os.Environ(), envAsCLI+"=1")
+	return cmd
+}
