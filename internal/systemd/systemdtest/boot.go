@@ -1,0 +1,119 @@
+package systemdtest
+
+import (
+	"bufio"
+	"bytes"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Transaction is what `systemd --test --system` says of a root's initial
+// boot transaction.
+type Transaction struct {
+	// Start are the units with a start job, sorted.
+	Start []string
+	// Triggers maps a loaded unit to the units it triggers ("Triggers:").
+	Triggers map[string][]string
+	// Failed is systemd's reason when it could not queue the default
+	// target's job ("Failed to isolate default target: Unit x.service is
+	// masked."), "" when it could.
+	Failed string
+	// Fallback names the target systemd fell back to because
+	// default.target could not be loaded ("rescue.target"), "" if none.
+	Fallback string
+	// Console is everything systemd (and the generators it ran) logged.
+	Console string
+}
+
+var (
+	jobLine      = regexp.MustCompile(`^\t\tAction: (\S+) -> start$`)
+	unitLine     = regexp.MustCompile(`^\t-> Unit (\S+):$`)
+	triggersLine = regexp.MustCompile(`^\t\tTriggers: (\S+) \(`)
+	fallbackLine = regexp.MustCompile(`Falling back to (\S+)\.`)
+)
+
+// Boot runs `systemd --test --system` of s on its root with upper (a
+// directory made by [Systemd.Upper], or "" for the root alone) stacked
+// over it in an overlay (written only in a tmpfs of the command's own).
+// systemd runs as nobody with /proc, a read-only /sys, the host's cgroup
+// hierarchy and an empty tmpfs on /run, as at a real boot, and its console
+// captured. Generators run unless
+// upper masks them (see [Systemd.MaskGenerators]).
+func (s Systemd) Boot(tb testing.TB, upper string) Transaction {
+	tb.Helper()
+	lower := s.Path(tb)
+	tmp := tb.TempDir()
+	merged, rw := filepath.Join(tmp, "merged"), filepath.Join(tmp, "rw")
+	// The stack is writable through a tmpfs upper layer so systemd can
+	// create its temporary generator directory under /tmp without a mount
+	// there (a tmpfs on /tmp would make tmp.mount active already).
+	lowers := `"$lower"`
+	if upper != "" {
+		lowers = `"$upper:$lower"`
+	}
+	script := `set -e
+r=$1 lower=$2 upper=$3 rw=$4 console=$5
+shift 5
+mkdir -p "$r" "$rw"
+mount -t tmpfs tmpfs "$rw"
+mkdir "$rw/u" "$rw/w"
+mount -t overlay overlay -o lowerdir=` + lowers + `,upperdir="$rw/u",workdir="$rw/w" "$r"
+mount -t proc proc "$r/proc"
+mount -t sysfs -o ro sysfs "$r/sys"
+mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
+mount -t tmpfs tmpfs "$r/run"
+mount --bind "$console" "$r/dev/console"
+exec chroot --userspec=65534:65534 "$r" "$@"`
+	o := s.namespace(tb, script, []string{merged, lower, upper, rw},
+		[]string{"/lib/systemd/systemd", "--test", "--system", "--no-pager", "--log-target=console", "--log-level=info"})
+	// systemd logs to the console, or to stderr when the console is not
+	// a terminal; either way the lines are the same.
+	tr := Transaction{Triggers: map[string][]string{}, Console: string(o.Console) + string(o.Stderr)}
+	for _, l := range strings.Split(tr.Console, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if m := fallbackLine.FindStringSubmatch(l); m != nil {
+			tr.Fallback = m[1]
+		}
+		if strings.HasPrefix(l, "Failed to ") && tr.Failed == "" && o.Err != nil {
+			tr.Failed = l
+		}
+	}
+	if o.Err != nil {
+		// In test mode systemd logs why it could not queue the default
+		// target's job and exits 1 without dumping jobs.
+		if bytes.Contains(o.Stdout, []byte("-> By jobs:")) || tr.Failed == "" {
+			tb.Fatalf("systemd %d --test: %v\nstderr: %s\nconsole: %s", s.Version, o.Err, o.Stderr, o.Console)
+		}
+		return tr
+	}
+	inJobs := false
+	cur := ""
+	sc := bufio.NewScanner(bytes.NewReader(o.Stdout))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if l == "-> By jobs:" {
+			inJobs = true
+			continue
+		}
+		if m := unitLine.FindStringSubmatch(l); !inJobs && m != nil {
+			cur = m[1]
+		}
+		if m := triggersLine.FindStringSubmatch(l); !inJobs && m != nil {
+			tr.Triggers[cur] = append(tr.Triggers[cur], m[1])
+		}
+		if m := jobLine.FindStringSubmatch(l); inJobs && m != nil {
+			tr.Start = append(tr.Start, m[1])
+		}
+	}
+	if !inJobs {
+		tb.Fatalf("systemd %d --test printed no jobs section; stderr: %s", s.Version, o.Stderr)
+	}
+	sort.Strings(tr.Start)
+	tr.Start = slices.Compact(tr.Start)
+	return tr
+}

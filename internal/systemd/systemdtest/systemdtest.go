@@ -1,0 +1,220 @@
+// Package systemdtest runs real systemd binaries against test trees, so the
+// differential tests of the unit model can ask systemd itself: systemd 252
+// from the cached Debian 12 root and systemd 257 from the cached Debian 13
+// root (fixtures/testenv finds them). Any binary of such a root runs
+// chrooted in it, in a private mount namespace with /proc mounted and the
+// test tree bind-mounted inside ([Systemd.Run]); [Systemd.Systemctl] is
+// `systemctl --root` on a tree; [Systemd.Boot] is `systemd --test
+// --system`, the initial boot transaction of the root with a tree of
+// changes stacked over it, and [View] is the same stack for the model.
+//
+// It is imported only by tests. It needs root (mount namespaces, chroot)
+// and never writes to the cached roots: trees are bind-mounted or stacked
+// in an overlay that lives only in the namespace of one command.
+package systemdtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/amilint/amilint/fixtures/testenv"
+)
+
+// Systemd is one real systemd: a cached Debian root whose binaries run
+// against test trees.
+type Systemd struct {
+	// Version is the systemd version of the root's binaries.
+	Version int
+	// Root is the cached Debian root.
+	Root testenv.DebianRoot
+}
+
+// The two systemd versions the differential tests compare against.
+var (
+	Bookworm = Systemd{Version: 252, Root: testenv.Bookworm}
+	Trixie   = Systemd{Version: 257, Root: testenv.Trixie}
+)
+
+// Versions returns every systemd the tests compare against, oldest first.
+func Versions() []Systemd { return []Systemd{Bookworm, Trixie} }
+
+// Name is the version as a subtest name: "252".
+func (s Systemd) Name() string { return fmt.Sprint(s.Version) }
+
+// Tree stands for the test tree in the arguments of Run and Systemctl: it
+// is replaced by where the tree is seen (TreeMount in the chroot).
+const Tree = "{tree}"
+
+// TreeMount is where Run bind-mounts the test tree inside the root.
+const TreeMount = "/mnt"
+
+// Timeout bounds every command this package runs.
+const Timeout = 2 * time.Minute
+
+// Path returns the root directory of s after checking what running its
+// binaries needs: root, unshare, mount, chroot and the root itself. When
+// something is missing testenv stops tb (a failure under CI).
+func (s Systemd) Path(tb testing.TB) string {
+	tb.Helper()
+	testenv.Root(tb, fmt.Sprintf("running systemd %d in a chroot (mount namespaces)", s.Version))
+	testenv.Tool(tb, "unshare", "util-linux")
+	testenv.Tool(tb, "mount", "mount")
+	testenv.Tool(tb, "chroot", "coreutils")
+	return s.Root.Path(tb)
+}
+
+// Output is what a command printed.
+type Output struct {
+	Stdout, Stderr []byte
+	// Console is what the command wrote to /dev/console, where systemd
+	// logs in test mode.
+	Console []byte
+	// Err is the command's error: nil, an *exec.ExitError, or the
+	// timeout.
+	Err error
+}
+
+// ExitCode is the command's exit status, -1 when it did not exit.
+func (o Output) ExitCode() int {
+	var ee *exec.ExitError
+	switch {
+	case o.Err == nil:
+		return 0
+	case errors.As(o.Err, &ee):
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// env is the environment of every command: no colours, no pager, C
+// locale, only errors logged.
+var env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", "SYSTEMD_COLORS=0", "SYSTEMD_PAGER=", "SYSTEMD_LOG_LEVEL=err"}
+
+// Run runs argv, a program of s's root (looked up in its PATH, or an
+// absolute path in the root), chrooted in the root with tree (a host
+// directory, or "" for none) bind-mounted read-write at TreeMount, in a
+// private mount namespace with /proc mounted. Every Tree in argv is
+// replaced by TreeMount. It fails tb only when the command cannot be
+// started; the command's own failure is in Output.Err.
+func (s Systemd) Run(tb testing.TB, tree string, argv ...string) Output {
+	tb.Helper()
+	root := s.Path(tb)
+	script := `set -e
+r=$1 tree=$2 console=$3
+shift 3
+mount -t proc proc "$r/proc"
+mount --bind "$console" "$r/dev/console"
+if [ -n "$tree" ]; then mount --bind "$tree" "$r` + TreeMount + `"; fi
+exec chroot "$r" "$@"`
+	if tree != "" {
+		abs, err := filepath.Abs(tree)
+		if err != nil {
+			tb.Fatalf("systemd %d: tree %s: %v", s.Version, tree, err)
+		}
+		tree = abs
+	}
+	return s.namespace(tb, script, []string{root, tree}, substitute(argv, TreeMount))
+}
+
+// substitute replaces Tree in every argument by where the tree is seen.
+func substitute(argv []string, tree string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, Tree, tree)
+	}
+	return out
+}
+
+// namespace runs script in a private mount namespace as
+// `sh -c script sh ARGS... CONSOLE ARGV...`: args come first, then the
+// path of a file standing in for /dev/console, then argv.
+func (s Systemd) namespace(tb testing.TB, script string, args, argv []string) Output {
+	tb.Helper()
+	console := filepath.Join(tb.TempDir(), "console")
+	// systemd drops to nobody in test mode: the console must be writable.
+	if err := os.WriteFile(console, nil, 0o666); err != nil {
+		tb.Fatalf("systemd %d: %v", s.Version, err)
+	}
+	if err := os.Chmod(console, 0o666); err != nil {
+		tb.Fatalf("systemd %d: %v", s.Version, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	full := append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"}, args...)
+	full = append(full, console)
+	full = append(full, argv...)
+	cmd := exec.CommandContext(ctx, "unshare", full...)
+	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("systemd %d: %v: timed out after %v: %w", s.Version, argv, Timeout, ctx.Err())
+	}
+	out, rerr := os.ReadFile(console)
+	if rerr != nil {
+		tb.Fatalf("systemd %d: read console: %v", s.Version, rerr)
+	}
+	return Output{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Console: out, Err: err}
+}
+
+// Systemctl runs `systemctl --root=TREE ARGS...` of s against the tree dir.
+// For systemd 252 it runs the host's own systemctl when that is 252 (Debian
+// 12, as CI is), which needs neither root nor a chroot. It fails tb when
+// systemctl fails.
+func (s Systemd) Systemctl(tb testing.TB, dir string, args ...string) []byte {
+	tb.Helper()
+	argv := append([]string{"systemctl", "--root=" + Tree, "--no-pager", "--no-legend"}, args...)
+	var o Output
+	if s.onHost() {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			tb.Fatalf("systemctl: %v", err)
+		}
+		o = hostRun(substitute(argv, abs))
+	} else {
+		o = s.Run(tb, dir, argv...)
+	}
+	if o.Err != nil {
+		tb.Fatalf("systemd %d: systemctl %v on %s: %v: %s", s.Version, args, dir, o.Err, o.Stderr)
+	}
+	return o.Stdout
+}
+
+var (
+	hostOnce    sync.Once
+	hostVersion int
+)
+
+// onHost reports whether the host's systemctl is s's version.
+func (s Systemd) onHost() bool {
+	hostOnce.Do(func() {
+		o := hostRun([]string{"systemctl", "--version"})
+		if o.Err == nil {
+			fmt.Sscanf(string(o.Stdout), "systemd %d", &hostVersion)
+		}
+	})
+	return hostVersion == s.Version
+}
+
+// hostRun runs argv on the host under Timeout.
+func hostRun(argv []string) Output {
+	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return Output{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Err: err}
+}
