@@ -205,22 +205,32 @@ type Inventory struct {
 	Units []facts.UnitInput
 }
 
+// Version is the systemd version to model fsys as: the override, or the
+// version the image ships.
+func (o ModelOptions) Version(fsys *rootfs.FS) (version.Info, error) {
+	if o.SystemdVersion.Major != 0 {
+		return o.SystemdVersion, nil
+	}
+	sv, err := version.Detect(fsys)
+	if err != nil {
+		return sv, fmt.Errorf("read systemd version: %w", err)
+	}
+	return sv, nil
+}
+
 // Model computes the inventory of an image.
 func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
-	sv := opts.SystemdVersion
-	if sv.Major == 0 {
-		var err error
-		if sv, err = version.Detect(fsys); err != nil {
-			return nil, fmt.Errorf("read systemd version: %w", err)
-		}
+	sv, err := opts.Version(fsys)
+	if err != nil {
+		return nil, err
 	}
-	files, err := install.List(fsys)
+	files, err := install.List(fsys, sv.Major)
 	if err != nil {
 		return nil, fmt.Errorf("list unit files: %w", err)
 	}
 	// Query the presets for the files just listed: install.Preset would
 	// list every unit file of the image a second time.
-	ps, err := install.LoadPresets(fsys)
+	ps, err := install.LoadPresets(fsys, sv.Major)
 	if err != nil {
 		return nil, fmt.Errorf("read presets: %w", err)
 	}
@@ -228,7 +238,7 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	for _, f := range files {
 		presets[f.Name] = ps.Query(f.Name)
 	}
-	g, err := boot.Load(fsys)
+	g, err := boot.Load(fsys, sv.Major)
 	if err != nil {
 		return nil, fmt.Errorf("load units: %w", err)
 	}

@@ -258,8 +258,8 @@ func TestSystemdVersionFlag(t *testing.T) {
 	assert.Equal(t, sd{Version: 252, Source: "default"}, facts(), "the fixture names no systemd")
 	assert.Equal(t, sd{Version: 257, Source: "override"}, facts("--systemd-version", "257"))
 	for _, args := range [][]string{
-		{"scan", "--systemd-version", "257", "fixture:dlami"},
-		{"diff", "--systemd-version", "257", "fixture:dlami", "fixture:dlami"},
+		{"scan", "--systemd-version", "254", "fixture:dlami"},
+		{"diff", "--systemd-version", "254", "fixture:dlami", "fixture:dlami"},
 		{"units", "--systemd-version", "257", "-o", "json", "fixture:dlami"},
 	} {
 		code, _, stderr := runCLI(t, args...)

@@ -120,7 +120,7 @@ func BenchmarkUnits(b *testing.B) {
 				}
 				im, err := target.Open(context.Background(), spec, opt)
 				require.NoError(b, err)
-				units, err := install.List(im.FS)
+				units, err := install.List(im.FS, 0)
 				require.NoError(b, err)
 				n = len(units)
 				read = im.BytesRead()

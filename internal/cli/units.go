@@ -90,7 +90,7 @@ func runUnits(e *env, args []string) int {
 	case "json":
 		err = writeUnitsJSON(w, im, model.opts)
 	default:
-		err = writeUnitFiles(w, im.FS, *out)
+		err = writeUnitFiles(w, im.FS, *out, model.opts)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -103,15 +103,19 @@ func runUnits(e *env, args []string) int {
 
 // writeUnitFiles writes the list-unit-files view: tsv, or the text table
 // with the preset column.
-func writeUnitFiles(w io.Writer, fsys *rootfs.FS, format string) error {
-	units, err := install.List(fsys)
+func writeUnitFiles(w io.Writer, fsys *rootfs.FS, format string, opts audit.ModelOptions) error {
+	sv, err := opts.Version(fsys)
+	if err != nil {
+		return err
+	}
+	units, err := install.List(fsys, sv.Major)
 	if err != nil {
 		return fmt.Errorf("list unit files: %w", err)
 	}
 	if format == "tsv" {
 		return writeUnitsTSV(w, units)
 	}
-	presets, err := install.LoadPresets(fsys)
+	presets, err := install.LoadPresets(fsys, sv.Major)
 	if err != nil {
 		return fmt.Errorf("read presets: %w", err)
 	}

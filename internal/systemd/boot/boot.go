@@ -3,6 +3,7 @@ package boot
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/amilint/amilint/internal/systemd/unit"
@@ -87,7 +88,7 @@ func strengthOf(kind string) strength {
 	switch kind {
 	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor":
 		return pull
-	case "Wants", "Upholds", ".wants", "Sockets", "sysv":
+	case "Wants", "Upholds", ".wants", ".upholds", "Sockets", "sysv":
 		return want
 	case "Requisite":
 		return verifyActive
@@ -153,7 +154,8 @@ func (g *Graph) computeBoot() *Boot {
 	// the goroutine stack.
 	in := map[*Unit]bool{}
 	taken := map[*Unit][]txEdge{}
-	if !g.addJobs(root, in, taken) {
+	dropped := map[*Unit]bool{}
+	if !g.addJobs(root, in, taken, dropped) {
 		b.Err = fmt.Errorf("start %s: %w: a required dependency cannot be loaded", root.Name, ErrTransaction)
 		return b
 	}
@@ -176,7 +178,11 @@ func (g *Graph) computeBoot() *Boot {
 			order = append(order, e.to)
 		}
 	}
-	deleted, err := g.resolveConflicts(root, order, taken)
+	// Units whose job systemd dropped again because a requirement failed
+	// (systemd 254 on) have no job; the jobs they added stay, and their
+	// chains still pass through them.
+	jobs := slices.DeleteFunc(slices.Clone(order), func(u *Unit) bool { return dropped[u] })
+	deleted, err := g.resolveConflicts(root, jobs, taken)
 	if err != nil {
 		b.Err = err
 		return b
@@ -184,7 +190,7 @@ func (g *Graph) computeBoot() *Boot {
 	for u, by := range deleted {
 		b.Conflicted[u.Name] = by.Name
 	}
-	for _, u := range order {
+	for _, u := range jobs {
 		if !activeAtBoot(u.Name) && deleted[u] == nil {
 			b.start[u.Name] = true
 			b.Start = append(b.Start, u.Name)
@@ -293,10 +299,17 @@ func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]tx
 	return deleted, nil
 }
 
+// DropFailedJobs is the systemd version from which a job whose Requires=,
+// BindsTo= or Requisite= dependency cannot be added is deleted from the
+// transaction again (systemd pull request 27852); before it the job
+// stays and starts.
+const DropFailedJobs = 254
+
 // addJobs adds root's start job and its dependencies' to the transaction
-// (in), recording the edges taken, and reports whether systemd would
-// succeed adding root's job.
-func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge) bool {
+// (in), recording the edges taken and, from DropFailedJobs on, the units
+// whose job was dropped again, and reports whether systemd would succeed
+// adding root's job.
+func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge, dropped map[*Unit]bool) bool {
 	// frame is one call of transaction_add_job_and_dependencies in
 	// progress: which pass over the unit's dependencies, and where.
 	type frame struct {
@@ -309,14 +322,23 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge)
 	stack := []frame{{u: root}}
 	result := true // the result of the frame that returned last
 	returned := false
+	// fail returns from the top frame with failure: its job stays before
+	// DropFailedJobs and is deleted from it on.
+	fail := func() {
+		if u := stack[len(stack)-1].u; g.version >= DropFailedJobs {
+			dropped[u] = true
+			delete(in, u)
+		}
+		stack = stack[:len(stack)-1]
+		result, returned = false, true
+	}
 	for len(stack) > 0 {
 		f := &stack[len(stack)-1]
 		if returned {
 			// The child at f.i-1 returned result.
 			returned = false
-			if !result && passes[f.pass] == pull {
-				stack = stack[:len(stack)-1]
-				result, returned = false, true
+			if !result && passes[f.pass] != want {
+				fail()
 				continue
 			}
 		}
@@ -343,8 +365,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge)
 			if pass == want {
 				continue
 			}
-			stack = stack[:len(stack)-1]
-			result, returned = false, true
+			fail()
 			continue
 		}
 		du := g.load(d.Name)
@@ -355,8 +376,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge)
 			if pass == want {
 				continue
 			}
-			stack = stack[:len(stack)-1]
-			result, returned = false, true
+			fail()
 			continue
 		}
 		if pass == verifyActive {
@@ -367,6 +387,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge)
 			continue // an existing job: success, as systemd returns
 		}
 		in[du] = true
+		delete(dropped, du)
 		stack = append(stack, frame{u: du})
 	}
 	return result

@@ -58,7 +58,7 @@ func with(m fstest.MapFS, kv ...any) fstest.MapFS {
 
 func load(t *testing.T, m fstest.MapFS) *Graph {
 	t.Helper()
-	g, err := Load(rootfs.New(m))
+	g, err := Load(rootfs.New(m), 0)
 	require.NoError(t, err)
 	return g
 }
@@ -193,7 +193,7 @@ func TestLoadSkipsUnreadableSearchDirs(t *testing.T) {
 	src, err := rootfs.OpenDir(dir)
 	require.NoError(t, err)
 	defer src.Close()
-	_, err = Load(rootfs.New(src))
+	_, err = Load(rootfs.New(src), 0)
 	require.NoError(t, err)
 }
 

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/amilint/amilint/internal/systemd/systemdtest"
 )
 
 // TestOracleInstancePrefixDropIns checks, against systemd --test, the
@@ -12,7 +14,6 @@ import (
 // name (r-@one.service.d), and also looks at the template's prefix dirs
 // (r-.service.d, r-@.service.d).
 func TestOracleInstancePrefixDropIns(t *testing.T) {
-	root := debianRoot(t)
 	const dir = "/etc/systemd/system/"
 	started := []string{"inst-prefix.service", "tmpl-prefix.service", "plain-prefix.service", "inst-prefix-link.service"}
 	ops := []op{
@@ -29,12 +30,16 @@ func TestOracleInstancePrefixDropIns(t *testing.T) {
 	for _, n := range append(started, "other-inst.service") {
 		ops = append(ops, file(dir+n, svc))
 	}
-	v := newVariant(t, root, append(maskGenerators(t, root, "systemd-sysv-generator"), ops...))
-	want := runOracle(t, v)
-	got, _ := modelStart(t, v)
-	assert.Equal(t, want.start, got)
-	for _, n := range started {
-		assert.Contains(t, want.start, n, "systemd starts %s", n)
+	for _, sd := range systemdtest.Versions() {
+		t.Run(sd.Name(), func(t *testing.T) {
+			v := newVariant(t, sd, ops)
+			want := v.oracle(t)
+			got, _ := modelStart(t, v)
+			assert.Equal(t, want.Start, got)
+			for _, n := range started {
+				assert.Contains(t, want.Start, n, "systemd starts %s", n)
+			}
+			assert.NotContains(t, want.Start, "other-inst.service")
+		})
 	}
-	assert.NotContains(t, want.start, "other-inst.service")
 }

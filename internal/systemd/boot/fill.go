@@ -73,15 +73,13 @@ func (g *Graph) fill(u *Unit, requested string) {
 	u.State = Loaded
 
 	// Dependencies from .wants and .requires directories, then .conf
-	// drop-ins, as unit_load_dropin does. systemd 252 does not read
-	// .upholds directories (the oracle test proves it); Upholds= in a
-	// unit file does count.
-	for _, d := range []struct{ suffix, kind string }{
-		{".wants", ".wants"}, {".requires", ".requires"},
-	} {
-		for _, p := range g.dropinFiles(u, d.suffix, "") {
+	// drop-ins, as unit_load_dropin does. .upholds directories count from
+	// systemd 254 on (the oracle tests prove 252 ignores them); Upholds=
+	// in a unit file counts in every version.
+	for _, d := range g.depDirs() {
+		for _, p := range g.dropinFiles(u, d, "") {
 			if name, ok := g.depLink(p, u); ok {
-				u.Deps = append(u.Deps, Dep{Kind: d.kind, Name: name, Source: "/" + p})
+				u.Deps = append(u.Deps, Dep{Kind: d, Name: name, Source: "/" + p})
 			}
 		}
 	}
@@ -114,6 +112,17 @@ func (g *Graph) fill(u *Unit, requested string) {
 		u.State, u.LoadError = BadSetting, err
 	}
 	g.implicitDeps(u, t, requested)
+}
+
+// UpholdsDirs is the systemd version that reads .upholds directories.
+const UpholdsDirs = 254
+
+// depDirs are the dependency directory suffixes of the version modelled.
+func (g *Graph) depDirs() []string {
+	if g.version >= UpholdsDirs {
+		return []string{".wants", ".requires", ".upholds"}
+	}
+	return []string{".wants", ".requires"}
 }
 
 // perpetual units exist whatever the image says and cannot be masked.

@@ -111,7 +111,7 @@ func FuzzLoad(f *testing.F) {
 		if len(data) > 512 {
 			return
 		}
-		g, err := Load(rootfs.New(genTree(data)))
+		g, err := Load(rootfs.New(genTree(data)), 0)
 		if err != nil {
 			t.Fatalf("load: %v", err)
 		}
@@ -128,7 +128,7 @@ func TestLoadRandomTrees(t *testing.T) {
 		for i := range data {
 			data[i] = byte(r.UintN(256))
 		}
-		g, err := Load(rootfs.New(genTree(data)))
+		g, err := Load(rootfs.New(genTree(data)), 0)
 		require.NoError(t, err)
 		checkGraph(t, g, 1)
 	}
@@ -169,7 +169,7 @@ func TestLoadScale(t *testing.T) {
 	m[lib+"default.target.wants/al10.service"] = mlink("/x")
 	m[lib+"default.target.wants/cy1.service"] = mlink("/x")
 
-	g, err := Load(rootfs.New(m))
+	g, err := Load(rootfs.New(m), 0)
 	require.NoError(t, err)
 	b := g.Boot()
 	require.NoError(t, b.Err)

@@ -49,6 +49,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
+	"github.com/amilint/amilint/internal/systemd/version"
 )
 
 // maxAliasHops is systemd's FOLLOW_MAX for alias chains in the unit name map.
@@ -132,8 +133,10 @@ func (u *Unit) Last(section, name string) (string, bool) {
 // Graph is the loaded unit model of one image. Units are loaded on first
 // use, as systemd loads them; a Graph is safe for concurrent use.
 type Graph struct {
-	fsys *rootfs.FS
-	dirs []string // search path directories that exist, in precedence
+	fsys    *rootfs.FS
+	version int      // the systemd version modelled
+	search  []string // its search path
+	dirs    []string // search path directories that exist, in precedence
 
 	ids    map[string]idEntry         // systemd's unit_id_map
 	byName map[string][]string        // fragment name -> names (unit_name_map)
@@ -156,18 +159,24 @@ type idEntry struct {
 	link  string // image path of the alias link
 }
 
-// Load builds the unit name map of the image and loads default.target's
-// closure lazily. It fails only when the search path cannot be read.
-func Load(fsys *rootfs.FS) (*Graph, error) {
-	g := &Graph{
-		fsys:   fsys,
-		ids:    map[string]idEntry{},
-		byName: map[string][]string{},
-		cache:  map[string]map[string]bool{},
-		states: map[string]fileState{},
-		units:  map[string]*Unit{},
+// Load builds the unit name map of the image as systemd version sdVersion
+// does (version.Default when 0) and loads default.target's closure lazily.
+// It fails only when the search path cannot be read.
+func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
+	if sdVersion == 0 {
+		sdVersion = version.Default
 	}
-	for _, d := range unit.SearchPath {
+	g := &Graph{
+		fsys:    fsys,
+		version: sdVersion,
+		search:  unit.SearchPathOf(sdVersion),
+		ids:     map[string]idEntry{},
+		byName:  map[string][]string{},
+		cache:   map[string]map[string]bool{},
+		states:  map[string]fileState{},
+		units:   map[string]*Unit{},
+	}
+	for _, d := range g.search {
 		// systemd skips a search directory it cannot open as one: a
 		// file, a dangling link, a link loop, a mask. Errors reading a
 		// directory (I/O on a corrupt image) mean the image cannot be
@@ -264,7 +273,7 @@ func (g *Graph) addID(dir string, e fs.DirEntry) {
 // inSearchPath returns the part of p below the first search path directory
 // that contains it.
 func (g *Graph) inSearchPath(p string) (string, bool) {
-	for _, d := range unit.SearchPath {
+	for _, d := range g.search {
 		if rest, ok := strings.CutPrefix(p, d+"/"); ok && rest != "" {
 			return rest, true
 		}

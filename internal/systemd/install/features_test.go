@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/systemd/systemdtest"
 )
 
 // writeTree creates a tree from a spec: "path": "content" writes a file,
@@ -216,12 +218,13 @@ var featureTrees = map[string]map[string]string{
 }
 
 func TestFeatureTreesMatchSystemctl(t *testing.T) {
-	needSystemctl(t)
-	for name, spec := range featureTrees {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			writeTree(t, dir, spec)
-			compareTree(t, dir, true)
-		})
+	for _, sd := range systemdtest.Versions() {
+		for name, spec := range featureTrees {
+			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
+				dir := t.TempDir()
+				writeTree(t, dir, spec)
+				compareTree(t, sd, dir, true)
+			})
+		}
 	}
 }

@@ -116,8 +116,8 @@ func FuzzList(f *testing.F) {
 		var err error
 		go func() {
 			defer close(done)
-			units, err = List(fsys)
-			_, _ = LoadPresets(fsys)
+			units, err = List(fsys, 0)
+			_, _ = LoadPresets(fsys, 0)
 			_ = FirstBoot(fsys)
 		}()
 		select {

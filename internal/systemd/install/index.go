@@ -18,13 +18,17 @@ import (
 // it: unit.SearchPath as image-absolute paths. Duplicates after following
 // links (a merged-/usr image where /lib -> usr/lib) are kept, as systemd
 // keeps them.
-var SearchPath = func() []string {
-	out := make([]string, len(unit.SearchPath))
-	for i, d := range unit.SearchPath {
+var SearchPath = searchPathOf(252)
+
+// searchPathOf is SearchPath for systemd version v (unit.SearchPathOf).
+func searchPathOf(v int) []string {
+	dirs := unit.SearchPathOf(v)
+	out := make([]string, len(dirs))
+	for i, d := range dirs {
 		out[i] = "/" + d
 	}
 	return out
-}()
+}
 
 const (
 	persistentConfig = "/etc/systemd/system"
@@ -87,6 +91,10 @@ type index struct {
 	links  map[string]linkResult
 	// chased caches chase results by their arguments.
 	chased map[chaseKey]linkResult
+	// version is the systemd version modelled, searchPath its search
+	// path.
+	version    int
+	searchPath []string
 	// byPath finds a search directory by its SearchPath entry.
 	byPath map[string]*searchDir
 	spec   *specifiers
@@ -115,9 +123,11 @@ type fileData struct {
 	err  error
 }
 
-func newIndex(fsys *rootfs.FS) *index {
+// newIndex reads the search directories of systemd version v.
+func newIndex(fsys *rootfs.FS, v int) *index {
 	x := newBareIndex(fsys)
-	for _, p := range SearchPath {
+	x.version, x.searchPath = v, searchPathOf(v)
+	for _, p := range x.searchPath {
 		sd := x.readSearchDir(p)
 		x.search = append(x.search, sd)
 		x.byPath[p] = sd
@@ -172,7 +182,7 @@ func (x *index) readSearchDir(p string) *searchDir {
 			x.addLink(sd, joinPath(l.resolved, n), n)
 		case t.IsDir():
 			i := strings.LastIndexByte(n, '.')
-			if i < 0 || (n[i:] != ".wants" && n[i:] != ".requires") {
+			if i < 0 || !x.depDir(n[i:]) {
 				continue
 			}
 			sub := joinPath(l.resolved, n)
@@ -193,6 +203,23 @@ func (x *index) readSearchDir(p string) *searchDir {
 		}
 	}
 	return sd
+}
+
+// UpholdsDirs is the systemd version from which .upholds directories and
+// UpheldBy= count for enablement (as .wants and WantedBy= do).
+const UpholdsDirs = 254
+
+// depDir reports whether a subdirectory with this suffix holds the
+// dependency links find_symlinks looks at: .wants and .requires, and
+// .upholds from UpholdsDirs on.
+func (x *index) depDir(suffix string) bool {
+	switch suffix {
+	case ".wants", ".requires":
+		return true
+	case ".upholds":
+		return x.version >= UpholdsDirs
+	}
+	return false
 }
 
 func (x *index) addLink(sd *searchDir, p, name string) {

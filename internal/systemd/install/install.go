@@ -25,6 +25,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
+	"github.com/amilint/amilint/internal/systemd/version"
 )
 
 // State is a unit file's enablement state, spelled as systemctl spells it.
@@ -92,24 +93,29 @@ type installInfo struct {
 	aliases         []string
 	wantedBy        []string
 	requiredBy      []string
+	upheldBy        []string
 	also            []string
 	defaultInstance string
 }
 
 func (i *installInfo) hasRules() bool {
-	return len(i.aliases) > 0 || len(i.wantedBy) > 0 || len(i.requiredBy) > 0
+	return len(i.aliases) > 0 || len(i.wantedBy) > 0 || len(i.requiredBy) > 0 || len(i.upheldBy) > 0
 }
 
 // installContext is install.c's InstallContext: the infos of one lookup by name.
 type installContext map[string]*installInfo
 
 // List returns every unit file of the image with its state, sorted by name:
-// the unit set and states `systemctl --root=DIR list-unit-files` prints.
-func List(fsys *rootfs.FS) ([]UnitFile, error) {
+// the unit set and states `systemctl --root=DIR list-unit-files` of systemd
+// version sdVersion prints (version.Default when 0).
+func List(fsys *rootfs.FS, sdVersion int) ([]UnitFile, error) {
 	if fsys == nil {
 		return nil, errors.New("list unit files: no image")
 	}
-	x := newIndex(fsys)
+	if sdVersion == 0 {
+		sdVersion = version.Default
+	}
+	x := newIndex(fsys, sdVersion)
 	seen := map[string]bool{}
 	type listed struct{ name, path string }
 	var names []listed
@@ -527,7 +533,7 @@ func (x *index) load(ctx installContext, i *installInfo, p string, dropin bool) 
 			return nil
 		}
 	}
-	ps := parser{info: i, spec: x.spec, also: func(n string) error {
+	ps := parser{info: i, spec: x.spec, upheldBy: x.version >= UpholdsDirs, also: func(n string) error {
 		_, err := x.add(ctx, n)
 		return err
 	}}
@@ -582,7 +588,7 @@ func (x *index) resolveSymlink(p string) (string, bool, error) {
 	if err != nil {
 		return "", false, fmt.Errorf("resolve symlink %s -> %s: %w", p, target, err)
 	}
-	for _, sp := range SearchPath {
+	for _, sp := range x.searchPath {
 		if _, ok := pathStartsWith(simplified, sp); ok {
 			if err := validateAliasSymlink(file, baseName(simplified)); err != nil {
 				return "", false, fmt.Errorf("alias %s -> %s: %w", p, target, err)

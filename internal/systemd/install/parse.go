@@ -142,6 +142,8 @@ type parser struct {
 	// install_info_add; an error aborts the parse.
 	also func(name string) error
 	spec *specifiers
+	// upheldBy accepts UpheldBy= (systemd 254 and later).
+	upheldBy bool
 }
 
 // parse runs config_parse over data. It reads data in place and keeps
@@ -272,6 +274,10 @@ func (p *parser) assign(key, value string) error {
 		parseStrv(&info.wantedBy, value)
 	case "RequiredBy":
 		parseStrv(&info.requiredBy, value)
+	case "UpheldBy":
+		if p.upheldBy {
+			parseStrv(&info.upheldBy, value)
+		}
 	case "DefaultInstance":
 		if nameIsValid(info.name, nameInstance) || !nameIsValid(info.name, nameTemplate) {
 			return nil

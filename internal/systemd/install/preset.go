@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/unit"
+	"github.com/amilint/amilint/internal/systemd/version"
 )
 
 // PresetDirs are systemd 252's system preset directories (CONF_PATHS
@@ -17,6 +19,19 @@ var PresetDirs = []string{
 	"/lib/systemd/system-preset",
 }
 
+// presetDirsOf are the preset directories of systemd version v: from
+// unit.SplitUsrRemoved on there is no /lib/systemd/system-preset.
+func presetDirsOf(v int) []string {
+	if v < unit.SplitUsrRemoved {
+		return PresetDirs
+	}
+	return PresetDirs[:len(PresetDirs)-1]
+}
+
+// PresetIgnoreSince is the systemd version that knows the "ignore" preset
+// action; before it such a line does not parse and is skipped.
+const PresetIgnoreSince = 254
+
 // PresetAction is what the preset files say about a unit.
 type PresetAction string
 
@@ -24,6 +39,8 @@ type PresetAction string
 const (
 	PresetEnable  PresetAction = "enable"
 	PresetDisable PresetAction = "disable"
+	// PresetIgnore leaves the unit as it is (systemd 254 and later).
+	PresetIgnore PresetAction = "ignore"
 )
 
 type presetRule struct {
@@ -39,17 +56,20 @@ type Presets struct {
 	Files []string
 }
 
-// LoadPresets reads the image's preset files the way read_presets does:
-// *.preset of every preset directory, the first directory winning for a
-// file name, files in name order, lines in file order; unparseable lines
-// are ignored.
-func LoadPresets(fsys *rootfs.FS) (*Presets, error) {
-	return newBareIndex(fsys).loadPresets(), nil
+// LoadPresets reads the image's preset files the way read_presets of
+// systemd version sdVersion (version.Default when 0) does: *.preset of
+// every preset directory, the first directory winning for a file name,
+// files in name order, lines in file order; unparseable lines are ignored.
+func LoadPresets(fsys *rootfs.FS, sdVersion int) (*Presets, error) {
+	if sdVersion == 0 {
+		sdVersion = version.Default
+	}
+	return newBareIndex(fsys).loadPresets(sdVersion), nil
 }
 
-func (x *index) loadPresets() *Presets {
+func (x *index) loadPresets(v int) *Presets {
 	ps := &Presets{}
-	resolved, shown := x.confFiles(PresetDirs, ".preset")
+	resolved, shown := x.confFiles(presetDirsOf(v), ".preset")
 	for k, r := range resolved {
 		data, err := x.readFileFollow(r)
 		if err != nil {
@@ -84,6 +104,10 @@ func (x *index) loadPresets() *Presets {
 			}
 			if p, ok := firstWord(l, "disable"); ok {
 				ps.rules = append(ps.rules, presetRule{pattern: p, action: PresetDisable})
+				continue
+			}
+			if p, ok := firstWord(l, "ignore"); ok && v >= PresetIgnoreSince {
+				ps.rules = append(ps.rules, presetRule{pattern: p, action: PresetIgnore})
 			}
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/amilint/amilint/internal/systemd/systemdtest"
 )
 
 // randomTreeCount is how many random trees the differential test builds;
@@ -299,7 +301,7 @@ func (g *treeGen) build() {
 		d := g.pick([]string{"etc", "usr/lib", "lib", "run", "usr/local/lib"}) + "/systemd/system-preset/"
 		var lines []string
 		for k := g.r.IntN(5); k > 0; k-- {
-			act := g.pick([]string{"enable", "disable", "enable", "bogus"})
+			act := g.pick([]string{"enable", "disable", "enable", "bogus", "ignore"})
 			pat := g.pick([]string{"*", "a.*", "*.socket", "foo-*", "[ab].service", "x@.service i1 i2", g.name(), "?.target", "[!a]*"})
 			lines = append(lines, act+" "+pat)
 		}
@@ -329,28 +331,31 @@ func genTree(seed uint64) map[string]string {
 // seeded random trees, each compared unit by unit (state and preset) with
 // the real systemctl --root list-unit-files.
 func TestRandomTreesMatchSystemctl(t *testing.T) {
-	needSystemctl(t)
-	n := randomTreeCount()
-	failed := 0
-	seen := map[string]int{}
-	for seed := uint64(1); seed <= uint64(n); seed++ {
-		ok := t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			dir := t.TempDir()
-			writeTree(t, dir, genTree(seed))
-			for _, e := range compareTree(t, dir, true) {
-				seen[e.state]++
+	for _, sd := range systemdtest.Versions() {
+		t.Run(sd.Name(), func(t *testing.T) {
+			n := randomTreeCount()
+			failed := 0
+			seen := map[string]int{}
+			for seed := uint64(1); seed <= uint64(n); seed++ {
+				ok := t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+					dir := t.TempDir()
+					writeTree(t, dir, genTree(seed))
+					for _, e := range compareTree(t, sd, dir, true) {
+						seen[e.state]++
+					}
+				})
+				if !ok {
+					failed++
+					if failed >= 10 {
+						t.Fatalf("stopping after %d differing trees", failed)
+					}
+				}
+			}
+			// The generator must reach every state systemctl can print.
+			for _, st := range []State{Enabled, EnabledRuntime, Linked, LinkedRuntime, Alias, Masked, MaskedRuntime,
+				Static, Disabled, Indirect, Generated, Transient, Bad} {
+				assert.Positive(t, seen[string(st)], "no random tree produced state %s (seen %v)", st, seen)
 			}
 		})
-		if !ok {
-			failed++
-			if failed >= 10 {
-				t.Fatalf("stopping after %d differing trees", failed)
-			}
-		}
-	}
-	// The generator must reach every state systemctl can print.
-	for _, st := range []State{Enabled, EnabledRuntime, Linked, LinkedRuntime, Alias, Masked, MaskedRuntime,
-		Static, Disabled, Indirect, Generated, Transient, Bad} {
-		assert.Positive(t, seen[string(st)], "no random tree produced state %s (seen %v)", st, seen)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
+	"github.com/amilint/amilint/internal/systemd/version"
 )
 
 // This file exports the pieces of install.c that `systemctl disable` uses,
@@ -44,7 +45,7 @@ func MarkForRemoval(fsys *rootfs.FS, names []string) ([]string, []Skip, error) {
 	if fsys == nil {
 		return nil, nil, errors.New("mark for removal: no image")
 	}
-	x := newIndex(fsys)
+	x := newIndex(fsys, version.Default)
 	ctx := installContext{}
 	var order []string // will_process, in insertion order
 	given := map[string]bool{}

@@ -1,9 +1,7 @@
 package install
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,35 +11,32 @@ import (
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/systemdtest"
 )
-
-// debianRoot is the debootstrap root fixtures/debian/build.sh makes; it is
-// complete whenever it exists (the script renames it into place).
-func debianRoot(t testing.TB) string {
-	t.Helper()
-	return testenv.Bookworm.Path(t)
-}
 
 // TestFixturesMatchSystemctl compares every embedded fixture tree.
 func TestFixturesMatchSystemctl(t *testing.T) {
-	needSystemctl(t)
 	names := fixtures.Names()
 	require.NotEmpty(t, names)
-	for _, name := range names {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			require.NoError(t, fixtures.Materialize(name, dir))
-			compareTree(t, dir, true)
-		})
+	for _, sd := range systemdtest.Versions() {
+		for _, name := range names {
+			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
+				dir := t.TempDir()
+				require.NoError(t, fixtures.Materialize(name, dir))
+				compareTree(t, sd, dir, true)
+			})
+		}
 	}
 }
 
-// TestDebianRootMatchesSystemctl compares a full Debian 12 root with ~250
-// units, when make has built it.
+// TestDebianRootMatchesSystemctl compares the full Debian roots, each with
+// its own systemctl (bookworm's ~250 units with 252, trixie's with 257).
 func TestDebianRootMatchesSystemctl(t *testing.T) {
-	needSystemctl(t)
-	dir := debianRoot(t)
-	compareTree(t, dir, true)
+	for _, sd := range systemdtest.Versions() {
+		t.Run(sd.Name(), func(t *testing.T) {
+			compareTree(t, sd, sd.Root.Path(t), true)
+		})
+	}
 }
 
 // benchRoot returns the Debian root (the benchmark make bench reports), or
@@ -59,7 +54,6 @@ func benchRoot(b *testing.B) string {
 // reports how many times faster it is than systemctl --root
 // list-unit-files on the same root (metric "x-faster-than-systemctl").
 func BenchmarkListVsSystemctl(b *testing.B) {
-	needSystemctl(b)
 	dir := benchRoot(b)
 	src, err := rootfs.OpenDir(dir)
 	require.NoError(b, err)
@@ -69,14 +63,9 @@ func BenchmarkListVsSystemctl(b *testing.B) {
 	const refRuns = 5
 	var ref time.Duration
 	for range refRuns {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, systemctlPath, "--root="+dir, "list-unit-files", "--no-legend", "--no-pager")
-		cmd.Env = []string{"SYSTEMD_LOG_LEVEL=emerg", "PATH=/usr/bin:/bin"}
 		start := time.Now()
-		err := cmd.Run()
+		systemdtest.Bookworm.Systemctl(b, dir, "list-unit-files")
 		ref += time.Since(start)
-		cancel()
-		require.NoError(b, err)
 	}
 	ref /= refRuns
 
@@ -85,7 +74,7 @@ func BenchmarkListVsSystemctl(b *testing.B) {
 	start := time.Now()
 	n := 0
 	for b.Loop() {
-		us, err := List(fsys)
+		us, err := List(fsys, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,34 +1,18 @@
 package install
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/systemdtest"
 )
-
-// systemctlPath is the reference implementation the differential tests
-// compare against.
-const systemctlPath = "/usr/bin/systemctl"
-
-// needSystemctl skips only when the machine truly lacks systemctl.
-func needSystemctl(t testing.TB) {
-	t.Helper()
-	if _, err := os.Stat(systemctlPath); err != nil {
-		testenv.Missing(t, "no %s on this machine (Debian package systemd): %v", systemctlPath, err)
-	}
-}
 
 // refEntry is one line of `systemctl list-unit-files`.
 type refEntry struct {
@@ -36,19 +20,13 @@ type refEntry struct {
 	preset string
 }
 
-// systemctlList runs the real systemctl offline on dir and parses columns
-// UNIT FILE, STATE and VENDOR PRESET.
-func systemctlList(t testing.TB, dir string) map[string]refEntry {
+// systemctlList runs the real systemctl of sd offline on dir and parses
+// columns UNIT FILE, STATE and VENDOR PRESET.
+func systemctlList(t testing.TB, sd systemdtest.Systemd, dir string) map[string]refEntry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, systemctlPath, "--root="+dir, "list-unit-files", "--no-legend", "--no-pager")
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "SYSTEMD_LOG_LEVEL=emerg", "LANG=C", "SYSTEMD_COLORS=0"}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Run(), "systemctl on %s: %s", dir, errb.String())
+	out := sd.Systemctl(t, dir, "list-unit-files")
 	got := map[string]refEntry{}
-	for _, l := range strings.Split(out.String(), "\n") {
+	for _, l := range strings.Split(string(out), "\n") {
 		f := strings.Fields(l)
 		if len(f) == 0 {
 			continue
@@ -63,16 +41,16 @@ func systemctlList(t testing.TB, dir string) map[string]refEntry {
 	return got
 }
 
-// ours lists dir with this package, in the same shape.
-func ours(t testing.TB, dir string) (map[string]refEntry, []UnitFile) {
+// ours lists dir with this package as systemd version v, in the same shape.
+func ours(t testing.TB, dir string, v int) (map[string]refEntry, []UnitFile) {
 	t.Helper()
 	src, err := rootfs.OpenDir(dir)
 	require.NoError(t, err)
 	defer src.Close()
 	fsys := rootfs.New(src)
-	units, err := List(fsys)
+	units, err := List(fsys, v)
 	require.NoError(t, err)
-	ps, err := LoadPresets(fsys)
+	ps, err := LoadPresets(fsys, v)
 	require.NoError(t, err)
 	got := map[string]refEntry{}
 	for _, u := range units {
@@ -85,12 +63,12 @@ func ours(t testing.TB, dir string) (map[string]refEntry, []UnitFile) {
 	return got, units
 }
 
-// compareTree asserts that List agrees with systemctl on dir, unit by unit,
-// and returns systemctl's answer.
-func compareTree(t testing.TB, dir string, withPreset bool) map[string]refEntry {
+// compareTree asserts that List agrees with systemctl of sd on dir, unit by
+// unit, and returns systemctl's answer.
+func compareTree(t testing.TB, sd systemdtest.Systemd, dir string, withPreset bool) map[string]refEntry {
 	t.Helper()
-	want := systemctlList(t, dir)
-	got, units := ours(t, dir)
+	want := systemctlList(t, sd, dir)
+	got, units := ours(t, dir, sd.Version)
 	var diffs []string
 	for n, w := range want {
 		g, ok := got[n]
@@ -110,7 +88,7 @@ func compareTree(t testing.TB, dir string, withPreset bool) map[string]refEntry 
 	}
 	slices.Sort(diffs)
 	if len(diffs) > 0 {
-		t.Errorf("tree %s differs from systemctl in %d units:\n%s\n%s", dir, len(diffs), strings.Join(diffs, "\n"), describeTree(dir))
+		t.Errorf("tree %s differs from systemctl %d in %d units:\n%s\n%s", dir, sd.Version, len(diffs), strings.Join(diffs, "\n"), describeTree(dir))
 	}
 	return want
 }

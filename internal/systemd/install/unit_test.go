@@ -129,7 +129,7 @@ func TestListReadsEachDirectoryOnce(t *testing.T) {
 	tree, err := fixtures.Tree("dlami")
 	require.NoError(t, err)
 	src := &countingSource{Source: tree, readDirs: map[string]int{}, reads: map[string]int{}}
-	units, err := List(rootfs.New(src))
+	units, err := List(rootfs.New(src), 0)
 	require.NoError(t, err)
 	require.Greater(t, len(units), 100)
 	for name, n := range src.readDirs {
@@ -164,7 +164,7 @@ func TestLoaderDropIns(t *testing.T) {
 		l + "x-@i.service.d/c.conf":           file("[Unit]\n"),
 		e + "x-y@i.service":                   link("/lib/systemd/system/x-y@.service"),
 	}
-	units, err := List(rootfs.New(tree))
+	units, err := List(rootfs.New(tree), 0)
 	require.NoError(t, err)
 	got := map[string][]string{}
 	for _, u := range units {

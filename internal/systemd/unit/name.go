@@ -39,6 +39,26 @@ var SearchPath = []string{
 	"run/systemd/generator.late",
 }
 
+// SplitUsrRemoved is the systemd version that dropped split-/usr support:
+// from it on the search path has no lib/systemd/system, so on an image
+// whose /lib is not a link to /usr/lib the units there are not seen.
+const SplitUsrRemoved = 255
+
+// SearchPathOf returns the search path of systemd version v: SearchPath
+// before SplitUsrRemoved, SearchPath without lib/systemd/system from it on.
+func SearchPathOf(v int) []string {
+	if v < SplitUsrRemoved {
+		return SearchPath
+	}
+	out := make([]string, 0, len(SearchPath)-1)
+	for _, d := range SearchPath {
+		if d != "lib/systemd/system" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Type returns the type suffix of name ("service" for "ecs.service"), or ""
 // when name has no known type.
 func Type(name string) string {
