@@ -24,7 +24,7 @@ type refEntry struct {
 // columns UNIT FILE, STATE and VENDOR PRESET.
 func systemctlList(t testing.TB, sd systemdtest.Systemd, dir string) map[string]refEntry {
 	t.Helper()
-	out := sd.Systemctl(t, dir, "list-unit-files")
+	out := sd.ListUnitFiles(t, dir)
 	got := map[string]refEntry{}
 	for _, l := range strings.Split(string(out), "\n") {
 		f := strings.Fields(l)

@@ -170,23 +170,33 @@ func (s Systemd) namespace(tb testing.TB, script string, args, argv []string) Ou
 
 // Systemctl runs `systemctl --root=TREE ARGS...` of s against the tree dir.
 // For systemd 252 it runs the host's own systemctl when that is 252 (Debian
-// 12, as CI is), which needs neither root nor a chroot. It fails tb when
-// systemctl fails.
-func (s Systemd) Systemctl(tb testing.TB, dir string, args ...string) []byte {
+// 12, as CI is), which needs neither root nor a chroot.
+func (s Systemd) Systemctl(tb testing.TB, dir string, args ...string) Output {
 	tb.Helper()
 	argv := append([]string{"systemctl", "--root=" + Tree, "--no-pager", "--no-legend"}, args...)
-	var o Output
 	if s.onHost() {
-		abs, err := filepath.Abs(dir)
+		// systemctl chases links below --root with the root as given: a
+		// root reached through a link of its own must be canonical.
+		real, err := filepath.EvalSymlinks(dir)
+		if err == nil {
+			real, err = filepath.Abs(real)
+		}
 		if err != nil {
 			tb.Fatalf("systemctl: %v", err)
 		}
-		o = hostRun(substitute(argv, abs))
-	} else {
-		o = s.Run(tb, dir, argv...)
+		return hostRun(substitute(argv, real))
 	}
-	if o.Err != nil {
-		tb.Fatalf("systemd %d: systemctl %v on %s: %v: %s", s.Version, args, dir, o.Err, o.Stderr)
+	return s.Run(tb, dir, argv...)
+}
+
+// ListUnitFiles is `systemctl --root=DIR list-unit-files` of s: its lines,
+// without the legend. It fails tb when systemctl fails (systemd 257 exits 1
+// when it lists nothing; that is an empty list).
+func (s Systemd) ListUnitFiles(tb testing.TB, dir string) []byte {
+	tb.Helper()
+	o := s.Systemctl(tb, dir, "list-unit-files")
+	if o.Err != nil && !(o.ExitCode() == 1 && len(o.Stdout) == 0 && len(bytes.TrimSpace(o.Stderr)) == 0) {
+		tb.Fatalf("systemd %d: systemctl list-unit-files on %s: %v: %s", s.Version, dir, o.Err, o.Stderr)
 	}
 	return o.Stdout
 }

@@ -33,9 +33,10 @@ func TestSystemctlSeesTheTree(t *testing.T) {
 			Write(t, dir,
 				File("/usr/lib/systemd/system/probe.service", "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"),
 				Link("/etc/systemd/system/multi-user.target.wants/probe.service", "/usr/lib/systemd/system/probe.service"))
-			out := string(s.Systemctl(t, dir, "list-unit-files"))
+			out := string(s.ListUnitFiles(t, dir))
 			assert.Regexp(t, `(?m)^probe\.service\s+enabled\b`, out)
 			assert.NotContains(t, out, "ssh.service", "the root's own units are not the tree's")
+			assert.Empty(t, s.ListUnitFiles(t, t.TempDir()), "an empty tree lists nothing")
 
 			// Run with the placeholder reaches the same tree.
 			o := s.Run(t, dir, "systemctl", "--root="+Tree, "is-enabled", "probe.service")
