@@ -189,6 +189,12 @@ func (t *FS) decompress() (io.ReadCloser, error) {
 	return decompressor(bufio.NewReader(io.NewSectionReader(t.sec, 0, t.sec.Size())), t.comp)
 }
 
+// Decompress decompresses r, a gzip or zstd stream (by DetectHead), with
+// the reader and bounds tarballs get; a container image's layers reuse it.
+func Decompress(r io.Reader, comp Compression) (io.ReadCloser, error) {
+	return decompressor(r, comp)
+}
+
 // decompressor decompresses r, a gzip or zstd stream; it is the one
 // reader of both a tarball given as a file and one read from a stream.
 func decompressor(r io.Reader, comp Compression) (io.ReadCloser, error) {
