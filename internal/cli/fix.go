@@ -40,6 +40,9 @@ func runFix(e *env, args []string) int {
 	if pos[0] == target.StdinTarget {
 		return fail(e, "fix", fmt.Errorf("-: a tarball on standard input is read-only; fix writes only to an unpacked image directory (unpack it, e.g. tar -x -C DIR, fix DIR, then repack)"))
 	}
+	if target.IsContainerImage(pos[0]) {
+		return fail(e, "fix", fmt.Errorf("%s: a container image is read-only; fix writes only to an unpacked image directory (fix the Containerfile, or unpack the image, fix DIR, and build from it)", pos[0]))
+	}
 	aud, failOn, err := af.auditor()
 	if err != nil {
 		return fail(e, "fix", err)

@@ -130,10 +130,12 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 	})
 }
 
-// diskFlags choose how a disk image target is read.
+// diskFlags choose how a disk image target is read (and, --platform,
+// which image of a multi-arch container image).
 type diskFlags struct {
 	partition int
 	backing   string
+	platform  string
 }
 
 func (d *diskFlags) register(fs *flag.FlagSet) {
@@ -146,6 +148,7 @@ func (d *diskFlags) register(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.StringVar(&d.backing, "backing", "", "backing file of a qcow2 overlay or parent of a VHD/VHDX differencing disk (refused without it)")
+	fs.StringVar(&d.platform, "platform", "", "`os/arch[/variant]` of the image to audit in a multi-arch container image (default: the host's)")
 }
 
 func (a *auditFlags) register(fs *flag.FlagSet) {
@@ -213,10 +216,10 @@ func openSpec(e *env, spec string, d diskFlags) (*target.Image, error) {
 // targetOptions are the options of target.Open, with a progress line on
 // stderr for remote snapshots when stderr is a terminal.
 func targetOptions(e *env, d diskFlags) target.Options {
-	opt := target.Options{Partition: d.partition, Backing: d.backing, Stdin: os.Stdin}
+	opt := target.Options{Partition: d.partition, Backing: d.backing, Stdin: os.Stdin, Platform: d.platform}
 	if report.IsTerminal(e.stderr) {
 		opt.Progress = func(fetched, total int64) {
-			fmt.Fprintf(e.stderr, "\rfetching snapshot blocks: %d MiB of %d MiB allocated", fetched>>20, total>>20)
+			fmt.Fprintf(e.stderr, "\rfetched %d MiB of the image's %d MiB", fetched>>20, total>>20)
 		}
 	}
 	return opt

@@ -95,6 +95,10 @@ type Image struct {
 	// as a first boot and apply presets to every unit (machine-id
 	// missing, unreadable or "uninitialized").
 	FirstBootPresets bool `json:"first_boot_presets"`
+	// EtcLayout says where the image's /etc is: "etc", or "usr/etc" for an
+	// ostree/bootc image that keeps its default /etc under /usr/etc and has
+	// no /etc (that /usr/etc is read as /etc), or "none".
+	EtcLayout string `json:"etc_layout"`
 	// Warnings say, one line each, why the tree read may not be the state
 	// the image boots with (an XFS log left dirty by a snapshot of a
 	// running system); empty when there is nothing to say.

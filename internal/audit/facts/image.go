@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/amilint/amilint/internal/image/ostree"
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
@@ -66,6 +67,7 @@ func readImage(fsys *rootfs.FS) (Image, error) {
 	// reading /etc/machine-id fails or it says "uninitialized" (an empty
 	// file is not a first boot), and then applies presets to every unit.
 	im.FirstBootPresets = im.MachineID == "missing" || im.MachineID == "uninitialized" || im.MachineID == "unreadable"
+	im.EtcLayout = ostree.Layout(fsys)
 	// A filesystem reader says when its tree may be stale (xfs.FS.Warnings).
 	if w, ok := fsys.Source().(interface{ Warnings() []string }); ok {
 		im.Warnings = w.Warnings()

@@ -153,6 +153,10 @@ func (t *Tree) apply(layer int, hdr *tar.Header, r io.Reader, lazy *lazyFile) er
 // Only what lower layers put there is removed: an entry of the same layer
 // stays, whatever the order of the two in the tar.
 func (t *Tree) whiteout(layer int, name, dirName, base string) error {
+	hidden := strings.TrimPrefix(base, whiteoutPrefix)
+	if hidden == "" || hidden == "." || hidden == ".." {
+		return fmt.Errorf("%w: whiteout %q names no entry of its directory", ErrHostile, name)
+	}
 	dir, _, err := t.resolveDir(dirName)
 	if errors.Is(err, fs.ErrNotExist) {
 		if base != opaqueMarker {
@@ -173,10 +177,6 @@ func (t *Tree) whiteout(layer int, name, dirName, base string) error {
 	}
 	if strings.HasPrefix(base, whiteoutMeta) {
 		return nil // other AUFS metadata (.wh..wh.plnk, .wh..wh.aufs): not content
-	}
-	hidden := strings.TrimPrefix(base, whiteoutPrefix)
-	if hidden == "" || hidden == "." || hidden == ".." {
-		return fmt.Errorf("%w: whiteout %q names no entry of its directory", ErrHostile, name)
 	}
 	if c := dir.children[hidden]; c != nil && c.layer < layer {
 		delete(dir.children, hidden)

@@ -61,7 +61,7 @@ func applyStream(ctx context.Context, t *Tree, i int, l layerRef) error {
 	// every byte.
 	n, err := io.Copy(io.Discard, io.LimitReader(tee, maxTrailer+1))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrCorrupt, comp, err)
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if n > maxTrailer {
 		return fmt.Errorf("%w: more than %d bytes after the end of the tar archive", ErrCorrupt, maxTrailer)

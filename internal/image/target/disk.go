@@ -1,6 +1,7 @@
 package target
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -75,7 +76,7 @@ func isBlockDevice(m fs.FileMode) bool {
 
 // openFile opens a regular file or block device target: a tarball or a
 // disk image.
-func openFile(spec string, opt Options) (*Image, error) {
+func openFile(ctx context.Context, spec string, opt Options) (*Image, error) {
 	f, err := os.Open(spec)
 	if err != nil {
 		return nil, fmt.Errorf("open target: %w", err)
@@ -101,7 +102,18 @@ func openFile(spec string, opt Options) (*Image, error) {
 				f.Close()
 				return nil, err
 			}
+			if kind := imageArchive(f, size); kind != "" {
+				img, err := openArchive(ctx, f, "", opt)
+				if err != nil {
+					f.Close()
+					return nil, fmt.Errorf("open target %s: %w", spec, err)
+				}
+				return containerImage(spec, kind, "image archive", img, f), nil
+			}
 			src, err := tarfs.Open(counter, size, tarfs.Options{})
+			if err == nil {
+				err = notAnImageArchive(src)
+			}
 			if err != nil {
 				f.Close()
 				return nil, fmt.Errorf("open target %s: %w", spec, err)

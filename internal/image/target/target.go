@@ -1,7 +1,9 @@
 // Package target turns a TARGET argument into an image view: it recognises
 // the target's kind (a directory, a tarball given as a file or on standard
-// input as "-", a disk image, an AMI or EBS snapshot, an embedded fixture)
-// and opens it read-only behind rootfs. It never mounts,
+// input as "-", a disk image, an AMI or EBS snapshot, a container image in
+// an OCI layout, an archive or a registry, an embedded fixture) and opens
+// it read-only behind rootfs; an ostree/bootc root's /usr/etc is read as
+// its /etc. It never mounts,
 // never needs root and never writes.
 package target
 
@@ -13,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/amilint/amilint/internal/image/ostree"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -27,8 +30,9 @@ var ErrDiskOption = errors.New("option for disk images only")
 type Image struct {
 	// Name is the target as the user spelled it; reports use it.
 	Name string
-	// Kind is "dir", "tar", "disk", "ami", "ebs" or "fixture" ("tar" for
-	// a tarball on standard input too).
+	// Kind is "dir", "tar", "disk", "ami", "ebs", "oci", "oci-archive",
+	// "docker-archive", "registry" or "fixture" ("tar" for a tarball on
+	// standard input too).
 	Kind string
 	// FS is the chroot view of the image root.
 	FS *rootfs.FS
@@ -42,6 +46,11 @@ type Image struct {
 	// the image boots with (a dirty XFS log: the tree is as last written
 	// back); the CLI prints them on stderr.
 	Warnings []string
+	// Stored is the size of the image where it is stored, when the image
+	// is fetched rather than read in place (a container image's manifest,
+	// configuration and layers); 0 otherwise. BytesRead says how much of
+	// it was fetched.
+	Stored int64
 
 	closer  io.Closer
 	counter interface{ Bytes() int64 }
@@ -80,10 +89,39 @@ type Options struct {
 	// Progress, when set, is told how many bytes of a remote snapshot were
 	// fetched out of how many it holds.
 	Progress func(fetched, total int64)
+	// Platform chooses the image of a multi-arch container image index
+	// (os/arch[/variant]); "" means the host's. It is refused for targets
+	// that are not container images.
+	Platform string
 }
 
 // Open opens spec.
 func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
+	im, err := open(ctx, spec, opt)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Platform != "" && !im.container() {
+		im.Close()
+		return nil, fmt.Errorf("open target %s: --platform %s: %w (this target is a %s)", spec, opt.Platform, ErrImageOption, im.Kind)
+	}
+	if v, ok := ostree.View(im.FS.Source()); ok {
+		im.FS = rootfs.New(v)
+		im.Detail = strings.TrimPrefix(im.Detail+"; /usr/etc read as /etc (ostree/bootc layout)", "; ")
+	}
+	return im, nil
+}
+
+// container reports whether the image is a container image.
+func (im *Image) container() bool {
+	switch im.Kind {
+	case "oci", "oci-archive", "docker-archive", "registry":
+		return true
+	}
+	return false
+}
+
+func open(ctx context.Context, spec string, opt Options) (*Image, error) {
 	if spec == "" {
 		return nil, fmt.Errorf("open target: %w", errors.New("empty target"))
 	}
@@ -104,6 +142,9 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 	if im, ok, err := openAWS(ctx, spec, opt); ok {
 		return im, err
 	}
+	if im, ok, err := openContainer(ctx, spec, opt); ok {
+		return im, err
+	}
 	fi, err := os.Stat(spec)
 	if err != nil {
 		return nil, fmt.Errorf("open target: %w", err)
@@ -119,7 +160,7 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 		return &Image{Name: spec, Kind: "dir", FS: rootfs.New(d), Dir: spec, closer: d}, nil
 	}
 	if fi.Mode().IsRegular() || isBlockDevice(fi.Mode()) {
-		return openFile(spec, opt)
+		return openFile(ctx, spec, opt)
 	}
 	return nil, fmt.Errorf("open target %s: %w", spec, ErrUnsupported)
 }
