@@ -81,15 +81,16 @@ type command struct {
 // commands is the registry of subcommands, an explicit map literal.
 func commands() map[string]command {
 	return map[string]command{
-		"policy":  {"run Rego policy tests: policy test DIR", runPolicy},
-		"live":    {"audit the running host: zombie memcgs, crash-looping units, saturated IRQ cores", runLive},
-		"scan":    {"audit an image: facts, policies, findings (default TARGET: the embedded DLAMI-like image)", runScan},
-		"facts":   {"print the policy input document of an image", runFacts},
-		"diff":    {"compare two images: units enabled, started, masked, removed; findings added and resolved", runDiff},
-		"units":   {"list unit files of an image with their state and boot chain", runUnits},
-		"fix":     {"disable or mask what policy rejects in an image directory, as systemctl --root would (--dry-run: plan only)", runFix},
-		"report":  {"aggregate amilint JSON reports into one rollout report: report FILE...", runReport},
-		"version": {"print the version", runVersion},
+		"policy":   {"run Rego policy tests: policy test DIR", runPolicy},
+		"live":     {"audit the running host: zombie memcgs, crash-looping units, saturated IRQ cores", runLive},
+		"scan":     {"audit an image: facts, policies, findings (default TARGET: the embedded DLAMI-like image)", runScan},
+		"security": {"score every service's exposure as systemd-analyze security does: security [TARGET] [UNIT...]", runSecurity},
+		"facts":    {"print the policy input document of an image", runFacts},
+		"diff":     {"compare two images: units enabled, started, masked, removed; findings added and resolved", runDiff},
+		"units":    {"list unit files of an image with their state and boot chain", runUnits},
+		"fix":      {"disable or mask what policy rejects in an image directory, as systemctl --root would (--dry-run: plan only)", runFix},
+		"report":   {"aggregate amilint JSON reports into one rollout report: report FILE...", runReport},
+		"version":  {"print the version", runVersion},
 	}
 }
 

@@ -36,6 +36,18 @@ func scan(t *testing.T, target string) (map[string]any, int) {
 	return doc, code
 }
 
+// securityJSON returns `amilint security TARGET -o json` without the
+// target's name.
+func securityJSON(t *testing.T, target string) map[string]any {
+	var out, errb bytes.Buffer
+	code := cli.Run(context.Background(), []string{"security", target, "-o", "json"}, &out, &errb)
+	require.Equal(t, 0, code, errb.String())
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &doc), "security %s: %s", target, errb.String())
+	delete(doc, "target")
+	return doc
+}
+
 // TestUnitsOfImagesMatchTheirTree is the issue's acceptance check: for each
 // format, `amilint units IMAGE -o tsv` equals `amilint units DIR -o tsv`
 // of the tree the image was built from with Debian's own tools, and `scan`
@@ -48,6 +60,8 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 	require.Contains(t, want, "ecs.service\tenabled")
 	wantScan, wantCode := scan(t, dir)
 	require.NotEmpty(t, wantScan["findings"], "the DLAMI fixture has findings")
+	wantSecurity := securityJSON(t, dir)
+	require.NotEmpty(t, wantSecurity["units"], "the DLAMI fixture has services")
 
 	fsImg := disktest.Ext4(t, dir, "24M")
 	gpt := disktest.GPTRoot(t, fsImg)
@@ -91,6 +105,7 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 			gotScan, gotCode := scan(t, img)
 			assert.Equal(t, wantCode, gotCode)
 			assert.Equal(t, wantScan, gotScan)
+			assert.Equal(t, wantSecurity, securityJSON(t, img))
 		})
 	}
 }

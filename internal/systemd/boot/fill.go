@@ -65,6 +65,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 			u.State, u.LoadError = Error, fmt.Errorf("parse %s: %w", u.Fragment, err)
 			return
 		}
+		u.Sources = append(u.Sources, Source{Path: u.Fragment, Options: opts})
 		g.merge(u, opts, u.Fragment)
 	} else if fragmentRequired(t) && !perpetual(u.Name) {
 		u.State, u.LoadError = NotFound, fmt.Errorf("load %s: %w", u.Name, ErrNoFragment)
@@ -105,6 +106,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 			u.Problems = append(u.Problems, fmt.Sprintf("parse /%s: %v", p, err))
 		}
 		u.DropIns = append(u.DropIns, "/"+p)
+		u.Sources = append(u.Sources, Source{Path: "/" + p, Options: opts})
 		g.merge(u, opts, "/"+p)
 	}
 

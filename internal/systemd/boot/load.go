@@ -117,7 +117,19 @@ type Unit struct {
 	// Problems are non-fatal issues systemd would log and ignore
 	// (an unknown specifier in a dependency, an invalid name).
 	Problems []string
-	srcs     []string // Source of each Option
+	// Sources are the fragment and the drop-ins read, in order, each with
+	// its assignments as written (empty ones included, up to a syntax
+	// error): what a reader that parses settings as systemd's own parsers
+	// do needs, where Options has systemd's list resets applied.
+	Sources []Source
+	srcs    []string // Source of each Option
+}
+
+// Source is one file of a unit and the assignments read from it.
+type Source struct {
+	// Path is the image path of the unit file or drop-in.
+	Path    string
+	Options []*unit.Option
 }
 
 // Values returns the effective values of a list setting.

@@ -82,7 +82,7 @@ type info struct {
 	ipDenyAll, ipAllowLocalhost, ipAllowOther    bool
 	ipFiltersIngress, ipFiltersEgress            bool
 	keyringMode, protectProc, procSubset, notify string
-	bools                                        map[string]bool
+	bools                                        [numBoolFields]bool
 	protectHome, protectSystem                   string
 	restrictNamespaces                           uint64
 	rootDirectory, rootImage                     *string
@@ -105,29 +105,24 @@ func (s *settings) info() *info {
 		archs: s.archs, syscallAllowList: s.syscallAllowList, umask: s.umask,
 		ipFiltersIngress: len(s.ipIngress) > 0, ipFiltersEgress: len(s.ipEgress) > 0,
 	}
-	af := map[string]bool{}
-	for _, c := range []string{"AF_INET_INET6", "AF_UNIX", "AF_NETLINK", "AF_PACKET", "OTHER"} {
-		af[c] = s.afAllowList
+	b := &in.bools
+	for _, f := range []int{fieldAFInet, fieldAFUnix, fieldAFNetlink, fieldAFPacket, fieldAFOther} {
+		b[f] = s.afAllowList
 	}
 	for fam := range s.afSet {
 		if fam != 0 {
-			af[familyClass(fam)] = !s.afAllowList
+			b[familyField(fam)] = !s.afAllowList
 		}
 	}
-	in.bools = map[string]bool{
-		"lock_personality": s.lockPersonality, "memory_deny_write_execute": s.memoryDenyWX,
-		"no_new_privileges": s.noNewPrivileges, "protect_hostname": s.protectHostname,
-		"private_devices": s.privateDevices, "private_mounts": s.privateMounts != 0,
-		"private_network": s.privateNetwork, "private_tmp": s.privateTmp != "no",
-		"private_users": s.privateUsers != "no", "protect_control_groups": s.protectCgroups != "no",
-		"protect_kernel_modules": s.protectKernelMods, "protect_kernel_tunables": s.protectKernelTun,
-		"protect_kernel_logs": s.protectKernelLogs, "protect_clock": s.protectClock,
-		"remove_ipc": s.removeIPC, "restrict_realtime": s.restrictRealtime, "restrict_suid_sgid": s.restrictSUIDSGID,
-		"delegate":                     s.delegate,
-		"restrict_address_family_inet": af["AF_INET_INET6"], "restrict_address_family_unix": af["AF_UNIX"],
-		"restrict_address_family_netlink": af["AF_NETLINK"], "restrict_address_family_packet": af["AF_PACKET"],
-		"restrict_address_family_other": af["OTHER"],
-	}
+	b[fieldLockPersonality], b[fieldMemoryDenyWX] = s.lockPersonality, s.memoryDenyWX
+	b[fieldNoNewPrivileges], b[fieldProtectHostname] = s.noNewPrivileges, s.protectHostname
+	b[fieldPrivateDevices], b[fieldPrivateMounts] = s.privateDevices, s.privateMounts != 0
+	b[fieldPrivateNetwork], b[fieldPrivateTmp] = s.privateNetwork, s.privateTmp != "no"
+	b[fieldPrivateUsers], b[fieldProtectCgroups] = s.privateUsers != "no", s.protectCgroups != "no"
+	b[fieldProtectKernelModules], b[fieldProtectKernelTunables] = s.protectKernelMods, s.protectKernelTun
+	b[fieldProtectKernelLogs], b[fieldProtectClock] = s.protectKernelLogs, s.protectClock
+	b[fieldRemoveIPC], b[fieldRestrictRealtime], b[fieldRestrictSUIDSGID] = s.removeIPC, s.restrictRealtime, s.restrictSUIDSGID
+	b[fieldDelegate] = s.delegate
 	if s.syscallFilter != nil {
 		in.syscallFilter = map[string]bool{}
 		for name, num := range s.syscallFilter {
@@ -164,6 +159,65 @@ func (s *settings) info() *info {
 	return in
 }
 
+// The boolean fields of SecurityInfo the checks read, by index.
+const (
+	fieldLockPersonality = iota
+	fieldMemoryDenyWX
+	fieldNoNewPrivileges
+	fieldProtectHostname
+	fieldPrivateDevices
+	fieldPrivateMounts
+	fieldPrivateNetwork
+	fieldPrivateTmp
+	fieldPrivateUsers
+	fieldProtectCgroups
+	fieldProtectKernelModules
+	fieldProtectKernelTunables
+	fieldProtectKernelLogs
+	fieldProtectClock
+	fieldRemoveIPC
+	fieldRestrictRealtime
+	fieldRestrictSUIDSGID
+	fieldDelegate
+	fieldAFInet
+	fieldAFUnix
+	fieldAFNetlink
+	fieldAFPacket
+	fieldAFOther
+	numBoolFields
+)
+
+// boolFields maps SecurityInfo's field names (checks.json "field") to indexes.
+var boolFields = map[string]int{
+	"lock_personality": fieldLockPersonality, "memory_deny_write_execute": fieldMemoryDenyWX,
+	"no_new_privileges": fieldNoNewPrivileges, "protect_hostname": fieldProtectHostname,
+	"private_devices": fieldPrivateDevices, "private_mounts": fieldPrivateMounts,
+	"private_network": fieldPrivateNetwork, "private_tmp": fieldPrivateTmp,
+	"private_users": fieldPrivateUsers, "protect_control_groups": fieldProtectCgroups,
+	"protect_kernel_modules": fieldProtectKernelModules, "protect_kernel_tunables": fieldProtectKernelTunables,
+	"protect_kernel_logs": fieldProtectKernelLogs, "protect_clock": fieldProtectClock,
+	"remove_ipc": fieldRemoveIPC, "restrict_realtime": fieldRestrictRealtime, "restrict_suid_sgid": fieldRestrictSUIDSGID,
+	"delegate":                     fieldDelegate,
+	"restrict_address_family_inet": fieldAFInet, "restrict_address_family_unix": fieldAFUnix,
+	"restrict_address_family_netlink": fieldAFNetlink, "restrict_address_family_packet": fieldAFPacket,
+	"restrict_address_family_other": fieldAFOther,
+}
+
+// familyField is the RestrictAddressFamilies field a family falls under.
+func familyField(af int) int {
+	switch af {
+	case 2, 10:
+		return fieldAFInet
+	case 1:
+		return fieldAFUnix
+	case 16:
+		return fieldAFNetlink
+	case 17:
+		return fieldAFPacket
+	}
+	return fieldAFOther
+}
+
 // runsPrivileged is security_info_runs_privileged.
 func (in *info) runsPrivileged() bool {
 	if in.user != nil && (*in.user == "0" || *in.user == "root") {
@@ -187,7 +241,7 @@ func (t *Tables) assess(c *CheckSpec, in *info) (uint64, string) {
 	userIs := func(names ...string) bool { return in.user != nil && slices.Contains(names, *in.user) }
 	switch c.Assess {
 	case "bool":
-		v := in.bools[c.Field]
+		v := in.bools[c.fieldIndex]
 		if c.Invert {
 			return b2u(v), ""
 		}
@@ -211,7 +265,7 @@ func (t *Tables) assess(c *CheckSpec, in *info) (uint64, string) {
 		if in.runsPrivileged() {
 			return notApplicable, ""
 		}
-		return b2u(!in.bools["remove_ipc"]), ""
+		return b2u(!in.bools[fieldRemoveIPC]), ""
 	case "protect_home":
 		switch in.protectHome {
 		case "yes":

@@ -32,7 +32,6 @@ package security
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 
@@ -107,8 +106,21 @@ func (s *Scorer) Tables() *Tables { return s.tables }
 // Services lists the service unit files of the image a whole-image
 // assessment scores, sorted: every service name in the unit search path
 // that is not an alias of another and not masked, templates included
-// (scored as systemd-analyze scores a template name).
+// (scored as systemd-analyze scores a template name), and not made by
+// systemd-sysv-generator (which systemd-analyze does not run).
 func (s *Scorer) Services() []string {
+	var out []string
+	for _, n := range s.candidates() {
+		if s.scorable(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// candidates are the service names of the search path that are not
+// aliases; scorable tells which of them Services keeps (it loads them).
+func (s *Scorer) candidates() []string {
 	var out []string
 	for _, n := range s.graph.Names() {
 		if unit.Type(n) != "service" {
@@ -117,13 +129,14 @@ func (s *Scorer) Services() []string {
 		if _, _, alias := s.graph.AliasLink(n); alias {
 			continue
 		}
-		u := s.graph.Unit(s.loadName(n))
-		if u == nil || u.State == boot.Masked || u.SourcePath != "" {
-			continue
-		}
 		out = append(out, n)
 	}
 	return out
+}
+
+func (s *Scorer) scorable(n string) bool {
+	u := s.graph.Unit(s.loadName(n))
+	return u != nil && u.State != boot.Masked && u.SourcePath == ""
 }
 
 // loadName is the name systemd-analyze loads for a name it is given: a
@@ -155,10 +168,7 @@ func (s *Scorer) Score(name string) (*Assessment, error) {
 	case u.SourcePath != "":
 		return nil, fmt.Errorf("%s: %w: made by systemd-sysv-generator from %s, which systemd-analyze does not run", name, ErrNotLoaded, u.SourcePath)
 	}
-	st, err := s.load(u)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
+	st := s.load(u)
 	if st.fatal != nil {
 		return nil, fmt.Errorf("%s: %w: bad-setting: %v", name, ErrNotLoaded, st.fatal)
 	}
@@ -170,44 +180,30 @@ func (s *Scorer) Score(name string) (*Assessment, error) {
 	return a, nil
 }
 
-// load reads the unit's fragment and drop-ins in systemd's order and
-// applies every assignment, then what unit_patch_contexts adds.
-func (s *Scorer) load(u *boot.Unit) (*settings, error) {
+// load applies every assignment of the unit's fragment and drop-ins, as
+// the boot model read them, in systemd's order; then what
+// unit_patch_contexts adds.
+func (s *Scorer) load(u *boot.Unit) *settings {
 	st := newSettings(s.tables, u.Name)
-	files := append([]string{u.Fragment}, u.DropIns...)
-	for i, f := range files {
-		if f == "" {
-			continue
-		}
-		b, err := s.fsys.ReadFile(rootfs.Clean(f))
-		if err != nil {
-			if errors.Is(err, rootfs.ErrMasked) || errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			return nil, fmt.Errorf("read %s: %w", f, err)
-		}
-		opts, err := unit.ParseConfig(b)
-		if err != nil && i == 0 {
-			return nil, fmt.Errorf("%w: parse %s: %v", ErrNotLoaded, f, err)
-		}
-		for _, o := range opts {
-			st.apply(f, o)
+	for i, src := range u.Sources {
+		for _, o := range src.Options {
+			st.apply(src.Path, o)
 			if st.fatal == nil {
 				continue
 			}
-			if i == 0 {
-				return st, nil // the fragment: systemd refuses the unit
+			if i == 0 && src.Path == u.Fragment {
+				return st // the fragment: systemd refuses the unit
 			}
 			// A drop-in: config_parse stops at the setting, and
 			// unit_load_dropin ignores the error, so the rest of the
 			// drop-in is not applied but the unit loads.
-			st.notes = append(st.notes, fmt.Sprintf("%v; systemd stops reading %s there", st.fatal, f))
+			st.notes = append(st.notes, fmt.Sprintf("%v; systemd stops reading %s there", st.fatal, src.Path))
 			st.fatal = nil
 			break
 		}
 	}
 	st.patch()
-	return st, nil
+	return st
 }
 
 // patch is unit_patch_contexts (and 257's unit_verify_contexts) as far as
@@ -331,7 +327,11 @@ func (t *Tables) assessInfo(in *info, p *Policy) (*Assessment, error) {
 	if weightSum == 0 {
 		return nil, errors.New("security policy: every check is excluded")
 	}
-	for _, r := range rows {
+	// One backing array each for the checks' pointers: 81 checks of every
+	// service would otherwise be 243 small allocations.
+	a.Checks = make([]Check, 0, len(rows))
+	sets, badnesses, exposures := make([]bool, len(rows)), make([]uint64, len(rows)), make([]Tenths, len(rows))
+	for i, r := range rows {
 		ch := Check{ID: r.c.JSONField, Name: r.c.Name, Weight: r.weight, Range: r.rng, URL: r.c.URL}
 		desc := ""
 		switch {
@@ -339,26 +339,25 @@ func (t *Tables) assessInfo(in *info, p *Policy) (*Assessment, error) {
 			desc = p.description(r.c, "na")
 		case r.badness == r.c.Range:
 			desc = p.description(r.c, "bad")
-			ch.Set = new(bool)
+			ch.Set = &sets[i]
 		case r.badness == 0:
 			desc = p.description(r.c, "good")
-			ch.Set = new(bool)
-			*ch.Set = true
+			sets[i] = true
+			ch.Set = &sets[i]
 		default:
-			ch.Set = new(bool)
+			ch.Set = &sets[i]
 		}
 		if r.desc != "" {
 			desc = r.desc
 		}
 		ch.Description = desc
 		if r.badness != notApplicable {
-			b := r.badness
-			ch.Badness = &b
-			x := Tenths(0)
-			if b != 0 {
-				x = Tenths(divRoundUp(divRoundUp(b*r.weight*100, r.rng), weightSum))
+			badnesses[i] = r.badness
+			ch.Badness = &badnesses[i]
+			if r.badness != 0 {
+				exposures[i] = Tenths(divRoundUp(divRoundUp(r.badness*r.weight*100, r.rng), weightSum))
 			}
-			ch.Exposure = &x
+			ch.Exposure = &exposures[i]
 		}
 		a.Checks = append(a.Checks, ch)
 	}
@@ -377,22 +376,31 @@ func divRoundUp(x, y uint64) uint64 {
 }
 
 // Top returns the n failing checks whose fix would lower the exposure
-// most, largest first (ties by id).
+// most (the largest badness × weight / range first; ties by id).
 func (a *Assessment) Top(n int) []Check {
-	var bad []Check
-	for _, c := range a.Checks {
-		if c.Exposure != nil && *c.Exposure > 0 {
-			bad = append(bad, c)
+	idx := make([]int, 0, len(a.Checks))
+	for i, c := range a.Checks {
+		if c.Badness != nil && *c.Badness > 0 && c.Range > 0 {
+			idx = append(idx, i)
 		}
 	}
-	slices.SortStableFunc(bad, func(x, y Check) int {
-		if *x.Exposure != *y.Exposure {
-			return int(*y.Exposure) - int(*x.Exposure)
+	gain := func(c *Check) float64 { return float64(*c.Badness) * float64(c.Weight) / float64(c.Range) }
+	slices.SortFunc(idx, func(x, y int) int {
+		cx, cy := &a.Checks[x], &a.Checks[y]
+		if gx, gy := gain(cx), gain(cy); gx != gy {
+			if gx > gy {
+				return -1
+			}
+			return 1
 		}
-		return strings.Compare(x.ID, y.ID)
+		return strings.Compare(cx.ID, cy.ID)
 	})
-	if len(bad) > n {
-		bad = bad[:n]
+	if len(idx) > n {
+		idx = idx[:n]
 	}
-	return bad
+	out := make([]Check, len(idx))
+	for i, j := range idx {
+		out[i] = a.Checks[j]
+	}
+	return out
 }

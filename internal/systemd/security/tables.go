@@ -50,8 +50,9 @@ type CheckSpec struct {
 	// DefaultDependencies=no.
 	DefaultDependenciesOnly bool `json:"default_dependencies_only,omitempty"`
 
-	capMask uint64 // Capabilities as a bit mask
-	nsFlag  uint64 // Namespace as a clone flag
+	capMask    uint64 // Capabilities as a bit mask
+	fieldIndex int    // Field as an index of info.bools
+	nsFlag     uint64 // Namespace as a clone flag
 }
 
 // syscallInfo is what libseccomp, as the version links it, knows of a name.
@@ -179,6 +180,13 @@ func parseTables(v int) (*Tables, error) {
 				return nil, fmt.Errorf("check %s: unknown capability %s", c.JSONField, name)
 			}
 			c.capMask |= 1 << n
+		}
+		if c.Field != "" {
+			f, ok := boolFields[c.Field]
+			if !ok && c.Assess == "bool" {
+				return nil, fmt.Errorf("check %s: unknown field %s", c.JSONField, c.Field)
+			}
+			c.fieldIndex = f
 		}
 		if c.Namespace != "" {
 			f, ok := cloneFlags[c.Namespace]
