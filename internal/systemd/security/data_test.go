@@ -23,8 +23,8 @@ var update = flag.Bool("update", false, "regenerate data/ from the systemd-analy
 // which are x86-64's own, which address family and errno names parse.
 func TestTables(t *testing.T) {
 	for _, a := range analyzers(t) {
-		t.Run(fmt.Sprint(a.version), func(t *testing.T) {
-			dir := filepath.Join("data", fmt.Sprint(a.version))
+		t.Run(fmt.Sprint(a.Version), func(t *testing.T) {
+			dir := filepath.Join("data", fmt.Sprint(a.Version))
 			out, _, code := a.run(t, "", nil, "syscall-filter", "--no-pager")
 			require.Zero(t, code)
 			out = cutKernelTail(out)
@@ -33,9 +33,9 @@ func TestTables(t *testing.T) {
 			require.Zero(t, code)
 			golden(t, filepath.Join(dir, "capability.txt"), out)
 			if *update {
-				tablesReload(t, a.version)
+				tablesReload(t, a.Version)
 			}
-			tb, err := parseTables(a.version)
+			tb, err := parseTables(a.Version)
 			require.NoError(t, err)
 			golden(t, filepath.Join(dir, "syscalls.txt"), probeSyscalls(t, a, tb))
 			golden(t, filepath.Join(dir, "archs.txt"), probeArchs(t, a))
@@ -199,7 +199,7 @@ func probeFamilies(t *testing.T, a analyzer, tb *Tables) {
 		if num, ok := tb.family(n); ok {
 			want = []string{familyClass(num)}
 		}
-		assert.Equal(t, want, allowed, "systemd %d: RestrictAddressFamilies=%s", a.version, n)
+		assert.Equal(t, want, allowed, "systemd %d: RestrictAddressFamilies=%s", a.Version, n)
 	}
 }
 
@@ -224,6 +224,6 @@ func probeErrnos(t *testing.T, a analyzer, tb *Tables) {
 		d := got[fmt.Sprintf("e%04d.service", i)].Checks["SystemCallFilter_swap"].Description
 		require.NotNil(t, d)
 		_, err := tb.parseErrnoOrAction(n)
-		assert.Equal(t, err == nil, *d != "Service does not filter system calls", "systemd %d: SystemCallFilter=~swapon:%s: %s", a.version, n, *d)
+		assert.Equal(t, err == nil, *d != "Service does not filter system calls", "systemd %d: SystemCallFilter=~swapon:%s: %s", a.Version, n, *d)
 	}
 }

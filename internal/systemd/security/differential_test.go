@@ -20,7 +20,7 @@ func scoreTree(t testing.TB, dir string, v int, policy *Policy, names []string) 
 	require.NoError(t, err)
 	t.Cleanup(func() { d.Close() })
 	fsys := rootfs.New(d)
-	g, err := boot.Load(fsys)
+	g, err := boot.Load(fsys, v)
 	require.NoError(t, err)
 	tb, err := TablesFor(v)
 	require.NoError(t, err)
@@ -122,8 +122,8 @@ func grepLines(s, word string) string {
 // systemd-analyze does: bookworm's with 252, trixie's with 257.
 func TestDebianRoots(t *testing.T) {
 	for _, a := range analyzers(t) {
-		t.Run(fmt.Sprint(a.version), func(t *testing.T) {
-			got, failed := scoreTree(t, a.root, a.version, nil, nil)
+		t.Run(fmt.Sprint(a.Version), func(t *testing.T) {
+			got, failed := scoreTree(t, a.root, a.Version, nil, nil)
 			require.Greater(t, len(got), 50, "a Debian root has many services")
 			names := make([]string, 0, len(got)+len(failed))
 			for n := range got {
@@ -134,8 +134,8 @@ func TestDebianRoots(t *testing.T) {
 			}
 			sort.Strings(names)
 			want, stderr := a.security(t, a.root, "", names)
-			n := compare(t, a.version, got, failed, want, stderr)
-			t.Logf("systemd %d: %d services of %s compared, %d scored", a.version, n, a.root, len(got))
+			n := compare(t, a.Version, got, failed, want, stderr)
+			t.Logf("systemd %d: %d services of %s compared, %d scored", a.Version, n, a.root, len(got))
 		})
 	}
 }

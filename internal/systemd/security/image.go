@@ -81,13 +81,19 @@ type Result struct {
 	*Assessment
 }
 
-// ScoreImage scores the services of an image. The version, the tables,
-// the image's policy and the unit model are read concurrently, and units
+// ScoreImage scores the services of an image. The tables, the image's
+// policy and the unit model are read concurrently, and units
 // are scored while the next ones load: a whole image costs about what
 // loading its services costs.
 func ScoreImage(fsys *rootfs.FS, opts Options) (*Report, error) {
+	sv := opts.Systemd
+	if sv.Major == 0 {
+		var err error
+		if sv, err = version.Detect(fsys); err != nil {
+			return nil, fmt.Errorf("read systemd version: %w", err)
+		}
+	}
 	var (
-		sv  = opts.Systemd
 		t   *Tables
 		p   = opts.Policy
 		src = opts.PolicySource
@@ -95,12 +101,6 @@ func ScoreImage(fsys *rootfs.FS, opts Options) (*Report, error) {
 		eg  errgroup.Group
 	)
 	eg.Go(func() error {
-		if sv.Major == 0 {
-			var err error
-			if sv, err = version.Detect(fsys); err != nil {
-				return fmt.Errorf("read systemd version: %w", err)
-			}
-		}
 		var err error
 		t, err = TablesFor(sv.Major)
 		return err
@@ -115,7 +115,7 @@ func ScoreImage(fsys *rootfs.FS, opts Options) (*Report, error) {
 	if g == nil {
 		eg.Go(func() error {
 			var err error
-			if g, err = boot.Load(fsys); err != nil {
+			if g, err = boot.Load(fsys, sv.Major); err != nil {
 				return fmt.Errorf("load units: %w", err)
 			}
 			return nil

@@ -2,79 +2,57 @@ package security
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/systemd/systemdtest"
 	"github.com/stretchr/testify/require"
 )
 
 // The oracle is systemd-analyze itself, of the version a Debian root ships:
-// `systemd-analyze security --offline=true --root=TREE` run chrooted in
-// that root (bookworm: 252, trixie: 257) with TREE bind-mounted inside it,
-// in a private mount namespace, so neither root is ever written. /proc,
-// /sys and the cgroup hierarchy are mounted as on a host: without them
-// systemd refuses units with IP{Ingress,Egress}FilterPath= (it cannot
-// tell whether BPF firewalling works).
+// `systemd-analyze security --offline=true --root=TREE` run by the test kit
+// systemdtest, chrooted in that root (bookworm: 252, trixie: 257) with TREE
+// bind-mounted inside it, so neither root is ever written. sysfs and a
+// cgroup hierarchy are mounted as on a host: without them systemd refuses
+// units with IP{Ingress,Egress}FilterPath= (it cannot tell whether BPF
+// firewalling works).
 
 // analyzer is one Debian root's systemd-analyze.
 type analyzer struct {
-	version int
-	root    string
+	systemdtest.Systemd
+	root string
 }
 
-// analyzers returns the roots the oracle tests compare against.
+// analyzers returns the systemds the oracle tests compare against.
 func analyzers(t testing.TB) []analyzer {
 	t.Helper()
-	testenv.Root(t, "the systemd-analyze oracle (unshare, mount, chroot)")
-	for _, tool := range []string{"unshare", "chroot", "mount"} {
-		testenv.Tool(t, tool, "util-linux/coreutils")
+	var out []analyzer
+	for _, s := range systemdtest.Versions() {
+		out = append(out, analyzer{s, s.Path(t)})
 	}
-	return []analyzer{
-		{252, testenv.Bookworm.Path(t)},
-		{257, testenv.Trixie.Path(t)},
-	}
+	return out
 }
 
+// analyzeScript runs systemd-analyze inside the chroot with /sys and a
+// cgroup2 hierarchy mounted, warnings logged, and the environment given.
+const analyzeScript = `mount -t sysfs -o ro sysfs /sys && mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec env SYSTEMD_LOG_LEVEL=warning "$@"`
+
 // run runs systemd-analyze ARGS in the root with tree visible at
-// /mnt/case, and returns its stdout, stderr and exit code.
+// systemdtest.TreeMount, and returns its stdout, stderr and exit code.
 func (a analyzer) run(t testing.TB, tree string, env []string, args ...string) (string, string, int) {
 	t.Helper()
-	script := `set -e
-r=$1; tree=$2; shift 2
-mount -t tmpfs tmpfs "$r/mnt"
-mkdir "$r/mnt/case"
-if [ -n "$tree" ]; then mount --bind "$tree" "$r/mnt/case"; fi
-mount -t proc proc "$r/proc"
-mount -t sysfs -o ro sysfs "$r/sys"
-mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
-exec chroot "$r" /usr/bin/env "$@"`
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	argv := append([]string{"--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", a.root, tree},
-		append(append(append([]string{}, env...), "SYSTEMD_COLORS=0", "SYSTEMD_PAGER=cat", "SYSTEMD_LOG_COLOR=0"), append([]string{"systemd-analyze"}, args...)...)...)
-	cmd := exec.CommandContext(ctx, "unshare", argv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		require.True(t, ok, "systemd-analyze %d: %v: %s", a.version, err, stderr.String())
-		code = ee.ExitCode()
-	}
-	require.NoError(t, ctx.Err(), "systemd-analyze %d timed out", a.version)
-	return stdout.String(), stderr.String(), code
+	argv := append([]string{"/bin/sh", "-c", analyzeScript, "sh"}, env...)
+	argv = append(argv, "systemd-analyze")
+	out := a.Run(t, tree, append(argv, args...)...)
+	code := out.ExitCode()
+	require.NotEqual(t, -1, code, "systemd-analyze %d: %v: %s", a.Version, out.Err, out.Stderr)
+	return string(out.Stdout), string(out.Stderr), code
 }
 
 // oracleCheck is one check of `systemd-analyze security --json=short` with
@@ -105,9 +83,9 @@ var overallLine = regexp.MustCompile(`Overall exposure level for (\S+): (\d+\.\d
 // text run (its warnings say which settings were ignored).
 func (a analyzer) security(t testing.TB, tree string, policy string, units []string) (map[string]oracleUnit, string) {
 	t.Helper()
-	args := []string{"security", "--offline=true", "--root=/mnt/case", "--no-pager"}
+	args := []string{"security", "--offline=true", "--root=" + systemdtest.Tree, "--no-pager"}
 	if policy != "" {
-		args = append(args, "--security-policy=/mnt/case/"+policy)
+		args = append(args, "--security-policy="+systemdtest.Tree+"/"+policy)
 	}
 	args = append(args, units...)
 	text, stderr, _ := a.run(t, tree, nil, args...)
@@ -127,10 +105,10 @@ func (a analyzer) security(t testing.TB, tree string, policy string, units []str
 		var arr []oracleCheck
 		dec := json.NewDecoder(strings.NewReader(l))
 		dec.UseNumber()
-		require.NoError(t, dec.Decode(&arr), "systemd-analyze %d --json: %s", a.version, l)
+		require.NoError(t, dec.Decode(&arr), "systemd-analyze %d --json: %s", a.Version, l)
 		arrays = append(arrays, arr)
 	}
-	require.Len(t, arrays, len(ids), "systemd-analyze %d: the text and JSON runs scored as many units\n%s", a.version, stderr)
+	require.Len(t, arrays, len(ids), "systemd-analyze %d: the text and JSON runs scored as many units\n%s", a.Version, stderr)
 	out := map[string]oracleUnit{}
 	for i, id := range ids {
 		u := oracleUnit{ID: id, Exposure: exposures[i], Level: levels[i], Checks: map[string]oracleCheck{}}

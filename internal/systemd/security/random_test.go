@@ -253,12 +253,12 @@ func TestRandomTrees(t *testing.T) {
 	total := map[int]int{}
 	for _, a := range analyzers(t) {
 		for _, seed := range randomSeeds(t) {
-			t.Run(fmt.Sprintf("%d/seed%d", a.version, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d/seed%d", a.Version, seed), func(t *testing.T) {
 				files, names := randomTree(seed, perTree)
 				dir := writeTree(t, files)
-				got, failed := scoreTree(t, dir, a.version, nil, names)
+				got, failed := scoreTree(t, dir, a.Version, nil, names)
 				want, stderr := a.security(t, dir, "", names)
-				total[a.version] += compare(t, a.version, got, failed, want, stderr)
+				total[a.Version] += compare(t, a.Version, got, failed, want, stderr)
 			})
 		}
 	}
