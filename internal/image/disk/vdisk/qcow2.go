@@ -367,21 +367,21 @@ func (d *qcow2Disk) compressed(e uint64) ([]byte, error) {
 		return nil, err
 	}
 	out := make([]byte, d.clusterSize)
-	var zr io.Reader
 	if d.zstd {
-		dec, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(4*d.clusterSize)))
+		dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(4*d.clusterSize)))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
 		defer dec.Close()
-		zr = dec
+		if err := readZstdToEnd(dec, src, out); err != nil {
+			return nil, corruptf("qcow2: zstd compressed cluster at %d: %v", host, err)
+		}
 	} else {
 		fr := flate.NewReader(bytes.NewReader(src))
 		defer fr.Close()
-		zr = fr
-	}
-	if _, err := io.ReadFull(zr, out); err != nil {
-		return nil, corruptf("qcow2: compressed cluster at %d: %v", host, err)
+		if err := readToEnd(fr, out); err != nil {
+			return nil, corruptf("qcow2: compressed cluster at %d: %v", host, err)
+		}
 	}
 	d.compCache.put(host, out)
 	return out, nil

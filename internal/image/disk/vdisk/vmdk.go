@@ -364,9 +364,20 @@ func (d *vmdkDisk) grain(off, blk int64) ([]byte, error) {
 		return nil, corruptf("vmdk: grain %d: %v", blk, err)
 	}
 	out := make([]byte, d.grainSize)
-	n, err := io.ReadFull(zr, out)
 	// The disk's last grain may be short; what it lacks reads as zeros.
-	if err != nil && !(err == io.ErrUnexpectedEOF && (blk+1)*d.grainSize >= d.size && int64(n) >= d.size-blk*d.grainSize) {
+	// Either way the stream is read to its end, so zlib checks its
+	// Adler-32.
+	if last := (blk+1)*d.grainSize > d.size; last {
+		n, err := io.ReadFull(zr, out)
+		if err == nil {
+			err = readToEnd(zr, nil)
+		} else if err == io.ErrUnexpectedEOF && int64(n) >= d.size-blk*d.grainSize {
+			err = nil
+		}
+		if err != nil {
+			return nil, corruptf("vmdk: grain %d: %v", blk, err)
+		}
+	} else if err := readToEnd(zr, out); err != nil {
 		return nil, corruptf("vmdk: grain %d: %v", blk, err)
 	}
 	d.grainCache.put(off, out)

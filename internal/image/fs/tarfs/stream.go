@@ -22,9 +22,6 @@ const (
 	// StreamMaxOther is the most OpenStream keeps of a configuration-like
 	// file (by its extension) elsewhere, under /opt for example.
 	StreamMaxOther = 64 << 10
-	// maxDrain bounds what is read past the end-of-archive marker to let
-	// the decompressor check its trailer.
-	maxDrain = 1 << 20
 	// maxZstdWindow bounds the window a zstd frame may ask the decoder to
 	// allocate: 128 MiB, what zstd --long writes at most by default.
 	maxZstdWindow = 1 << 27
@@ -74,8 +71,7 @@ func StreamKeep(name string, size int64, mode fs.FileMode) bool {
 // opt.MaxMemory bytes of them (DefaultStreamMaxMemory when 0); every other
 // file is kept as metadata and opening it fails with ErrNotKept. Names,
 // links and hard links are handled as Open handles them. It reads r to the
-// end of the archive, and a little past it so the decompressor checks its
-// trailer.
+// end of the compressed stream, so every trailer is checked.
 func OpenStream(r io.Reader, opt StreamOptions) (*FS, error) {
 	o := Options{MaxMemory: opt.MaxMemory, MaxEntries: opt.MaxEntries}
 	if o.MaxMemory <= 0 {
@@ -111,9 +107,10 @@ func OpenStream(r io.Reader, opt StreamOptions) (*FS, error) {
 		return nil, fmt.Errorf("open tarball stream: %w", err)
 	}
 	if comp != Plain {
-		// Read on to the decompressor's trailer, so it is checked.
-		if err := drain(stream); err != nil {
-			return nil, fmt.Errorf("open tarball stream: %s: %w: %w", comp, ErrCorrupt, err)
+		// Read on to the end of the compressed stream, so its trailers
+		// are checked.
+		if err := finish(stream); err != nil {
+			return nil, fmt.Errorf("open tarball stream: %w", err)
 		}
 	}
 	return t, nil
@@ -129,14 +126,6 @@ type StreamOptions struct {
 	MaxMemory int64
 	// MaxEntries caps the number of entries (0: DefaultMaxEntries).
 	MaxEntries int
-}
-
-// drain reads what follows the end-of-archive marker in a decompressed
-// stream (padding to the record size, usually) so the decompressor reaches
-// and checks its trailer; it gives up quietly after maxDrain bytes.
-func drain(r io.Reader) error {
-	_, err := io.Copy(io.Discard, io.LimitReader(r, maxDrain))
-	return err
 }
 
 // sniff names a disk image format in head, so feeding one on a stream

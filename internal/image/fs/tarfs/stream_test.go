@@ -270,3 +270,60 @@ func TestStreamHostileNames(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "root", string(got))
 }
+
+// TestCompressedReadToTheEnd: a file and a stream alike are read to the
+// end of their compressed stream: a gzip trailer that does not match
+// (CRC or length), a missing trailer, reserved flags, data after the last
+// member, a wrong zstd checksum, and more than 1 MiB after the end of the
+// archive are all corrupt; padding and a second member are not.
+func TestCompressedReadToTheEnd(t *testing.T) {
+	good := build(t, []entry{{name: "etc/os-release", typ: tar.TypeReg, body: "ID=debian\n"}})
+	gzipOf := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, err := zw.Write(b)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return buf.Bytes()
+	}
+	gz := gzipOf(good)
+	flip := func(b []byte, i int) []byte {
+		c := bytes.Clone(b)
+		c[(i+len(c))%len(c)] ^= 0x10
+		return c
+	}
+	zs, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(true))
+	require.NoError(t, err)
+	zst := zs.EncodeAll(good, nil)
+	for _, tt := range []struct {
+		name string
+		data []byte
+		msg  string // "" when it must open
+	}{
+		{"gzip", gz, ""},
+		{"two members", append(gzipOf(good[:700]), gzipOf(good[700:])...), ""},
+		{"padding after the archive", gzipOf(append(bytes.Clone(good), make([]byte, 64<<10)...)), ""},
+		{"gzip CRC", flip(gz, -8), "CRC-32 or length"},
+		{"gzip length", flip(gz, -1), "CRC-32 or length"},
+		{"no trailer", gz[:len(gz)-8], "truncated"},
+		{"reserved flag", append([]byte{0x1f, 0x8b, 8, 0x20}, gz[4:]...), "reserved flags 0x20"},
+		{"junk after the member", append(bytes.Clone(gz), "junk"...), "data after member 1"},
+		{"second member corrupt", append(bytes.Clone(gz), flip(gz, -8)...), "member 2"},
+		{"a second archive", gzipOf(append(bytes.Clone(good), make([]byte, 2<<20)...)), "after the end of the archive"},
+		{"zstd", zst, ""},
+		{"zstd checksum", flip(zst, -1), "zstd"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, serr := tarfs.OpenStream(onlyReader{bytes.NewReader(tt.data)}, tarfs.StreamOptions{})
+			_, ferr := tarfs.Open(bytes.NewReader(tt.data), int64(len(tt.data)), tarfs.Options{})
+			for what, err := range map[string]error{"stream": serr, "file": ferr} {
+				if tt.msg == "" {
+					assert.NoError(t, err, what)
+					continue
+				}
+				assert.ErrorIs(t, err, tarfs.ErrCorrupt, what)
+				assert.ErrorContains(t, err, tt.msg, what)
+			}
+		})
+	}
+}

@@ -16,7 +16,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -25,8 +24,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
@@ -181,6 +178,13 @@ func Open(r io.ReaderAt, size int64, opt Options) (*FS, error) {
 	if err := t.index(stream, sec, comp == Plain, nil, opt); err != nil {
 		return nil, fmt.Errorf("open tarball: %w", err)
 	}
+	if comp != Plain {
+		// Read on to the end of the compressed stream, so its trailers
+		// are checked.
+		if err := finish(stream); err != nil {
+			return nil, fmt.Errorf("open tarball: %w", err)
+		}
+	}
 	return t, nil
 }
 
@@ -191,28 +195,9 @@ func (t *FS) decompress() (io.ReadCloser, error) {
 
 // Decompress decompresses r, a gzip or zstd stream (by DetectHead), with
 // the reader and bounds tarballs get; a container image's layers reuse it.
+// Reading it to its end checks every trailer.
 func Decompress(r io.Reader, comp Compression) (io.ReadCloser, error) {
 	return decompressor(r, comp)
-}
-
-// decompressor decompresses r, a gzip or zstd stream; it is the one
-// reader of both a tarball given as a file and one read from a stream.
-func decompressor(r io.Reader, comp Compression) (io.ReadCloser, error) {
-	switch comp {
-	case Gzip:
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %w: %w", ErrCorrupt, err)
-		}
-		return zr, nil
-	case Zstd:
-		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
-		if err != nil {
-			return nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
-		}
-		return zr.IOReadCloser(), nil
-	}
-	return nil, fmt.Errorf("%s compression is not supported: decompress the tarball first", comp)
 }
 
 // stream reads the tarball again up to entry and returns its content.
