@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/amilint/amilint/internal/image/disk/archive"
 	"github.com/amilint/amilint/internal/image/disk/lvm"
 	"github.com/amilint/amilint/internal/image/disk/partition"
 	"github.com/amilint/amilint/internal/image/disk/vdisk"
@@ -98,6 +99,15 @@ func openFile(ctx context.Context, spec string, opt Options) (*Image, error) {
 	var im *Image
 	if vdisk.Detect(counter, size) == vdisk.Raw {
 		if _, ok := tarfs.Detect(counter); ok {
+			if a, ok, err := archive.Open(counter, size, archive.Options{}); ok {
+				im, err := openArchiveDisks(spec, a, err, opt)
+				if err != nil {
+					f.Close()
+					return nil, err
+				}
+				im.closer, im.counter = closers{f, a, im.closer}, counter
+				return im, nil
+			}
 			if err := opt.diskOnly(spec, "a tarball"); err != nil {
 				f.Close()
 				return nil, err
@@ -130,6 +140,33 @@ func openFile(ctx context.Context, spec string, opt Options) (*Image, error) {
 	}
 	im.closer, im.counter = closers{f, im.closer}, counter
 	return im, nil
+}
+
+// openArchiveDisks opens the root filesystem of a disk archive (a GCE
+// image tarball, an OVA): the first of its disks that holds one.
+func openArchiveDisks(spec string, a *archive.Archive, err error, opt Options) (*Image, error) {
+	if err != nil {
+		return nil, fmt.Errorf("open target %s: %w", spec, err)
+	}
+	var errs []error
+	for _, d := range a.Disks {
+		im, err := OpenDisk(spec, d.R, d.Size, opt)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		im.Detail = fmt.Sprintf("%s (%s) member %s, %s; %s", a.Kind, a.Compression, d.Name, d.Detail, im.Detail)
+		return im, nil
+	}
+	a.Close()
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	return nil, fmt.Errorf("open target %s: no disk of the %s holds a root filesystem: %s: %w", spec, a.Kind, strings.Join(msgs, "; "), errs[0])
 }
 
 // OpenDisk opens the disk image r of size bytes (any container format

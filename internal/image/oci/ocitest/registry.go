@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 )
@@ -118,4 +119,19 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// LayoutImage is the only image of the OCI layout dir (its first manifest).
+func LayoutImage(t testing.TB, dir string) v1.Image {
+	t.Helper()
+	p, err := layout.FromPath(dir)
+	require.NoError(t, err)
+	idx, err := p.ImageIndex()
+	require.NoError(t, err)
+	m, err := idx.IndexManifest()
+	require.NoError(t, err)
+	require.NotEmpty(t, m.Manifests)
+	img, err := idx.Image(m.Manifests[0].Digest)
+	require.NoError(t, err)
+	return img
 }

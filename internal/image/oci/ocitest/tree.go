@@ -58,7 +58,7 @@ func CachedTreeLayout(t testing.TB, root, cacheDir string, f Format, layers int,
 	defer os.RemoveAll(tmp)
 	var ls []Layer
 	for i := range layers {
-		ls = append(ls, streamLayer(t, root, tmp, f, func(rel string) bool { return split(rel) == i }))
+		ls = append(ls, streamLayer(t, root, filepath.Join(tmp, fmt.Sprintf("layer-%d.tar", i)), f, func(rel string) bool { return split(rel) == i }))
 	}
 	img := Image(t, platform, ls...)
 	out := filepath.Join(tmp, "layout")
@@ -93,11 +93,10 @@ func treeKey(t testing.TB, root string, f Format, layers int, split Split, platf
 	return fmt.Sprintf("%s-%x", strings.ReplaceAll(string(f), ":", "-"), h.Sum(nil)[:12])
 }
 
-// streamLayer writes the entries of root that pick chooses as a layer file
-// in tmp, in format f, streaming.
-func streamLayer(t testing.TB, root, tmp string, f Format, pick func(rel string) bool) Layer {
+// streamLayer writes the entries of root that pick chooses as the layer
+// file tarPath, in format f, streaming.
+func streamLayer(t testing.TB, root, tarPath string, f Format, pick func(rel string) bool) Layer {
 	t.Helper()
-	tarPath := filepath.Join(tmp, fmt.Sprintf("layer-%p.tar", pick))
 	tf, err := os.Create(tarPath)
 	require.NoError(t, err)
 	var w io.Writer = tf

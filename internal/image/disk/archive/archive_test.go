@@ -1,0 +1,137 @@
+package archive
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func tarOf(t testing.TB, files ...[2]string) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, f := range files {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))}))
+		_, err := tw.Write([]byte(f[1]))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	return b.Bytes()
+}
+
+func gz(t testing.TB, b []byte) []byte {
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	_, err := zw.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return out.Bytes()
+}
+
+const ovfOne = `<Envelope xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1"><References><File ovf:id="f" ovf:href="d.vmdk"/></References><DiskSection><Disk ovf:fileRef="f"/></DiskSection></Envelope>`
+
+// disk is a small "disk": data, a long run of zeros, data.
+func disk() string {
+	return "BOOT" + string(make([]byte, 1<<20)) + "ROOT"
+}
+
+func TestOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		archive []byte
+		kind    string
+		disk    string
+		detail  string
+	}{
+		{"plain, in place", tarOf(t, [2]string{"disk.raw", disk()}), "disk archive", "disk.raw", "read in place"},
+		{"gzip, scratch", gz(t, tarOf(t, [2]string{"disk.raw", disk()})), "disk archive", "disk.raw", "scratch"},
+		{"ova", tarOf(t, [2]string{"x.ovf", ovfOne}, [2]string{"d.vmdk", disk()}), "ova", "d.vmdk", "read in place"},
+		{"ova gzip", gz(t, tarOf(t, [2]string{"x.ovf", ovfOne}, [2]string{"d.vmdk", disk()}, [2]string{"other.vmdk", "x"})), "ova", "d.vmdk", "scratch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, ok, err := Open(bytes.NewReader(tc.archive), int64(len(tc.archive)), Options{ScratchDir: t.TempDir()})
+			require.True(t, ok)
+			require.NoError(t, err)
+			defer a.Close()
+			assert.Equal(t, tc.kind, a.Kind)
+			require.Len(t, a.Disks, 1)
+			d := a.Disks[0]
+			assert.Equal(t, tc.disk, d.Name)
+			assert.Contains(t, d.Detail, tc.detail)
+			got, err := io.ReadAll(io.NewSectionReader(d.R, 0, d.Size))
+			require.NoError(t, err)
+			assert.Equal(t, disk(), string(got))
+		})
+	}
+}
+
+func TestNotADiskArchive(t *testing.T) {
+	for _, b := range [][]byte{
+		tarOf(t, [2]string{"etc/os-release", "ID=x"}, [2]string{"disk.raw", "x"}),
+		gz(t, tarOf(t, [2]string{"etc/os-release", "ID=x"})),
+		[]byte("not a tar at all"),
+	} {
+		_, ok, err := Open(bytes.NewReader(b), int64(len(b)), Options{})
+		assert.False(t, ok)
+		assert.NoError(t, err)
+	}
+}
+
+// TestScratchIsSparse checks that zero blocks take no space in the
+// scratch file.
+func TestScratchIsSparse(t *testing.T) {
+	big := "DATA" + string(make([]byte, 64<<20)) + "DATA"
+	b := gz(t, tarOf(t, [2]string{"disk.raw", big}))
+	scratch := t.TempDir()
+	a, ok, err := Open(bytes.NewReader(b), int64(len(b)), Options{ScratchDir: scratch})
+	require.True(t, ok)
+	require.NoError(t, err)
+	defer a.Close()
+	f := a.Disks[0].scratch
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(big)), fi.Size())
+	assert.Less(t, allocated(fi), int64(1<<20), "the zeros are holes")
+	entries, err := os.ReadDir(scratch)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "the scratch file is unlinked")
+}
+
+func TestParseOVF(t *testing.T) {
+	refs, err := ParseOVF([]byte(`<Envelope xmlns="http://schemas.dmtf.org/ovf/envelope/1" xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1">
+<References><File ovf:id="a" ovf:href="a.vmdk"/><File ovf:id="b" ovf:href="b.vmdk.gz" ovf:compression="gzip"/></References>
+<DiskSection><Disk ovf:diskId="1" ovf:fileRef="b"/><Disk ovf:diskId="2"/><Disk ovf:diskId="3" ovf:fileRef="a"/></DiskSection></Envelope>`))
+	require.NoError(t, err)
+	assert.Equal(t, []OVFDisk{{Href: "b.vmdk.gz", Gzip: true}, {Href: "a.vmdk"}}, refs)
+	for _, bad := range []string{"", "<Envelope>", `<Envelope><References><File id="a" href="http://x/y.vmdk"/></References><DiskSection><Disk fileRef="a"/></DiskSection></Envelope>`} {
+		_, err := ParseOVF([]byte(bad))
+		assert.ErrorIs(t, err, ErrCorrupt, bad)
+	}
+}
+
+func FuzzParseOVF(f *testing.F) {
+	f.Add([]byte(ovfOne))
+	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseOVF(b) })
+}
+
+// FuzzOpen feeds arbitrary bytes as a disk archive, plain and gzipped.
+func FuzzOpen(f *testing.F) {
+	f.Add(tarOf(f, [2]string{"disk.raw", "BOOT"}))
+	f.Add(tarOf(f, [2]string{"x.ovf", ovfOne}, [2]string{"d.vmdk", "x"}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, in := range [][]byte{b, gz(t, b)} {
+			a, ok, err := Open(bytes.NewReader(in), int64(len(in)), Options{ScratchDir: t.TempDir()})
+			if ok && err == nil {
+				for _, d := range a.Disks {
+					_, _ = io.Copy(io.Discard, io.NewSectionReader(d.R, 0, min(d.Size, 1<<20)))
+				}
+				a.Close()
+			}
+		}
+	})
+}
