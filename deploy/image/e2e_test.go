@@ -30,6 +30,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -265,7 +266,7 @@ func TestE2EImage(t *testing.T) {
 
 	code, body = get(ctx, client, base+"/metrics")
 	require.Equal(t, http.StatusOK, code, body)
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
 	require.NoError(t, err)
 	var collectors []string

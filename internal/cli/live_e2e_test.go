@@ -27,6 +27,7 @@ import (
 	"github.com/amilint/amilint/internal/systemd/bus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -755,7 +756,7 @@ func scrape(ctx context.Context, url string) map[string]*dto.MetricFamily {
 		return nil
 	}
 	defer resp.Body.Close()
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil

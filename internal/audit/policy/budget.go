@@ -160,11 +160,14 @@ const markName = "amilint.evaluating"
 // resultVar binds the findings in a marked query.
 const resultVar = "amilint_findings"
 
-func markBuiltins() map[string]*ast.Builtin {
-	return map[string]*ast.Builtin{markName: {
+// withMark returns caps with the mark built-in added, caps unchanged.
+func withMark(caps *ast.Capabilities) *ast.Capabilities {
+	c := *caps
+	c.Builtins = append(slices.Clip(caps.Builtins), &ast.Builtin{
 		Name: markName,
 		Decl: types.NewFunction(types.Args(types.S), types.B),
-	}}
+	})
+	return &c
 }
 
 type progressKey struct{}

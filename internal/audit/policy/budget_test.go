@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -271,5 +273,7 @@ test_forever if count([1 | some i in numbers.range(1, 3000); some j in numbers.r
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	assert.False(t, res[0].Pass)
-	assert.ErrorContains(t, res[0].Err, "deadline exceeded")
+	// Stopped by the budget: the tester's deadline, or the cancellation
+	// OPA reports from inside the built-in that was running.
+	assert.True(t, errors.Is(res[0].Err, context.DeadlineExceeded) || topdown.IsCancel(res[0].Err), "%v", res[0].Err)
 }

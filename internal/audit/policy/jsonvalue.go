@@ -133,8 +133,7 @@ func (d *jsonDecoder) object(depth int) (*ast.Term, error) {
 			d.i++
 		case '}':
 			d.i++
-			// encoding/json keeps the last of duplicate keys; so does Insert.
-			return ast.ObjectTerm(d.pairs[mark:]...), nil
+			return ast.ObjectTerm(lastOfDuplicates(d.pairs[mark:])...), nil
 		default:
 			return nil, d.fail("want ',' or '}'")
 		}
@@ -248,4 +247,32 @@ func (d *jsonDecoder) number() (*ast.Term, error) {
 		}
 	}
 	return ast.NumberTerm(json.Number(d.b[start:d.i])), nil
+}
+
+// lastOfDuplicates keeps, of pairs with the same key, the last one, where
+// the first one stood, as encoding/json keeps the last value: OPA's
+// NewObject takes its pairs as unique. The keys are strings.
+func lastOfDuplicates(pairs [][2]*ast.Term) [][2]*ast.Term {
+	seen := make(map[ast.String]int, len(pairs))
+	var out [][2]*ast.Term
+	for i, p := range pairs {
+		k := p[0].Value.(ast.String)
+		j, dup := seen[k]
+		if !dup {
+			seen[k] = i
+			if out != nil {
+				seen[k] = len(out)
+				out = append(out, p)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([][2]*ast.Term, 0, len(pairs)), pairs[:i]...)
+		}
+		out[j][1] = p[1]
+	}
+	if out == nil {
+		return pairs
+	}
+	return out
 }

@@ -201,8 +201,7 @@ func Compile(mods map[string]*ast.Module, caps *ast.Capabilities) (*ast.Compiler
 	c := ast.NewCompiler().
 		WithDefaultRegoVersion(ast.RegoV1).
 		WithEnablePrintStatements(false).
-		WithCapabilities(caps).
-		WithBuiltins(markBuiltins())
+		WithCapabilities(withMark(caps))
 	if c.Compile(mods); c.Failed() {
 		return nil, fmt.Errorf("compile policies: %w", c.Errors)
 	}

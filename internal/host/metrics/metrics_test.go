@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -67,7 +68,7 @@ func scrape(t *testing.T, base string) (map[string]*dto.MetricFamily, []byte) {
 	t.Helper()
 	code, body := get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
-	var p expfmt.TextParser
+	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	require.NoError(t, err)
 	problems, err := promlint.New(bytes.NewReader(body)).Lint()
