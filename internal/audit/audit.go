@@ -74,7 +74,10 @@ type Auditor struct {
 	traits   []string
 
 	mu      sync.Mutex
-	engines map[string]*policy.Engine // compiled per target name
+	engines map[string]*policy.Engine // prepared per target name
+
+	compileMu sync.Mutex
+	policies  *policy.Compiled
 }
 
 // New loads the rule catalog and profiles. Policies are compiled per
@@ -168,7 +171,26 @@ func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine
 func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*policy.Engine, error) {
 	cfg := a.PolicyConfig(targetName)
 	cfg.Query = query
-	return policy.New(ctx, cfg)
+	p, err := a.compiled()
+	if err != nil {
+		return nil, err
+	}
+	return p.Engine(ctx, cfg)
+}
+
+// compiled compiles the policies once for every engine of the auditor:
+// the target name and the query are the engine's, the policies are not.
+func (a *Auditor) compiled() (*policy.Compiled, error) {
+	a.compileMu.Lock()
+	defer a.compileMu.Unlock()
+	if a.policies == nil {
+		p, err := policy.Load(a.PolicyConfig(""))
+		if err != nil {
+			return nil, err
+		}
+		a.policies = p
+	}
+	return a.policies, nil
 }
 
 // PolicyConfig is what the policies are compiled with for a target name:

@@ -210,6 +210,35 @@ func Compile(mods map[string]*ast.Module, caps *ast.Capabilities) (*ast.Compiler
 
 // New loads, compiles and prepares the policies of cfg once.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
+	p, err := Load(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return p.Engine(ctx, cfg)
+}
+
+// Compiled is a compiled policy set. The Engines made from it, for other
+// data (target names, parameters) or queries, share its compiler, so a
+// run compiles its policies once however many targets and queries it
+// evaluates.
+type Compiled struct {
+	compiler *ast.Compiler
+}
+
+// Load loads and compiles the policies cfg names: PolicyDirs and
+// Capabilities; the rest of cfg is for Engine. The built-in catalog alone,
+// under the default capabilities, is not compiled again: it comes
+// compiled from the build (precompiled.bin).
+func Load(cfg Config) (*Compiled, error) {
+	if len(cfg.PolicyDirs) == 0 && cfg.Capabilities == nil {
+		c, ok, err := precompiledCatalog(withMark(Sandbox()))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return &Compiled{compiler: c}, nil
+		}
+	}
 	srcs, err := DefaultModules(false)
 	if err != nil {
 		return nil, err
@@ -242,15 +271,21 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if len(c.GetRulesForVirtualDocument(ast.MustParseRef(EntryPoint))) == 0 {
 		return nil, fmt.Errorf("load policies: no rule defines %s", EntryPoint)
 	}
+	return &Compiled{compiler: c}, nil
+}
+
+// Engine prepares the compiled policies for the data and query of cfg
+// (its PolicyDirs and Capabilities are Load's).
+func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 	data, err := Data(cfg)
 	if err != nil {
 		return nil, err
 	}
-	query, b := markedQuery(cfg.Query, mods)
+	query, b := markedQuery(cfg.Query, p.compiler.Modules)
 	b.timeout = cfg.Timeout
 	pq, err := rego.New(
 		rego.Query(query),
-		rego.Compiler(c),
+		rego.Compiler(p.compiler),
 		rego.Store(newStore(data)),
 		rego.SetRegoVersion(ast.RegoV1),
 		rego.StrictBuiltinErrors(true),
@@ -259,7 +294,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare policies: %w", err)
 	}
-	return &Engine{query: pq, modules: len(mods), budget: b}, nil
+	return &Engine{query: pq, modules: len(p.compiler.Modules), budget: b}, nil
 }
 
 // rulesPackage is where findings are gathered from; parsed on first use,
