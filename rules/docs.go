@@ -40,6 +40,14 @@ func Markdown(r Rule) string {
 			fmt.Fprintf(&b, "| `%s` | %v |\n", k, r.Params[k])
 		}
 	}
+	if len(r.UnitParams) > 0 {
+		fmt.Fprintf(&b, "\n### Per unit\n\n| unit | param | value |\n|---|---|---|\n")
+		for _, u := range slices.Sorted(maps.Keys(r.UnitParams)) {
+			for _, k := range slices.Sorted(maps.Keys(r.UnitParams[u])) {
+				fmt.Fprintf(&b, "| `%s` | `%s` | %v |\n", u, k, r.UnitParams[u][k])
+			}
+		}
+	}
 	fmt.Fprintf(&b, "\n## Fix\n\nAction: **%s**", r.Remediation.Action)
 	if len(r.Remediation.Units) > 0 {
 		fmt.Fprintf(&b, " %s", codeList(r.Remediation.Units))

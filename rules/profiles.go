@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -105,6 +106,20 @@ func (p Profile) Validate() error {
 			bad("trait %q: want a slug like immutable", t)
 		}
 	}
+	for _, id := range slices.Sorted(maps.Keys(p.Rules)) {
+		t := p.Rules[id]
+		if !idPattern.MatchString(id) {
+			bad("rules %q: want a rule id", id)
+		}
+		if t.Severity != "" && !slices.Contains(severityNames, t.Severity) {
+			bad("rules %s: severity %q: want one of %s", id, t.Severity, strings.Join(severityNames, ", "))
+		}
+		for _, pattern := range slices.Sorted(maps.Keys(t.UnitParams)) {
+			if !validUnitPattern(pattern) {
+				bad("rules %s: unit_params %q: not a unit name or glob", id, pattern)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for _, a := range p.Allow {
 		if !validUnitPattern(a) {
@@ -114,6 +129,46 @@ func (p Profile) Validate() error {
 			bad("allow %q: listed twice", a)
 		}
 		seen[a] = true
+	}
+	return errors.Join(errs...)
+}
+
+// RuleTuning is how a profile tunes one rule for its kind of host.
+type RuleTuning struct {
+	// Severity replaces the rule's severity ("" keeps it).
+	Severity string `yaml:"severity,omitempty" json:"severity,omitempty"`
+	// Params override the rule's params.
+	Params map[string]float64 `yaml:"params,omitempty" json:"params,omitempty"`
+	// UnitParams override them for some units (names or globs).
+	UnitParams map[string]map[string]float64 `yaml:"unit_params,omitempty" json:"unit_params,omitempty"`
+}
+
+// CheckTunings reports every profile tuning of a rule that is not in rs
+// or of a param the rule does not declare: a typo would otherwise tune
+// nothing.
+func CheckTunings(rs []Rule, ps []Profile) error {
+	byID := map[string]Rule{}
+	for _, r := range rs {
+		byID[r.ID] = r
+	}
+	var errs []error
+	for _, p := range ps {
+		for _, id := range slices.Sorted(maps.Keys(p.Rules)) {
+			r, ok := byID[id]
+			if !ok {
+				errs = append(errs, fmt.Errorf("profile %s: rules %s: no such rule", p.Name, id))
+				continue
+			}
+			t := p.Rules[id]
+			for _, name := range slices.Sorted(maps.Keys(t.Params)) {
+				if _, ok := r.Params[name]; !ok {
+					errs = append(errs, fmt.Errorf("profile %s: rules %s: %s is not a param of the rule", p.Name, id, name))
+				}
+			}
+			for _, err := range unitParamProblems(t.UnitParams, r.Params) {
+				errs = append(errs, fmt.Errorf("profile %s: rules %s: %w", p.Name, id, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/url"
 	"path"
 	"regexp"
@@ -97,6 +98,11 @@ type Rule struct {
 	// Params are the rule's numeric defaults (thresholds), seen by
 	// policies as data.rules[ID].params; data.params.live overrides them.
 	Params map[string]float64 `yaml:"params,omitempty" json:"params,omitempty"`
+	// UnitParams override Params for some units: a unit name or glob →
+	// param → value (a per-unit threshold). A unit's own name wins over
+	// globs, and among globs the longest; a selected
+	// profile's tuning wins over both (see Profile.Rules).
+	UnitParams map[string]map[string]float64 `yaml:"unit_params,omitempty" json:"unit_params,omitempty"`
 
 	// Source is where the rule was loaded from ("embedded:ID.yaml" or a
 	// file path); not part of the YAML.
@@ -146,6 +152,10 @@ type Profile struct {
 	Traits []string `yaml:"traits,omitempty" json:"traits,omitempty"`
 	// Allow are unit names or globs (*, ?, [...]) allowed to start at boot.
 	Allow []string `yaml:"allow" json:"allow"`
+	// Rules tune rules on this kind of host: a severity, params and
+	// per-unit params replacing the rule's (service-exposure's threshold,
+	// say). The rules and params must exist (CheckTunings).
+	Rules map[string]RuleTuning `yaml:"rules,omitempty" json:"rules,omitempty"`
 
 	Source string `yaml:"-" json:"-"`
 }
@@ -367,6 +377,9 @@ func (r Rule) Validate() error {
 			bad("remediation unit %q: not a unit name", u)
 		}
 	}
+	for _, err := range unitParamProblems(r.UnitParams, r.Params) {
+		errs = append(errs, err)
+	}
 	for _, p := range r.Profiles {
 		if !idPattern.MatchString(p) {
 			bad("profile %q: want a slug", p)
@@ -395,6 +408,23 @@ func (r Rule) Level() finding.Severity {
 		return finding.Medium
 	}
 	return s
+}
+
+// unitParamProblems checks per-unit params: unit names or globs, each
+// overriding a param the rule declares.
+func unitParamProblems(up map[string]map[string]float64, declared map[string]float64) []error {
+	var errs []error
+	for _, pattern := range slices.Sorted(maps.Keys(up)) {
+		if !validUnitPattern(pattern) {
+			errs = append(errs, fmt.Errorf("unit_params %q: not a unit name or glob", pattern))
+		}
+		for _, name := range slices.Sorted(maps.Keys(up[pattern])) {
+			if _, ok := declared[name]; !ok {
+				errs = append(errs, fmt.Errorf("unit_params %q: %s is not a param of the rule (params: %s)", pattern, name, strings.Join(slices.Sorted(maps.Keys(declared)), ", ")))
+			}
+		}
+	}
+	return errs
 }
 
 func validUnitPattern(p string) bool {

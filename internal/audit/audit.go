@@ -22,6 +22,7 @@ import (
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/boot"
 	"github.com/amilint/amilint/internal/systemd/install"
+	"github.com/amilint/amilint/internal/systemd/security"
 	"github.com/amilint/amilint/internal/systemd/version"
 	"github.com/amilint/amilint/rules"
 )
@@ -61,6 +62,9 @@ type ModelOptions struct {
 	// SystemdVersion, when its Major is set, is the systemd version to
 	// model instead of the one the image ships (--systemd-version).
 	SystemdVersion version.Info
+	// SecurityPolicy weighs the services' exposure (--security-policy);
+	// nil uses the image's own systemd-analyze-security.policy, if any.
+	SecurityPolicy *security.Policy
 }
 
 // Auditor holds the compiled policies and loaded rules; it is reused for
@@ -89,6 +93,9 @@ func New(cfg Config) (*Auditor, error) {
 	}
 	ps, err := rules.LoadAllProfiles(cfg.RulesDirs...)
 	if err != nil {
+		return nil, fmt.Errorf("load profiles: %w", err)
+	}
+	if err := rules.CheckTunings(rs, ps); err != nil {
 		return nil, fmt.Errorf("load profiles: %w", err)
 	}
 	// A trait no rule or profile knows would switch nothing on, and a typo
@@ -299,6 +306,9 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		}
 		return 0
 	})
+	if err := inv.assess(fsys, opts); err != nil {
+		return nil, fmt.Errorf("assess services: %w", err)
+	}
 	return inv, nil
 }
 

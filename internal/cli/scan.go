@@ -386,6 +386,10 @@ func diffSide(e *env, aud *audit.Auditor, spec string, d diskFlags) (diff.Image,
 			}
 			u.Restart = fu.Restart
 			u.RestartSec = float64(fu.RestartSec)
+			if fu.Security != nil && fu.Security.Exposure != nil {
+				e := float64(*fu.Security.Exposure) / 10
+				u.Exposure = &e
+			}
 		}
 		side.Units = append(side.Units, u)
 	}

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -143,4 +145,68 @@ func TestSecurityJSON(t *testing.T) {
 	}
 	// Aliases and masked units are not services of their own.
 	assert.Equal(t, []string{"open.service", "tight.service", "tmpl@.service"}, names)
+}
+
+// TestScanReportsExactlyTheExposedBootServices: `scan` reports
+// service-exposure for exactly the services active at boot whose exposure
+// (as `security` scores it) is above the threshold, on the DLAMI fixture
+// and the Debian root, with the default threshold and with a profile's
+// tuning.
+func TestScanReportsExactlyTheExposedBootServices(t *testing.T) {
+	targets := []string{"fixture:dlami"}
+	if testenv.CI() || dirExists(filepath.Join(testenv.RepoRoot(t), ".cache", "debian-root", "lib", "systemd", "systemd")) {
+		targets = append(targets, testenv.Bookworm.Path(t))
+	}
+	for _, tgt := range targets {
+		t.Run(filepath.Base(tgt), func(t *testing.T) {
+			code, out, stderr := runCLI(t, "facts", tgt)
+			require.Equal(t, ExitOK, code, stderr)
+			var doc struct {
+				Units map[string]struct {
+					Type         string `json:"unit_type"`
+					ActiveAtBoot bool   `json:"active_at_boot"`
+					Security     *struct {
+						Exposure *float64 `json:"exposure"`
+					} `json:"security"`
+				} `json:"units"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &doc))
+			for _, threshold := range []float64{9.0, 9.5, 5.0} {
+				want := map[string]bool{}
+				for name, u := range doc.Units {
+					if u.Type == "service" && u.ActiveAtBoot && u.Security != nil && u.Security.Exposure != nil && *u.Security.Exposure > threshold {
+						want[name] = true
+					}
+				}
+				args := []string{tgt}
+				if threshold != 9.0 {
+					rules := t.TempDir()
+					require.NoError(t, os.MkdirAll(filepath.Join(rules, "profiles"), 0o755))
+					require.NoError(t, os.WriteFile(filepath.Join(rules, "profiles", "tuned.yaml"), []byte(fmt.Sprintf(
+						"name: tuned\ndescription: a test profile\nallow: ['*.service', '*.socket', '*.target', '*.timer', '*.path', '*.mount', '*.slice', '*.scope', '*.device', '*.swap', '*.automount']\nrules:\n  service-exposure:\n    severity: medium\n    params: {threshold: %v}\n", threshold)), 0o644))
+					args = append(args, "--rules", rules, "--profile", "tuned")
+				}
+				_, rep, stderr := scanJSON(t, args...)
+				require.NotNil(t, rep, stderr)
+				got := map[string]bool{}
+				for _, f := range rep.Findings {
+					if f.RuleID == "service-exposure" {
+						got[f.Unit] = true
+						want := "low"
+						if threshold != 9.0 {
+							want = "medium"
+						}
+						assert.Equal(t, want, f.Severity.String(), f.Unit)
+					}
+				}
+				assert.Equal(t, want, got, "threshold %v", threshold)
+				assert.NotEmpty(t, got, "threshold %v", threshold)
+			}
+		})
+	}
+}
+
+func dirExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

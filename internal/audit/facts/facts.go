@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/security"
 	"github.com/amilint/amilint/internal/systemd/unit"
 	"github.com/amilint/amilint/internal/systemd/version"
 )
@@ -54,6 +55,10 @@ type UnitInput struct {
 	// Preset is the preset verdict for the unit ("enable", "disable", or
 	// "" when no preset file speaks of it).
 	Preset string
+	// Security is the service's assessment (security.go), or
+	// SecurityError why it has none; both empty for units not assessed.
+	Security      *security.Assessment
+	SecurityError string
 }
 
 // ConfigRequest names a configuration file a rule asks about.
@@ -181,6 +186,8 @@ type Unit struct {
 	Directives map[string]map[string][]string `json:"directives"`
 	// Problems lists values that did not parse.
 	Problems []string `json:"problems,omitempty"`
+	// Security is a service's exposure (security.go).
+	Security *Security `json:"security,omitempty"`
 }
 
 // ConfigFile is what a configuration file holds.

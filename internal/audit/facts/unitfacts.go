@@ -60,6 +60,7 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager) *Unit {
 	if u.Chain == nil {
 		u.Chain = []unit.Edge{}
 	}
+	u.Security = securityOf(in)
 	opts := in.Options
 	for _, o := range opts {
 		sec := u.Directives[o.Section]

@@ -1,6 +1,7 @@
 // Package diff compares two images: which units a new image enables,
 // starts at boot, masks or drops, which ExecStart lines and restart policies
-// changed, and which findings it adds or resolves. It works on a small
+// changed, which services got more or less exposed (systemd-analyze
+// security), and which findings it adds or resolves. It works on a small
 // inventory (Image) that the caller maps from the engine's facts, so it
 // never reads an image itself.
 package diff
@@ -31,6 +32,9 @@ type Unit struct {
 	Restart   string      `json:"restart,omitempty"`
 	// RestartSec is in seconds.
 	RestartSec float64 `json:"restart_sec"`
+	// Exposure is a service's exposure as systemd-analyze security scores
+	// it (0.0 to 10.0), nil when it has none.
+	Exposure *float64 `json:"exposure,omitempty"`
 }
 
 // Image is one side of a diff: its name, its units and its audit report
@@ -72,6 +76,10 @@ type Diff struct {
 	// in neither, whose ExecStart, or Restart/RestartSec, differ.
 	ExecStartChanged []Change `json:"exec_start_changed"`
 	RestartChanged   []Change `json:"restart_changed"`
+	// MoreExposed and LessExposed are services of both images whose
+	// exposure (systemd-analyze security) rose or fell.
+	MoreExposed []Change `json:"more_exposed"`
+	LessExposed []Change `json:"less_exposed"`
 	// FindingsAdded are NEW's findings that OLD did not have (by rule and
 	// unit); FindingsResolved are OLD's that NEW no longer has.
 	FindingsAdded    []finding.Finding `json:"findings_added"`
@@ -138,6 +146,14 @@ func Compare(old, new Image) *Diff {
 			if o.Restart != w.Restart || o.RestartSec != w.RestartSec {
 				d.RestartChanged = append(d.RestartChanged, c)
 			}
+			if o.Exposure != nil && w.Exposure != nil {
+				switch {
+				case *w.Exposure > *o.Exposure:
+					d.MoreExposed = append(d.MoreExposed, c)
+				case *w.Exposure < *o.Exposure:
+					d.LessExposed = append(d.LessExposed, c)
+				}
+			}
 		}
 	}
 	d.FindingsAdded = subtract(findings(new.Report), findings(old.Report))
@@ -149,7 +165,7 @@ func Compare(old, new Image) *Diff {
 // normalize makes every list non-nil so the JSON has [] rather than null.
 func (d *Diff) normalize() {
 	for _, l := range []*[]Change{&d.Added, &d.Removed, &d.NewlyEnabled, &d.Disabled, &d.NewlyStarted,
-		&d.NoLongerStarted, &d.Masked, &d.Unmasked, &d.ExecStartChanged, &d.RestartChanged} {
+		&d.NoLongerStarted, &d.Masked, &d.Unmasked, &d.ExecStartChanged, &d.RestartChanged, &d.MoreExposed, &d.LessExposed} {
 		if *l == nil {
 			*l = []Change{}
 		}
@@ -210,6 +226,7 @@ func ExitCode(d *Diff, failOn finding.Severity) int {
 func (d *Diff) Empty() bool {
 	return len(d.Added)+len(d.Removed)+len(d.NewlyEnabled)+len(d.Disabled)+len(d.NewlyStarted)+
 		len(d.NoLongerStarted)+len(d.Masked)+len(d.Unmasked)+len(d.ExecStartChanged)+len(d.RestartChanged)+
+		len(d.MoreExposed)+len(d.LessExposed)+
 		len(d.FindingsAdded)+len(d.FindingsResolved) == 0
 }
 
@@ -232,6 +249,7 @@ func (d *Diff) sections() []section {
 			}
 			return state(c)
 		}},
+		{"More exposed", d.MoreExposed, exposure},
 		{"Masked", d.Masked, state},
 		{"Removed", d.Removed, state},
 		{"Added", d.Added, state},
@@ -244,7 +262,13 @@ func (d *Diff) sections() []section {
 		{"Restart policy changed", d.RestartChanged, func(c Change) string {
 			return restartOf(c.Old) + " → " + restartOf(c.New)
 		}},
+		{"Less exposed", d.LessExposed, exposure},
 	}
+}
+
+// exposure renders a change of exposure: "exposure 6.2 → 9.6".
+func exposure(c Change) string {
+	return fmt.Sprintf("exposure %.1f → %.1f", *c.Old.Exposure, *c.New.Exposure)
 }
 
 func stateOf(u *Unit) string {

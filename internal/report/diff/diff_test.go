@@ -176,3 +176,38 @@ func TestTextAndMarkdownNeutraliseEscapes(t *testing.T) {
 		assert.NotContains(t, b.String(), "\x07", f)
 	}
 }
+
+func TestExposureChanges(t *testing.T) {
+	e := func(v float64) *float64 { return &v }
+	old := Image{Name: "old", Units: []Unit{
+		{Name: "ssh.service", State: "enabled", Exposure: e(9.6)},
+		{Name: "cron.service", State: "enabled", Exposure: e(4.1)},
+		{Name: "same.service", State: "enabled", Exposure: e(9.6)},
+		{Name: "gone.service", State: "enabled", Exposure: e(9.6)},
+		{Name: "unscored.service", State: "enabled"},
+	}}
+	new := Image{Name: "new", Units: []Unit{
+		{Name: "ssh.service", State: "enabled", Exposure: e(3.5)},
+		{Name: "cron.service", State: "enabled", Exposure: e(9.6)},
+		{Name: "same.service", State: "enabled", Exposure: e(9.6)},
+		{Name: "unscored.service", State: "enabled", Exposure: e(9.6)},
+	}}
+	d := Compare(old, new)
+	names := func(cs []Change) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Unit)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"cron.service"}, names(d.MoreExposed))
+	assert.Equal(t, []string{"ssh.service"}, names(d.LessExposed))
+	w, err := Get("text", finding.High)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, w.Write(&b, d))
+	assert.Contains(t, b.String(), "More exposed")
+	assert.Contains(t, b.String(), "cron.service")
+	assert.Contains(t, b.String(), "exposure 4.1 → 9.6")
+	assert.Contains(t, b.String(), "exposure 9.6 → 3.5")
+}

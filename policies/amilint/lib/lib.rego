@@ -229,3 +229,44 @@ finding(rule, unit, message, chain) := {
 	"remediation": remediation(rule, unit),
 	"references": object.get(rule, "references", []),
 }
+
+# METADATA
+# title: Rule tuning
+# description: The selected profile's tuning of a rule (rules.ID in the profile), {} without one.
+tuning(id) := object.get(data.profiles, [profile, "rules", id], {})
+
+# METADATA
+# title: Rule parameter for a unit
+# description: |
+#   A rule's numeric param for a unit: the selected profile's per-unit
+#   tuning, then the rule's unit_params, then the profile's params, then
+#   the rule's params, else def. Among per-unit entries a unit's own name
+#   wins over globs, and among globs the longest (then the first in
+#   sorted order).
+param(id, unit, name, def) := v if {
+	v := unit_param(tuning(id), unit, name)
+} else := v if {
+	v := unit_param(object.get(data.rules, id, {}), unit, name)
+} else := v if {
+	v := tuning(id).params[name]
+} else := v if {
+	v := data.rules[id].params[name]
+} else := def
+
+unit_param(src, unit, name) := v if {
+	v := src.unit_params[unit][name]
+} else := v if {
+	globs := sort([[0 - count(p), p] |
+		some p, ps in object.get(src, "unit_params", {})
+		is_glob(p)
+		glob.match(p, ["/"], unit)
+		is_number(ps[name])
+	])
+	count(globs) > 0
+	v := src.unit_params[globs[0][1]][name]
+}
+
+# METADATA
+# title: Rule severity
+# description: A rule's severity, or the selected profile's tuning of it.
+severity(id) := object.get(tuning(id), "severity", object.get(data.rules, [id, "severity"], "medium"))
