@@ -99,7 +99,11 @@ func readTOC(ra io.ReaderAt, desc v1.Descriptor) (*table, error) {
 		if int64(len(tail)) < fs {
 			continue
 		}
-		payload, off, n, err := d.ParseFooter(tail[int64(len(tail))-fs:])
+		var payload, off, n int64
+		err := safely(func() (err error) {
+			payload, off, n, err = d.ParseFooter(tail[int64(len(tail))-fs:])
+			return err
+		})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -120,12 +124,16 @@ func readTOC(ra io.ReaderAt, desc v1.Descriptor) (*table, error) {
 		if _, err := ra.ReadAt(raw, off); err != nil {
 			return nil, fmt.Errorf("read: %w", err)
 		}
-		rc, err := d.DecompressTOC(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-		}
-		js, err := io.ReadAll(io.LimitReader(rc, maxTOC+1))
-		rc.Close()
+		var js []byte
+		err = safely(func() error {
+			rc, err := d.DecompressTOC(bytes.NewReader(raw))
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			js, err = io.ReadAll(io.LimitReader(rc, maxTOC+1))
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
@@ -142,6 +150,18 @@ func readTOC(ra io.ReaderAt, desc v1.Descriptor) (*table, error) {
 		return &table{JTOC: &toc, payloadEnd: payload, d: d}, nil
 	}
 	return nil, fmt.Errorf("%w: no eStargz or zstd:chunked footer: %w", ErrCorrupt, errors.Join(errs...))
+}
+
+// safely runs a parser of the estargz library, which can panic on a
+// hostile footer (it slices by lengths the footer claims): a panic is a
+// corrupt layer, not a crash.
+func safely(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, r)
+		}
+	}()
+	return f()
 }
 
 // checkTOCDigest checks every table digest the descriptor records.
