@@ -3,6 +3,7 @@ package cli_test
 import (
 	"compress/gzip"
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -140,6 +141,14 @@ func TestMultiArchIndex(t *testing.T) {
 	a, _, _ := run("units", trees["linux/amd64"], "-o", "tsv")
 	b, _, _ := run("units", trees["linux/arm64"], "-o", "tsv")
 	require.NotEqual(t, a, b)
+	// diff takes container images too: the two images of the index, tagged.
+	tagged := filepath.Join(t.TempDir(), "tagged")
+	ocitest.WriteLayout(t, tagged, []string{"amd", "arm"}, imgs[0], imgs[1])
+	want, _, wantCode := run("diff", trees["linux/amd64"], trees["linux/arm64"], "-o", "json")
+	got, stderr, code := run("diff", "oci:"+tagged+":amd", "oci:"+tagged+":arm", "-o", "json")
+	require.Equal(t, wantCode, code, stderr)
+	assert.Contains(t, got, "ecs.service")
+	assert.Equal(t, withoutTargets(t, want), withoutTargets(t, got))
 	for _, target := range []string{"oci:" + layout, "registry:" + r.Host + "/multi:1"} {
 		for p, dir := range trees {
 			sameAsTree(t, dir, target, "--platform", p)
@@ -254,4 +263,14 @@ func disktestGzip(t *testing.T, src, dst string) {
 	_, err = zw.Write(b)
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
+}
+
+// withoutTargets drops what names the two targets from `diff -o json`.
+func withoutTargets(t *testing.T, out string) map[string]any {
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	for _, k := range []string{"old", "new", "old_target", "new_target", "target"} {
+		delete(doc, k)
+	}
+	return doc
 }
