@@ -90,7 +90,7 @@ type info struct {
 	deviceAllow                                  []string
 	archs                                        map[string]bool
 	syscallAllowList                             bool
-	syscallFilter                                map[string]bool
+	syscallFilter                                syscallSet // nil when there is no filter
 	umask                                        uint32
 }
 
@@ -124,12 +124,12 @@ func (s *settings) info() *info {
 	b[fieldRemoveIPC], b[fieldRestrictRealtime], b[fieldRestrictSUIDSGID] = s.removeIPC, s.restrictRealtime, s.restrictSUIDSGID
 	b[fieldDelegate] = s.delegate
 	if s.syscallFilter != nil {
-		in.syscallFilter = map[string]bool{}
-		for name, num := range s.syscallFilter {
-			if s.syscallAllowList && num >= 0 {
-				continue
+		// An allow list does not allow what it lists with an errno.
+		in.syscallFilter = slices.Clone(s.syscallFilter)
+		if s.syscallAllowList {
+			for i, w := range s.syscallErrno {
+				in.syscallFilter[i] &^= w
 			}
-			in.syscallFilter[name] = true
 		}
 	}
 	v4any, v6any := netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")
@@ -356,7 +356,7 @@ func (t *Tables) assess(c *CheckSpec, in *info) (uint64, string) {
 
 // assessSyscalls is assess_system_call_filter for one group.
 func (t *Tables) assessSyscalls(group string, in *info) (uint64, string) {
-	if !in.syscallAllowList && len(in.syscallFilter) == 0 {
+	if !in.syscallAllowList && (in.syscallFilter == nil || in.syscallFilter.empty()) {
 		return 10, "Service does not filter system calls"
 	}
 	offender, bad := t.offender(group, in)
@@ -371,21 +371,12 @@ func (t *Tables) assessSyscalls(group string, in *info) (uint64, string) {
 	return 0, fmt.Sprintf("System call deny list defined for service, and %s is included", group)
 }
 
-// offender is syscall_names_in_filter: the first system call of the group
-// (depth first, in systemd's order) that the filter lets through.
+// offender is syscall_names_in_filter: the first x86-64 system call of the
+// group (depth first, in systemd's order) that the filter lets through.
 func (t *Tables) offender(group string, in *info) (string, bool) {
-	for _, m := range t.groups[group] {
-		if strings.HasPrefix(m, "@") {
-			if o, bad := t.offender(m, in); bad {
-				return o, true
-			}
-			continue
-		}
-		if t.syscalls[m] != syscallNative {
-			continue
-		}
-		if in.syscallFilter[m] == in.syscallAllowList {
-			return m, true
+	for _, i := range t.nativeOrder[group] {
+		if (in.syscallFilter != nil && in.syscallFilter.has(i)) == in.syscallAllowList {
+			return t.syscallNames[i], true
 		}
 	}
 	return "", false

@@ -1,6 +1,7 @@
 package security
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -226,4 +227,38 @@ func probeErrnos(t *testing.T, a analyzer, tb *Tables) {
 		_, err := tb.parseErrnoOrAction(n)
 		assert.Equal(t, err == nil, *d != "Service does not filter system calls", "systemd %d: SystemCallFilter=~swapon:%s: %s", a.Version, n, *d)
 	}
+}
+
+// TestChecksTable keeps checks_table.go, the compiled form of
+// data/checks.json (decoding the JSON at every start costs more than
+// scoring a dozen services), in step with it; -update rewrites it.
+func TestChecksTable(t *testing.T) {
+	raw, err := data.ReadFile("data/checks.json")
+	require.NoError(t, err)
+	var want []CheckSpec
+	require.NoError(t, json.Unmarshal(raw, &want))
+	src := checksSource(want)
+	if *update {
+		require.NoError(t, os.WriteFile("checks_table.go", []byte(src), 0o644))
+		return
+	}
+	got, err := os.ReadFile("checks_table.go")
+	require.NoError(t, err)
+	assert.Equal(t, src, string(got), "checks_table.go is stale: go test ./internal/systemd/security -run TestChecksTable -args -update")
+	assert.Equal(t, want, checkTable())
+}
+
+// checksSource renders the checks as the Go source of checkTable.
+func checksSource(cs []CheckSpec) string {
+	var b strings.Builder
+	b.WriteString("// Code generated from data/checks.json by TestChecksTable; DO NOT EDIT.\n\npackage security\n\n")
+	b.WriteString("// checkTable returns systemd's security_assessor_table (data/checks.json).\n")
+	b.WriteString("func checkTable() []CheckSpec {\n\treturn []CheckSpec{\n")
+	for _, c := range cs {
+		fmt.Fprintf(&b, "\t\t{Name: %q, JSONField: %q, DescriptionGood: %q, DescriptionBad: %q, DescriptionNA: %q, URL: %q,\n", c.Name, c.JSONField, c.DescriptionGood, c.DescriptionBad, c.DescriptionNA, c.URL)
+		fmt.Fprintf(&b, "\t\t\tWeight: %d, Range: %d, Assess: %q, Field: %q, Capabilities: %#v, SyscallGroup: %q, Namespace: %q, Invert: %v, DefaultDependenciesOnly: %v},\n",
+			c.Weight, c.Range, c.Assess, c.Field, c.Capabilities, c.SyscallGroup, c.Namespace, c.Invert, c.DefaultDependenciesOnly)
+	}
+	b.WriteString("\t}\n}\n")
+	return b.String()
 }

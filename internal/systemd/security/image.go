@@ -4,10 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
-	"sync"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/boot"
@@ -81,10 +77,7 @@ type Result struct {
 	*Assessment
 }
 
-// ScoreImage scores the services of an image. The tables, the image's
-// policy and the unit model are read concurrently, and units
-// are scored while the next ones load: a whole image costs about what
-// loading its services costs.
+// ScoreImage scores the services of an image.
 func ScoreImage(fsys *rootfs.FS, opts Options) (*Report, error) {
 	sv := opts.Systemd
 	if sv.Major == 0 {
@@ -93,81 +86,38 @@ func ScoreImage(fsys *rootfs.FS, opts Options) (*Report, error) {
 			return nil, fmt.Errorf("read systemd version: %w", err)
 		}
 	}
-	var (
-		t   *Tables
-		p   = opts.Policy
-		src = opts.PolicySource
-		g   = opts.Graph
-		eg  errgroup.Group
-	)
-	eg.Go(func() error {
-		var err error
-		t, err = TablesFor(sv.Major)
-		return err
-	})
-	if p == nil {
-		eg.Go(func() error {
-			var err error
-			p, src, err = ImagePolicy(fsys)
-			return err
-		})
-	}
-	if g == nil {
-		eg.Go(func() error {
-			var err error
-			if g, err = boot.Load(fsys, sv.Major); err != nil {
-				return fmt.Errorf("load units: %w", err)
-			}
-			return nil
-		})
-	}
-	if err := eg.Wait(); err != nil {
+	t, err := TablesFor(sv.Major)
+	if err != nil {
 		return nil, err
+	}
+	p, src := opts.Policy, opts.PolicySource
+	if p == nil {
+		if p, src, err = ImagePolicy(fsys); err != nil {
+			return nil, err
+		}
+	}
+	g := opts.Graph
+	if g == nil {
+		if g, err = boot.Load(fsys, sv.Major); err != nil {
+			return nil, fmt.Errorf("load units: %w", err)
+		}
 	}
 	s := NewScorer(fsys, g, t, p)
 	r := &Report{Systemd: sv, Tables: t.Version, Policy: src, Units: []Result{}}
 	if p != nil {
 		r.PolicyIgnored = p.Ignored
 	}
-	whole := len(opts.Units) == 0
 	names := opts.Units
-	if whole {
-		names = s.candidates()
+	if len(names) == 0 {
+		names = s.Services()
 	}
-	// One goroutine loads units in order (the graph loads one at a time);
-	// workers score the loaded ones.
-	results := make([]Result, len(names))
-	keep := make([]bool, len(names))
-	loaded := make(chan int, len(names))
-	go func() {
-		defer close(loaded)
-		for i, n := range names {
-			if whole && !s.scorable(n) {
-				continue
-			}
-			keep[i] = true
-			loaded <- i
+	for _, n := range names {
+		a, err := s.Score(n)
+		res := Result{Unit: n, Assessment: a, Err: err}
+		if err != nil {
+			res.Error = err.Error()
 		}
-	}()
-	var wg sync.WaitGroup
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range loaded {
-				a, err := s.Score(names[i])
-				results[i] = Result{Unit: names[i], Assessment: a, Err: err}
-				if err != nil {
-					results[i].Error = err.Error()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	for i, res := range results {
-		if keep[i] {
-			r.Units = append(r.Units, res)
-		}
+		r.Units = append(r.Units, res)
 	}
 	return r, nil
 }

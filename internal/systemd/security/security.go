@@ -65,7 +65,6 @@ type Check struct {
 	Weight  uint64  `json:"weight"`
 	Badness *uint64 `json:"badness"`
 	Range   uint64  `json:"range"`
-	URL     string  `json:"url,omitempty"`
 }
 
 // Assessment is one service's exposure.
@@ -289,18 +288,14 @@ func (st *settings) encryptedCredentials() bool {
 
 // assessInfo scores the info with the tables and policy, as assess() does.
 func (t *Tables) assessInfo(in *info, p *Policy) (*Assessment, error) {
-	a := &Assessment{}
+	n := len(t.Checks)
+	// One allocation each for the checks and their pointers: 81 checks of
+	// every service would otherwise be hundreds of small allocations.
+	a := &Assessment{Checks: make([]Check, n)}
+	sets, badnesses, exposures := make([]bool, n), make([]uint64, n), make([]Tenths, n)
 	var badnessSum, weightSum uint64
-	type row struct {
-		c       *CheckSpec
-		badness uint64
-		weight  uint64
-		rng     uint64
-		desc    string
-	}
-	rows := make([]row, 0, len(t.Checks))
 	for i := range t.Checks {
-		c := &t.Checks[i]
+		c, ch := &t.Checks[i], &a.Checks[i]
 		w, r := p.weight(c), p.rangeOf(c)
 		var badness uint64
 		var d string
@@ -315,51 +310,45 @@ func (t *Tables) assessInfo(in *info, p *Policy) (*Assessment, error) {
 		if r == 0 {
 			return nil, fmt.Errorf("security policy: %s: range 0", c.JSONField)
 		}
+		*ch = Check{ID: c.JSONField, Name: c.Name, Weight: w, Range: r, Description: d}
 		if badness != notApplicable {
 			if badness > r {
 				return nil, fmt.Errorf("security policy: %s: range %d is below the check's badness %d", c.JSONField, r, badness)
 			}
 			badnessSum += divRoundUp(badness*w, r)
 			weightSum += w
+			badnesses[i] = badness
+			ch.Badness = &badnesses[i]
 		}
-		rows = append(rows, row{c, badness, w, r, d})
 	}
 	if weightSum == 0 {
 		return nil, errors.New("security policy: every check is excluded")
 	}
-	// One backing array each for the checks' pointers: 81 checks of every
-	// service would otherwise be 243 small allocations.
-	a.Checks = make([]Check, 0, len(rows))
-	sets, badnesses, exposures := make([]bool, len(rows)), make([]uint64, len(rows)), make([]Tenths, len(rows))
-	for i, r := range rows {
-		ch := Check{ID: r.c.JSONField, Name: r.c.Name, Weight: r.weight, Range: r.rng, URL: r.c.URL}
+	for i := range a.Checks {
+		c, ch := &t.Checks[i], &a.Checks[i]
 		desc := ""
 		switch {
-		case r.badness == notApplicable:
-			desc = p.description(r.c, "na")
-		case r.badness == r.c.Range:
-			desc = p.description(r.c, "bad")
+		case ch.Badness == nil:
+			desc = p.description(c, "na")
+		case *ch.Badness == c.Range:
+			desc = p.description(c, "bad")
 			ch.Set = &sets[i]
-		case r.badness == 0:
-			desc = p.description(r.c, "good")
+		case *ch.Badness == 0:
+			desc = p.description(c, "good")
 			sets[i] = true
 			ch.Set = &sets[i]
 		default:
 			ch.Set = &sets[i]
 		}
-		if r.desc != "" {
-			desc = r.desc
+		if ch.Description == "" {
+			ch.Description = desc
 		}
-		ch.Description = desc
-		if r.badness != notApplicable {
-			badnesses[i] = r.badness
-			ch.Badness = &badnesses[i]
-			if r.badness != 0 {
-				exposures[i] = Tenths(divRoundUp(divRoundUp(r.badness*r.weight*100, r.rng), weightSum))
+		if ch.Badness != nil {
+			if b := *ch.Badness; b != 0 {
+				exposures[i] = Tenths(divRoundUp(divRoundUp(b*ch.Weight*100, ch.Range), weightSum))
 			}
 			ch.Exposure = &exposures[i]
 		}
-		a.Checks = append(a.Checks, ch)
 	}
 	a.Exposure = Tenths(divRoundUp(badnessSum*100, weightSum))
 	a.Level = Level(a.Exposure)

@@ -22,43 +22,46 @@ type settings struct {
 	defaultDeps  bool
 	notifyAccess string
 
-	user, group         *string
-	supplementary       []string
-	dynamicUser         bool
-	ambient, bounding   uint64
-	keyringMode         string
-	protectProc         string
-	procSubset          string
-	lockPersonality     bool
-	memoryDenyWX        bool
-	noNewPrivileges     bool
-	protectHostname     bool
-	privateDevices      bool
-	privateNetwork      bool
-	privateTmp          string // "no", "connected", "disconnected" (252: "no" or "connected")
-	privateUsers        string // "no", "self", "identity"
-	privateMounts       int    // -1 unset (257), 0, 1
-	protectCgroups      string // "no", "yes", "private", "strict"
-	protectKernelMods   bool
-	protectKernelTun    bool
-	protectKernelLogs   bool
-	protectClock        bool
-	protectHome         string
-	protectSystem       string
-	removeIPC           bool
-	afAllowList         bool
-	afSet               map[int]bool // nil: no set (systemd's NULL)
-	restrictNamespaces  uint64
-	restrictRealtime    bool
-	restrictSUIDSGID    bool
-	rootDirectory       *string
-	rootImage           *string
-	umask               uint32
-	archs               map[string]bool
-	syscallAllowList    bool
-	syscallFilter       map[string]int // nil: no filter (systemd's NULL hashmap)
-	mountImages         bool
-	loadCreds, setCreds map[string]bool // credential id -> encrypted
+	user, group        *string
+	supplementary      []string
+	dynamicUser        bool
+	ambient, bounding  uint64
+	keyringMode        string
+	protectProc        string
+	procSubset         string
+	lockPersonality    bool
+	memoryDenyWX       bool
+	noNewPrivileges    bool
+	protectHostname    bool
+	privateDevices     bool
+	privateNetwork     bool
+	privateTmp         string // "no", "connected", "disconnected" (252: "no" or "connected")
+	privateUsers       string // "no", "self", "identity"
+	privateMounts      int    // -1 unset (257), 0, 1
+	protectCgroups     string // "no", "yes", "private", "strict"
+	protectKernelMods  bool
+	protectKernelTun   bool
+	protectKernelLogs  bool
+	protectClock       bool
+	protectHome        string
+	protectSystem      string
+	removeIPC          bool
+	afAllowList        bool
+	afSet              map[int]bool // nil: no set (systemd's NULL)
+	restrictNamespaces uint64
+	restrictRealtime   bool
+	restrictSUIDSGID   bool
+	rootDirectory      *string
+	rootImage          *string
+	umask              uint32
+	archs              map[string]bool
+	syscallAllowList   bool
+	// syscallFilter holds the filter's system calls (nil: no filter,
+	// systemd's NULL hashmap); syscallErrno those with an errno or action
+	// (which an allow list does not allow).
+	syscallFilter, syscallErrno syscallSet
+	mountImages                 bool
+	loadCreds, setCreds         map[string]bool // credential id -> encrypted
 
 	delegate     bool
 	devicePolicy string
@@ -433,7 +436,7 @@ func (s *settings) capabilityFromName(w string) (int, bool) {
 func (s *settings) syscallFilterAssign(src string, o *unit.Option) {
 	v := o.Value
 	if v == "" {
-		s.syscallFilter, s.syscallAllowList = nil, false
+		s.syscallFilter, s.syscallErrno, s.syscallAllowList = nil, nil, false
 		return
 	}
 	invert := false
@@ -441,7 +444,7 @@ func (s *settings) syscallFilterAssign(src string, o *unit.Option) {
 		invert, v = true, v[1:]
 	}
 	if s.syscallFilter == nil {
-		s.syscallFilter = map[string]int{}
+		s.syscallFilter, s.syscallErrno = newSyscallSet(s.t), newSyscallSet(s.t)
 		if invert {
 			s.syscallAllowList = false
 		} else {
@@ -476,24 +479,34 @@ func (s *settings) syscallFilterAssign(src string, o *unit.Option) {
 	}
 }
 
-// parseSyscall is seccomp_parse_syscall_filter, permissive.
+// parseSyscall is seccomp_parse_syscall_filter, permissive: a group adds
+// or removes each of its known system calls, a name itself.
 func (s *settings) parseSyscall(name string, errno int, invert, allowList bool) {
 	if !invert && errno >= 0 {
 		return
 	}
+	put := !invert == allowList || (invert && allowList && errno >= 0)
+	apply := func(i int) {
+		switch {
+		case !put:
+			s.syscallFilter.clear(i)
+			s.syscallErrno.clear(i)
+		case errno >= 0:
+			s.syscallFilter.set(i)
+			s.syscallErrno.set(i)
+		default:
+			s.syscallFilter.set(i)
+			s.syscallErrno.clear(i)
+		}
+	}
 	if strings.HasPrefix(name, "@") {
-		for _, m := range s.t.groups[name] {
-			s.parseSyscall(m, errno, invert, allowList)
+		for _, i := range s.t.groupMembers[name] {
+			apply(i)
 		}
 		return
 	}
-	if info, ok := s.t.syscalls[name]; !ok || info == syscallUnknown {
-		return
-	}
-	if !invert == allowList || (invert && allowList && errno >= 0) {
-		s.syscallFilter[name] = errno
-	} else {
-		delete(s.syscallFilter, name)
+	if i, ok := s.t.syscallIndex[name]; ok {
+		apply(i)
 	}
 }
 

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"embed"
-	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +82,15 @@ type Tables struct {
 	families map[string]int         // upper-case AF_ name -> number
 	errnos   map[string]int         // upper-case E name -> number
 	archs    map[string]bool        // SystemCallArchitectures= names
+
+	// The system calls libseccomp knows, by index, for syscallSet.
+	syscallIndex map[string]int
+	syscallNames []string
+	// groupMembers are each group's known system calls, subgroups
+	// expanded; nativeOrder the x86-64 ones in the order systemd's check
+	// walks them (depth first), which names the first offender.
+	groupMembers map[string][]int
+	nativeOrder  map[string][]int
 }
 
 // TablesFor returns the tables of systemd version v: exactly v's when
@@ -116,13 +125,7 @@ func parseTables(v int) (*Tables, error) {
 	t := &Tables{Version: v, groups: map[string][]string{}, syscalls: map[string]syscallInfo{},
 		caps: map[string]int{}, families: map[string]int{}, errnos: map[string]int{}, archs: map[string]bool{}}
 	dir := fmt.Sprintf("data/%d/", v)
-	b, err := data.ReadFile("data/checks.json")
-	if err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(b, &t.Checks); err != nil {
-		return nil, fmt.Errorf("data/checks.json: %w", err)
-	}
+	t.Checks = checkTable()
 	if err := t.readGroups(dir + "syscall-filter.txt"); err != nil {
 		return nil, err
 	}
@@ -172,6 +175,7 @@ func parseTables(v int) (*Tables, error) {
 	}); err != nil {
 		return nil, err
 	}
+	t.indexSyscalls()
 	for i := range t.Checks {
 		c := &t.Checks[i]
 		for _, name := range c.Capabilities {
@@ -202,6 +206,49 @@ func parseTables(v int) (*Tables, error) {
 		}
 	}
 	return t, nil
+}
+
+// indexSyscalls numbers the known system calls and expands the groups.
+func (t *Tables) indexSyscalls() {
+	t.syscallIndex = map[string]int{}
+	for _, n := range slices.Sorted(maps.Keys(t.syscalls)) {
+		if t.syscalls[n] != syscallUnknown {
+			t.syscallIndex[n] = len(t.syscallNames)
+			t.syscallNames = append(t.syscallNames, n)
+		}
+	}
+	t.groupMembers = map[string][]int{}
+	t.nativeOrder = map[string][]int{}
+	for _, g := range t.groupSeq {
+		for _, m := range t.expand(g) {
+			i, ok := t.syscallIndex[m]
+			if !ok {
+				continue
+			}
+			t.groupMembers[g] = append(t.groupMembers[g], i)
+			if t.syscalls[m] == syscallNative {
+				t.nativeOrder[g] = append(t.nativeOrder[g], i)
+			}
+		}
+	}
+}
+
+// syscallSet is a set of known system calls by index (Tables.syscallIndex).
+type syscallSet []uint64
+
+func newSyscallSet(t *Tables) syscallSet { return make(syscallSet, (len(t.syscallNames)+63)/64) }
+
+func (s syscallSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
+func (s syscallSet) set(i int)      { s[i/64] |= 1 << (i % 64) }
+func (s syscallSet) clear(i int)    { s[i/64] &^= 1 << (i % 64) }
+
+func (s syscallSet) empty() bool {
+	for _, w := range s {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // readGroups parses `systemd-analyze syscall-filter`: "@group" lines, then
