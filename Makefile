@@ -64,6 +64,8 @@ bench: build ## benchmarks, with ratios against the peers measured in the same r
 	$(GO) test -run '^$$' -bench 'OpenImage|OpenFormats|^BenchmarkUnits$$' -benchtime 3x ./internal/cli
 	$(GO) test -run '^$$' -bench 'Zombies' -benchtime 3x ./internal/host/cgroup
 	$(GO) test -run '^$$' -bench 'Report10k|Rollout10k' -benchtime 1x ./internal/cli ./internal/report
+	scripts/bench-security.sh $(BIN) .cache/debian-root 20
+	$(GO) test -run '^$$' -bench 'SecurityVsUnits' -benchtime 10x ./internal/systemd/security
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	@for pkg in $$($(GO) list $(PKGS)); do \
@@ -80,6 +82,10 @@ trixie-root: ## build the cached Debian 13 root (.cache/trixie-root, systemd 257
 .PHONY: e2e-html
 e2e-html: ## render the HTML reports in headless Chromium; screenshots kept in dist/e2e-html
 	AMILINT_ARTIFACTS=$(CURDIR)/dist/e2e-html $(GO) test -count=1 -run 'Chromium|BlankScreenshot' -v ./internal/report/
+
+.PHONY: e2e-harden
+e2e-harden: ## boot the Debian root under systemd-nspawn plain and hardened by fix --harden: every catalog entry keeps its service working; root, ~2 min
+	time $(GO) test -tags e2e -count=1 -timeout 20m -run TestE2EHarden -v ./internal/cli/
 
 LIVE_ROOT ?= .cache/live-root
 .PHONY: e2e-live

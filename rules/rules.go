@@ -61,7 +61,7 @@ import (
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
-//go:embed *.yaml profiles/*.yaml
+//go:embed *.yaml profiles/*.yaml hardening/*.yaml
 var catalog embed.FS
 
 // Rule is one entry of the catalog.

@@ -21,18 +21,27 @@ func runFix(e *env, args []string) int {
 	var af auditFlags
 	af.register(fs)
 	dryRun := fs.Bool("dry-run", false, "print the plan without writing")
+	var hf hardenFlags
+	hf.register(fs)
 	liveMode := fs.Bool("live", false, "fix the running host over D-Bus instead of an image directory")
 	var lf liveFlags
 	lf.registerHost(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return usageOf(e, fs, "amilint fix DIR|--live [--dry-run] [--fail-on SEVERITY] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE] [--bus ADDR]")
+		return usageOf(e, fs, "amilint fix DIR|--live [--dry-run] [--harden] [--harden-catalog DIR] [--fail-on SEVERITY] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE] [--bus ADDR]")
 	}
 	if err != nil {
 		return fail(e, "fix", err)
 	}
 	if *liveMode {
+		if hf.on() {
+			return fail(e, "fix", errors.New("--harden writes drop-ins into an image directory; it does not apply to --live"))
+		}
 		return runFixLive(e, &af, &lf, pos, *dryRun)
+	}
+	catalog, err := hf.catalog()
+	if err != nil {
+		return fail(e, "fix", err)
 	}
 	if len(pos) == 0 {
 		return fail(e, "fix", fmt.Errorf("a TARGET directory is required: fix writes to the image (the default %s is read-only; unpack it first)", target.DefaultTarget))
@@ -78,11 +87,21 @@ func runFix(e *env, args []string) int {
 		return fail(e, "fix", err)
 	}
 	defer src.Close()
-	plan, err := fix.NewPlanSteps(rootfs.New(src), fix.Steps(units))
+	steps := fix.Steps(units)
+	var dropins []fix.DropIn
+	if hf.on() {
+		dropins = fix.HardeningFor(res.Inventory.Files, catalog, slices.Concat(units[fix.Disable], units[fix.Mask]))
+	}
+	plan, planned, err := fix.NewPlanHarden(rootfs.New(src), steps, dropins)
 	if err != nil {
 		return fail(e, "fix", err)
 	}
 	printPlan(e, im.Dir, plan, *dryRun)
+	if hf.on() {
+		if err := printHardening(e, res, plan, planned, *dryRun); err != nil {
+			return fail(e, "fix", err)
+		}
+	}
 	if *dryRun {
 		return finding.ExitCode(res.Report.Findings, failOn)
 	}

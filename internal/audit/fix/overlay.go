@@ -12,13 +12,14 @@ import (
 
 // overlay is the image tree as it will be once the planned changes are
 // applied: a Source over the unchanged image with entries removed and
-// links and directories added. Planning reads it exactly as systemctl reads
+// links, directories and drop-in files added. Planning reads it exactly as systemctl reads
 // the tree it is changing, so a later step sees what an earlier one did.
 type overlay struct {
 	base    rootfs.Source
 	removed map[string]bool   // names (resolved) that no longer exist
 	links   map[string]string // added symlinks: name -> target
 	dirs    map[string]bool   // added directories
+	files   map[string]string // added or rewritten regular files: name -> content
 	// The image does not change while a plan is computed: its answers
 	// are cached.
 	cachedLstat    map[string]lstatResult
@@ -36,7 +37,7 @@ type linkResult struct {
 }
 
 func newOverlay(base rootfs.Source) *overlay {
-	return &overlay{base: base, removed: map[string]bool{}, links: map[string]string{}, dirs: map[string]bool{},
+	return &overlay{base: base, removed: map[string]bool{}, links: map[string]string{}, dirs: map[string]bool{}, files: map[string]string{},
 		cachedLstat: map[string]lstatResult{}, cachedReadLink: map[string]linkResult{}}
 }
 
@@ -44,6 +45,12 @@ func (o *overlay) remove(name string) {
 	o.removed[name] = true
 	delete(o.links, name)
 	delete(o.dirs, name)
+	delete(o.files, name)
+}
+
+func (o *overlay) addFile(name, content string) {
+	delete(o.removed, name)
+	o.files[name] = content
 }
 
 func (o *overlay) addLink(name, target string) {
@@ -70,13 +77,26 @@ func notExist(op, name string) error {
 	return &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 }
 
-// Open opens a file of the image; files are never changed by a plan.
+// Open opens a file as it will be: a drop-in the plan writes, or the
+// image's.
 func (o *overlay) Open(name string) (fs.File, error) {
+	if c, ok := o.files[name]; ok {
+		return &memFile{Reader: strings.NewReader(c), info: synthetic{name: path.Base(name), mode: 0o644, size: int64(len(c))}}, nil
+	}
 	if o.gone(name) {
 		return nil, notExist("open", name)
 	}
 	return o.base.Open(name)
 }
+
+// memFile is a file the plan writes, read back from memory.
+type memFile struct {
+	*strings.Reader
+	info synthetic
+}
+
+func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *memFile) Close() error               { return nil }
 
 // Lstat describes an entry as it will be.
 func (o *overlay) Lstat(name string) (fs.FileInfo, error) {
@@ -85,6 +105,9 @@ func (o *overlay) Lstat(name string) (fs.FileInfo, error) {
 	}
 	if o.dirs[name] {
 		return synthetic{name: path.Base(name), mode: fs.ModeDir | 0o755}, nil
+	}
+	if c, ok := o.files[name]; ok {
+		return synthetic{name: path.Base(name), mode: 0o644, size: int64(len(c))}, nil
 	}
 	if o.gone(name) {
 		return nil, notExist("lstat", name)
@@ -136,6 +159,9 @@ func (o *overlay) ReadDir(name string) ([]fs.DirEntry, error) {
 			if o.dirs[n] {
 				continue
 			}
+			if _, ok := o.files[n]; ok {
+				continue
+			}
 			out = append(out, e)
 		}
 	}
@@ -147,6 +173,12 @@ func (o *overlay) ReadDir(name string) ([]fs.DirEntry, error) {
 		}
 	}
 	for n := range o.dirs {
+		if path.Dir(n) == name || (name == "." && !strings.Contains(n, "/")) {
+			fi, _ := o.Lstat(n)
+			added = append(added, fs.FileInfoToDirEntry(fi))
+		}
+	}
+	for n := range o.files {
 		if path.Dir(n) == name || (name == "." && !strings.Contains(n, "/")) {
 			fi, _ := o.Lstat(n)
 			added = append(added, fs.FileInfoToDirEntry(fi))

@@ -83,6 +83,8 @@ type Plan struct {
 	Steps   []Step   `json:"steps"`
 	Changes []Change `json:"changes"`
 	Notes   []Note   `json:"notes,omitempty"`
+	// DropIns are the hardening drop-ins of NewPlanHarden.
+	DropIns []DropIn `json:"dropins,omitempty"`
 }
 
 // Empty reports whether the plan changes nothing.
@@ -109,6 +111,16 @@ func NewPlan(fsys *rootfs.FS, action string, units []string) (*Plan, error) {
 // NewPlanSteps computes the changes of several systemctl invocations run in
 // order, each seeing the tree the previous ones left.
 func NewPlanSteps(fsys *rootfs.FS, steps []Step) (*Plan, error) {
+	pl, err := newPlanner(fsys, steps)
+	if err != nil {
+		return nil, err
+	}
+	return pl.plan, nil
+}
+
+// newPlanner plans steps and returns the planner, its overlay holding the
+// tree they leave.
+func newPlanner(fsys *rootfs.FS, steps []Step) (*planner, error) {
 	if fsys == nil {
 		return nil, errors.New("plan: no image")
 	}
@@ -130,7 +142,7 @@ func NewPlanSteps(fsys *rootfs.FS, steps []Step) (*Plan, error) {
 			return nil, fmt.Errorf("plan %s: %w", s.Action, err)
 		}
 	}
-	return pl.plan, nil
+	return pl, nil
 }
 
 type planner struct {

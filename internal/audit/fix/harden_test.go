@@ -1,0 +1,189 @@
+package fix
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/install"
+	"github.com/amilint/amilint/internal/systemd/security"
+	"github.com/amilint/amilint/rules"
+)
+
+var testCatalog = []rules.Hardening{
+	{ID: "a", Title: "A", Units: []string{"a.service", "a-alias.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+	{ID: "b", Title: "B", Units: []string{"b.service"}, DropIn: "[Service]\nProtectHome=yes\n"},
+	{ID: "c", Title: "C", Units: []string{"c.service"}, DropIn: "[Service]\nProtectSystem=strict\n"},
+	{ID: "d", Title: "D", Units: []string{"d.service"}, DropIn: "[Service]\nNoNewPrivileges=yes\n"},
+}
+
+func TestHardeningFor(t *testing.T) {
+	files := []install.UnitFile{
+		{Name: "a.service", State: install.Enabled},
+		{Name: "a-alias.service", State: install.Alias},
+		{Name: "b.service", State: install.Disabled},
+		{Name: "c.service", State: install.Enabled},
+		{Name: "d.service", State: install.EnabledRuntime},
+	}
+	got := HardeningFor(files, testCatalog, []string{"c.service"})
+	var units []string
+	for _, d := range got {
+		units = append(units, d.Unit+"@"+d.Entry)
+		assert.Equal(t, "/etc/systemd/system/"+d.Unit+".d/"+rules.DropInName, d.Path)
+		assert.Contains(t, d.Content, "amilint fix --harden")
+	}
+	// b is disabled, c is disabled by the same fix, the alias is the
+	// same service as a.
+	assert.Equal(t, []string{"a.service@a", "d.service@d"}, units)
+}
+
+// hardenTree is an image with two enabled services (one already sandboxed
+// by a drop-in of its own) and default.target.
+func hardenTree(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	w := func(p, s string) {
+		full := filepath.Join(dir, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(full), 0o755))
+		require.NoError(t, os.WriteFile(full, []byte(s), 0o644))
+	}
+	w("usr/lib/systemd/system/a.service", "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n")
+	w("usr/lib/systemd/system/d.service", "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n")
+	w("usr/lib/systemd/system/multi-user.target", "[Unit]\nDescription=m\n")
+	w("etc/systemd/system/d.service.d/10-own.conf", "[Service]\nUser=nobody\n")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/systemd/system/multi-user.target.wants"), 0o755))
+	for _, u := range []string{"a.service", "d.service"} {
+		require.NoError(t, os.Symlink("/usr/lib/systemd/system/"+u, filepath.Join(dir, "etc/systemd/system/multi-user.target.wants", u)))
+	}
+	return dir
+}
+
+func planHarden(t *testing.T, dir string, dropins []DropIn) (*Plan, *rootfs.FS) {
+	t.Helper()
+	src, err := OpenDir(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { src.Close() })
+	p, view, err := NewPlanHarden(rootfs.New(src), nil, dropins)
+	require.NoError(t, err)
+	return p, view
+}
+
+func TestPlanHardenWritesDropInsAtomicallyAndIdempotently(t *testing.T) {
+	dir := hardenTree(t)
+	src, err := OpenDir(dir)
+	require.NoError(t, err)
+	files, err := install.List(rootfs.New(src), 252)
+	require.NoError(t, err)
+	src.Close()
+	dropins := HardeningFor(files, testCatalog, nil)
+	require.Len(t, dropins, 2)
+
+	before := snapshot(t, dir)
+	p, view := planHarden(t, dir, dropins)
+	assert.Equal(t, before, snapshot(t, dir), "planning writes nothing")
+	assert.Equal(t, []Change{
+		{Op: OpMkdir, Path: "/etc/systemd/system/a.service.d"},
+		{Op: OpWrite, Path: "/etc/systemd/system/a.service.d/" + rules.DropInName, Content: dropins[0].Content},
+		{Op: OpWrite, Path: "/etc/systemd/system/d.service.d/" + rules.DropInName, Content: dropins[1].Content},
+	}, p.Changes)
+	require.Len(t, p.DropIns, 2)
+
+	// The planned view is the image as it will be: the services score as
+	// hardened before anything is written.
+	rep, err := security.ScoreImage(view, security.Options{Units: []string{"a.service", "d.service"}})
+	require.NoError(t, err)
+	for _, u := range rep.Units {
+		require.NotNil(t, u.Assessment, u.Error)
+		assert.Contains(t, u.DropIns, "/etc/systemd/system/"+u.Unit+".d/"+rules.DropInName, "the planned drop-in is read")
+	}
+	plainSrc, err := OpenDir(dir)
+	require.NoError(t, err)
+	defer plainSrc.Close()
+	plain, err := security.ScoreImage(rootfs.New(plainSrc), security.Options{Units: []string{"a.service", "d.service"}})
+	require.NoError(t, err)
+	for i := range rep.Units {
+		assert.Less(t, rep.Units[i].Exposure, plain.Units[i].Exposure, rep.Units[i].Unit)
+	}
+
+	require.NoError(t, Apply(dir, p))
+	b, err := os.ReadFile(filepath.Join(dir, "etc/systemd/system/a.service.d", rules.DropInName))
+	require.NoError(t, err)
+	assert.Equal(t, dropins[0].Content, string(b))
+	b, err = os.ReadFile(filepath.Join(dir, "etc/systemd/system/d.service.d/10-own.conf"))
+	require.NoError(t, err)
+	assert.Equal(t, "[Service]\nUser=nobody\n", string(b), "the service's own drop-in is left alone")
+	for k := range snapshot(t, dir) {
+		assert.NotContains(t, k, ".#amilint-fix.", "nothing is left behind")
+	}
+
+	// Again: nothing to do.
+	again, _ := planHarden(t, dir, dropins)
+	assert.Empty(t, again.Changes)
+	for _, d := range again.DropIns {
+		assert.True(t, d.Unchanged, d.Unit)
+	}
+
+	// A drop-in edited by hand is rewritten.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/systemd/system/a.service.d", rules.DropInName), []byte("[Service]\n"), 0o644))
+	edited, _ := planHarden(t, dir, dropins)
+	assert.Equal(t, []Change{{Op: OpWrite, Path: "/etc/systemd/system/a.service.d/" + rules.DropInName, Content: dropins[0].Content}}, edited.Changes)
+}
+
+func TestPlanHardenRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		d     DropIn
+		want  string
+	}{
+		{"a directory where the file goes", func(t *testing.T, dir string) {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/systemd/system/a.service.d", rules.DropInName), 0o755))
+		}, DropIn{Unit: "a.service", Path: "/etc/systemd/system/a.service.d/" + rules.DropInName, Content: "x"}, "not a regular file"},
+		{"the drop-in directory is a file", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/systemd/system/a.service.d"), nil, 0o644))
+		}, DropIn{Unit: "a.service", Path: "/etc/systemd/system/a.service.d/" + rules.DropInName, Content: "x"}, "not a directory"},
+		{"outside /etc/systemd/system", nil, DropIn{Unit: "a.service", Path: "/usr/lib/systemd/system/a.service.d/x.conf", Content: "x"}, "fix writes only under /etc"},
+		{"not a drop-in directory", nil, DropIn{Unit: "a.service", Path: "/etc/systemd/system/a.service", Content: "x"}, "fix writes only under /etc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := hardenTree(t)
+			if tc.setup != nil {
+				tc.setup(t, dir)
+			}
+			src, err := OpenDir(dir)
+			require.NoError(t, err)
+			defer src.Close()
+			_, _, err = NewPlanHarden(rootfs.New(src), nil, []DropIn{tc.d})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestApplyHardenRefusesAnAbsoluteLink: a drop-in directory that is an
+// absolute link (to the host's /etc, say) is never written through.
+func TestApplyHardenRefusesAnAbsoluteLink(t *testing.T) {
+	dir := hardenTree(t)
+	outside := t.TempDir()
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "etc/systemd/system/a.service.d")))
+	p := &Plan{Changes: []Change{{Op: OpWrite, Path: "/etc/systemd/system/a.service.d/" + rules.DropInName, Content: "x"}}}
+	err := Apply(dir, p)
+	require.Error(t, err)
+	ents, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	assert.Empty(t, ents, "nothing written outside the image")
+	assert.False(t, strings.Contains(strings.Join(keys(snapshot(t, dir)), " "), rules.DropInName))
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

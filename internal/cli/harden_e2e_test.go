@@ -1,0 +1,308 @@
+//go:build e2e
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/rules"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// The proof of the hardening catalog: the Debian root is booted twice
+// under systemd-nspawn, plain and hardened by `amilint fix --harden`, and
+// the hardened boot must run every unit the plain one ran, leave no unit
+// failed that was not, bring every hardened service to the state it
+// reached in the plain boot, and pass the same probes of what the services
+// do (a message logged reaches /var/log/syslog, a cron job runs, sshd
+// answers, the container engines answer). systemd-analyze security of the
+// root's own systemd scores every hardened service lower.
+
+// probeCron is a cron job that proves cron still runs jobs: it writes to
+// /run (cron's sandbox keeps /run writable; /tmp is private to it).
+const probeCron = "* * * * * root date > /run/amilint-cron-probe\n"
+
+// chronyOptions keep chronyd from ever setting the clock it shares with
+// the host (-x); -F 1 is Debian's default (chronyd's own seccomp filter).
+const chronyOptions = "DAEMON_OPTS=\"-F 1 -x\"\n"
+
+// bootProbe is one check of what a service does, run inside the booted
+// container; it passes when the command exits 0.
+type bootProbe struct {
+	name string
+	argv []string
+}
+
+var bootProbes = []bootProbe{
+	{"rsyslog writes /var/log/syslog", []string{"sh", "-c", "logger -t amilint-e2e probe-$$ && for i in $(seq 50); do grep -q amilint-e2e /var/log/syslog && exit 0; sleep 0.2; done; exit 1"}},
+	{"sshd answers", []string{"sh", "-c", "ssh-keyscan -T 5 127.0.0.1 2>/dev/null | grep -q ssh-"}},
+	{"cron runs a job", []string{"sh", "-c", "for i in $(seq 90); do [ -s /run/amilint-cron-probe ] && exit 0; sleep 1; done; exit 1"}},
+	{"chronyd answers", []string{"chronyc", "-n", "tracking"}},
+	{"containerd answers", []string{"ctr", "version"}},
+	{"dockerd answers", []string{"docker", "info"}},
+	{"unattended-upgrades waits for shutdown", []string{"pgrep", "-f", "unattended-upgrade-shutdown"}},
+}
+
+// booted is what one boot showed.
+type booted struct {
+	state  string            // is-system-running
+	units  map[string]string // unit -> "ACTIVE/SUB"
+	failed []string
+	probes map[string]bool
+}
+
+// bootRoot boots root under systemd-nspawn (changes to it go to a tmpfs:
+// --volatile=overlay), waits until systemd has finished booting and the
+// unit states settle, runs the probes, and stops the container.
+func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
+	t.Helper()
+	console, err := os.Create(filepath.Join(t.TempDir(), label+"-console.log"))
+	require.NoError(t, err)
+	defer console.Close()
+	// A network namespace of its own with CAP_NET_ADMIN lets dockerd set
+	// up its iptables chains; CAP_SYS_TIME lets chrony pass its
+	// ConditionCapability= (it runs with -x: it never sets the clock).
+	nspawn := exec.Command("systemd-nspawn", "-D", root, "-b", "--register=no", "--keep-unit", "--volatile=overlay", "--console=pipe",
+		"--private-network", "--capability=CAP_NET_ADMIN,CAP_SYS_TIME")
+	nspawn.Stdout, nspawn.Stderr = console, console
+	nspawn.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, nspawn.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- nspawn.Wait() }()
+	stop := func() {
+		_ = nspawn.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = nspawn.Process.Kill()
+			<-exited
+		}
+	}
+	defer stop()
+	var initPID int
+	require.Eventually(t, func() bool { initPID = childOf(nspawn.Process.Pid); return initPID > 0 },
+		30*time.Second, 100*time.Millisecond, "%s: the container's init appears", label)
+	inside := func(timeout time.Duration, argv ...string) (string, error) {
+		return run(ctx, timeout, "nsenter", append([]string{"-t", strconv.Itoa(initPID), "-a"}, argv...)...)
+	}
+	var b booted
+	ok := assert.Eventually(t, func() bool {
+		out, _ := inside(90*time.Second, "systemctl", "is-system-running", "--wait")
+		b.state = strings.TrimSpace(out)
+		return b.state == "running" || b.state == "degraded"
+	}, 240*time.Second, 500*time.Millisecond, "%s: systemd finishes booting", label)
+	if !ok {
+		out, _ := os.ReadFile(console.Name())
+		t.Fatalf("%s: console (tail):\n%s", label, tail(string(out), 3000))
+	}
+	// Let services that start late (socket activation, Type=notify
+	// daemons) settle: the states must not change for three seconds.
+	var prev map[string]string
+	for range 20 {
+		b.units = unitStates(t, inside)
+		if prev != nil && maps2Equal(prev, b.units) {
+			break
+		}
+		prev = b.units
+		time.Sleep(3 * time.Second)
+	}
+	out, err := inside(30*time.Second, "systemctl", "list-units", "--failed", "--no-legend", "--plain", "--all")
+	require.NoError(t, err, out)
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			b.failed = append(b.failed, f[0])
+		}
+	}
+	b.probes = map[string]bool{}
+	for _, p := range bootProbes {
+		out, err := inside(2*time.Minute, p.argv...)
+		b.probes[p.name] = err == nil
+		t.Logf("%s: probe %q: %v %s", label, p.name, err == nil, strings.TrimSpace(tail(out, 200)))
+	}
+	return b
+}
+
+// unitStates lists every loaded unit's ACTIVE/SUB state.
+func unitStates(t *testing.T, inside func(time.Duration, ...string) (string, error)) map[string]string {
+	out, err := inside(30*time.Second, "systemctl", "list-units", "--all", "--no-legend", "--plain", "--full")
+	require.NoError(t, err, out)
+	states := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 || f[1] != "loaded" {
+			continue
+		}
+		states[f[0]] = f[2] + "/" + f[3]
+	}
+	return states
+}
+
+func maps2Equal(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// overlayRoot stacks upper on the root at a new mount point.
+func overlayRoot(t *testing.T, lower, upper string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	work, merged := filepath.Join(tmp, "work"), filepath.Join(tmp, "merged")
+	require.NoError(t, os.Mkdir(work, 0o755))
+	require.NoError(t, os.Mkdir(merged, 0o755))
+	require.NoError(t, unix.Mount("overlay", merged, "overlay", 0, fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)))
+	t.Cleanup(func() {
+		if err := unix.Unmount(merged, 0); err != nil {
+			_ = unix.Unmount(merged, unix.MNT_DETACH)
+		}
+	})
+	return merged
+}
+
+var overallRE = regexp.MustCompile(`Overall exposure level for (\S+): (\d+\.\d)`)
+
+// analyze returns systemd-analyze security --offline=true's overall
+// exposure of units in root, with the host's systemd-analyze (the root's
+// version, 252, on Debian 12).
+func analyze(ctx context.Context, t *testing.T, root string, units []string) map[string]string {
+	t.Helper()
+	out, _ := run(ctx, time.Minute, "systemd-analyze", append([]string{"security", "--offline=true", "--root=" + root, "--no-pager"}, units...)...)
+	got := map[string]string{}
+	for _, m := range overallRE.FindAllStringSubmatch(out, -1) {
+		got[m[1]] = m[2]
+	}
+	return got
+}
+
+// TestE2EHarden boots the Debian root plain and hardened by `amilint fix
+// --harden`, and proves every shipped hardening catalog entry the root has
+// a service for harmless to that service and to the boot.
+func TestE2EHarden(t *testing.T) {
+	testenv.Root(t, "booting systemd-nspawn containers and overlay mounts")
+	testenv.Tool(t, "systemd-nspawn", "systemd-container")
+	testenv.Tool(t, "systemd-analyze", "systemd")
+	testenv.Tool(t, "nsenter", "util-linux")
+	began := time.Now()
+	phase := func(name string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), name) }
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	root := os.Getenv("AMILINT_E2E_ROOT")
+	if root == "" {
+		root = testenv.Bookworm.Path(t)
+	}
+
+	// Both boots get the probes' cron job, and chrony's -x.
+	probe := func(upper string) {
+		writeFile(t, filepath.Join(upper, "etc/cron.d/amilint-probe"), probeCron, 0o644)
+		writeFile(t, filepath.Join(upper, "etc/default/chrony"), chronyOptions, 0o644)
+	}
+	plainUpper := t.TempDir()
+	probe(plainUpper)
+	plain := overlayRoot(t, root, plainUpper)
+
+	// The hardened tree: /etc/systemd/system copied into the upper layer
+	// as an opaque directory, so fix's atomic swap of the directory
+	// (renameat2 RENAME_EXCHANGE) works on overlayfs, then fix --harden.
+	hardUpper := t.TempDir()
+	probe(hardUpper)
+	sys := filepath.Join(hardUpper, "etc/systemd/system")
+	require.NoError(t, os.MkdirAll(filepath.Dir(sys), 0o755))
+	out, err := run(ctx, time.Minute, "cp", "-a", filepath.Join(root, "etc/systemd/system"), sys)
+	require.NoError(t, err, out)
+	require.NoError(t, unix.Setxattr(sys, "trusted.overlay.opaque", []byte("y"), 0))
+	hardened := overlayRoot(t, root, hardUpper)
+	var stdout, stderr bytes.Buffer
+	code := Run(ctx, []string{"fix", hardened, "--harden", "--fail-on", "critical"}, &stdout, &stderr)
+	require.Equal(t, ExitOK, code, "fix --harden: %s\n%s", stdout.String(), stderr.String())
+	t.Logf("fix --harden:\n%s", stdout.String())
+	phase("fix --harden wrote the drop-ins")
+
+	catalog, err := rules.LoadHardening()
+	require.NoError(t, err)
+	var services []string
+	entryOf := map[string]string{}
+	for _, h := range catalog {
+		for _, u := range h.Units {
+			if _, err := os.Stat(filepath.Join(hardened, "etc/systemd/system", u+".d", rules.DropInName)); err == nil {
+				services = append(services, u)
+				entryOf[u] = h.ID
+			}
+		}
+	}
+	sort.Strings(services)
+	require.GreaterOrEqual(t, len(services), 5, "fix --harden hardens at least five services of the Debian root")
+
+	// systemd-analyze scores every hardened service lower.
+	before, after := analyze(ctx, t, plain, services), analyze(ctx, t, hardened, services)
+	var sum float64
+	for _, s := range services {
+		b, err1 := strconv.ParseFloat(before[s], 64)
+		a, err2 := strconv.ParseFloat(after[s], 64)
+		require.NoError(t, err1, "systemd-analyze scores %s: %v", s, before)
+		require.NoError(t, err2, "systemd-analyze scores %s hardened: %v", s, after)
+		t.Logf("systemd-analyze security %-28s %s → %s (%s)", s, before[s], after[s], entryOf[s])
+		assert.Less(t, a, b, "%s is scored lower hardened", s)
+		sum += b - a
+	}
+	avg := sum / float64(len(services))
+	t.Logf("average reduction over %d services: %.2f", len(services), avg)
+	assert.GreaterOrEqual(t, avg, 2.0, "the hardened services are scored lower by at least 2.0 on average")
+	phase("systemd-analyze scored the services")
+
+	p := bootRoot(ctx, t, plain, "plain")
+	phase("plain boot: " + p.state)
+	h := bootRoot(ctx, t, hardened, "hardened")
+	phase("hardened boot: " + h.state)
+
+	// Every unit the plain boot ran runs hardened; nothing fails that did
+	// not; every hardened service reaches its plain state.
+	var lost []string
+	for u, s := range p.units {
+		if strings.HasPrefix(s, "active/") && !strings.HasPrefix(h.units[u], "active/") {
+			lost = append(lost, fmt.Sprintf("%s: %s → %s", u, s, h.units[u]))
+		}
+	}
+	sort.Strings(lost)
+	assert.Empty(t, lost, "units active in the plain boot and not in the hardened one")
+	var newlyFailed []string
+	for _, u := range h.failed {
+		if !slices.Contains(p.failed, u) {
+			newlyFailed = append(newlyFailed, u)
+		}
+	}
+	assert.Empty(t, newlyFailed, "units failed only in the hardened boot (plain failed: %v)", p.failed)
+	for _, s := range services {
+		t.Logf("%-28s plain %-20s hardened %s", s, p.units[s], h.units[s])
+		assert.Equal(t, p.units[s], h.units[s], "%s reaches the state it reached without hardening (entry %s)", s, entryOf[s])
+	}
+	for _, pr := range bootProbes {
+		// A probe that fails plain would prove nothing hardened: the
+		// container must give every service what it needs.
+		if assert.True(t, p.probes[pr.name], "probe %q passes in the plain boot", pr.name) {
+			assert.True(t, h.probes[pr.name], "probe %q passes hardened as it does plain", pr.name)
+		}
+	}
+	t.Logf("plain: %s, %d units, failed %v; hardened: %s, %d units, failed %v", p.state, len(p.units), p.failed, h.state, len(h.units), h.failed)
+}
