@@ -113,6 +113,17 @@ type Config struct {
 	// Also audit the build instance's running systemd and cgroups (crash
 	// loops, zombie memory cgroups), when the guest has them.
 	Live bool `mapstructure:"live"`
+	// Also sandbox the services the image keeps (needs `mode = "fix"`):
+	// write the hardening catalog's drop-ins, as `amilint fix --harden`
+	// does, under `/etc/systemd/system/UNIT.d/` for the catalog's services
+	// the image has and enables (cron, rsyslog, ssh, chrony,
+	// unattended-upgrades, containerd, docker), and print each one's
+	// exposure before and after, as systemd-analyze security scores it.
+	Harden bool `mapstructure:"harden"`
+	// Directories of your own hardening catalog entries (YAML), on the
+	// Packer host, over the shipped ones by id (`disabled: true` turns one
+	// off); implies `harden`.
+	HardenCatalogPaths []string `mapstructure:"harden_catalog_paths"`
 	// The amilint binary to upload, on the Packer host, built for the
 	// guest's OS and architecture. Defaults to this plugin's own binary,
 	// which is amilint for the Packer host's platform.
@@ -205,6 +216,14 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 			add("rules_paths: %q is not a directory on the Packer host", d)
 		}
 	}
+	for _, d := range c.HardenCatalogPaths {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			add("harden_catalog_paths: %q is not a directory on the Packer host", d)
+		}
+	}
+	if c.hardens() && c.Mode != ModeFix {
+		add("harden writes drop-ins into the image: it needs mode = \"fix\" (mode is %q)", c.Mode)
+	}
 	if c.PolicyTimeout < 0 {
 		add("policy_timeout %s: want a positive duration", c.PolicyTimeout)
 	}
@@ -239,7 +258,12 @@ type session struct {
 	engine []string
 	// flags are the policy inputs as uploaded.
 	flags []string
+	// hardenFlags are fix's --harden and --harden-catalog, as uploaded.
+	hardenFlags []string
 }
+
+// hardens reports whether the provisioner writes hardening drop-ins.
+func (c *Config) hardens() bool { return c.Harden || len(c.HardenCatalogPaths) > 0 }
 
 // Provision audits (and in fix mode fixes) the guest's image root.
 func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packersdk.Communicator, _ map[string]interface{}) error {
@@ -265,7 +289,7 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 		code = finding.ExitCode(rep.Findings, failOn)
 	}
 	s.show(rep)
-	if c.Mode == ModeFix && code == 1 {
+	if c.Mode == ModeFix && (code == 1 || c.hardens()) {
 		if err := s.fix(ctx); err != nil {
 			return err
 		}
@@ -336,6 +360,16 @@ func (s *session) upload(ctx context.Context) error {
 			return err
 		}
 		s.flags = append(s.flags, "--rules", dst)
+	}
+	for i, d := range c.HardenCatalogPaths {
+		dst := path.Join(s.dir, fmt.Sprintf("harden-catalog-%d", i))
+		if err := s.uploadDir(ctx, dst, d); err != nil {
+			return err
+		}
+		s.hardenFlags = append(s.hardenFlags, "--harden-catalog", dst)
+	}
+	if c.Harden && len(s.hardenFlags) == 0 {
+		s.hardenFlags = []string{"--harden"}
 	}
 	if c.Data != "" {
 		dst := path.Join(s.dir, "data"+filepath.Ext(c.Data))
@@ -486,7 +520,7 @@ func (s *session) scan(ctx context.Context) (*finding.Report, int, error) {
 }
 
 func (s *session) fix(ctx context.Context) error {
-	out, _, err := s.amilint(ctx, s.scanArgs("fix")...)
+	out, _, err := s.amilint(ctx, append(s.scanArgs("fix"), s.hardenFlags...)...)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ type FlatConfig struct {
 	ReportFormats       []string          `mapstructure:"report_formats" cty:"report_formats" hcl:"report_formats"`
 	ExecuteCommand      *string           `mapstructure:"execute_command" cty:"execute_command" hcl:"execute_command"`
 	Live                *bool             `mapstructure:"live" cty:"live" hcl:"live"`
+	Harden              *bool             `mapstructure:"harden" cty:"harden" hcl:"harden"`
+	HardenCatalogPaths  []string          `mapstructure:"harden_catalog_paths" cty:"harden_catalog_paths" hcl:"harden_catalog_paths"`
 	AmilintBinary       *string           `mapstructure:"amilint_binary" cty:"amilint_binary" hcl:"amilint_binary"`
 	RemoteFolder        *string           `mapstructure:"remote_folder" cty:"remote_folder" hcl:"remote_folder"`
 }
@@ -72,6 +74,8 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"report_formats":             &hcldec.AttrSpec{Name: "report_formats", Type: cty.List(cty.String), Required: false},
 		"execute_command":            &hcldec.AttrSpec{Name: "execute_command", Type: cty.String, Required: false},
 		"live":                       &hcldec.AttrSpec{Name: "live", Type: cty.Bool, Required: false},
+		"harden":                     &hcldec.AttrSpec{Name: "harden", Type: cty.Bool, Required: false},
+		"harden_catalog_paths":       &hcldec.AttrSpec{Name: "harden_catalog_paths", Type: cty.List(cty.String), Required: false},
 		"amilint_binary":             &hcldec.AttrSpec{Name: "amilint_binary", Type: cty.String, Required: false},
 		"remote_folder":              &hcldec.AttrSpec{Name: "remote_folder", Type: cty.String, Required: false},
 	}

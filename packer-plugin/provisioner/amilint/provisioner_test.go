@@ -310,3 +310,45 @@ func TestLiveAddsTheRunningHostsFindings(t *testing.T) {
 	assert.Contains(t, comm.commands[2], "--profile k8s-gpu-node --trait immutable", "the live audit applies the scan's policy flags")
 	assert.Equal(t, 1, strings.Count(err.Error(), "ecs.service (ecs-agent-unconfigured)"), "a finding both audits make counts once")
 }
+
+// TestHardenWritesDropInsEvenWithoutFindings: harden runs fix --harden
+// whatever the scan found, with the uploaded catalogs, and audits again.
+func TestHardenWritesDropInsEvenWithoutFindings(t *testing.T) {
+	comm := &recorder{answer: func(cmd string) (string, int) {
+		switch {
+		case strings.Contains(cmd, " fix "):
+			return "hardening 1 services (exposure as systemd-analyze security of systemd 252 scores it):\n  cron.service  9.6 UNSAFE → 5.2 MEDIUM  /etc/systemd/system/cron.service.d/50-amilint-hardening.conf\n", 0
+		case strings.Contains(cmd, " scan "):
+			return reportJSON(t), 0
+		}
+		return "", 0
+	}}
+	catalog := t.TempDir()
+	p := newProvisioner(t, map[string]interface{}{"mode": "fix", "harden_catalog_paths": []string{catalog}})
+	require.NoError(t, p.Provision(context.Background(), packersdk.TestUi(t), comm, nil))
+	assert.Equal(t, []string{"mkdir", "mkdir", "scan", "fix", "scan", "rm"}, comm.verbs())
+	fix := comm.commands[3]
+	assert.Contains(t, fix, "fix / --fail-on high")
+	assert.Regexp(t, `--harden-catalog '?/tmp/amilint-[^ ]+/harden-catalog-0'?`, fix)
+	assert.NotContains(t, comm.commands[2], "--harden", "the scan is not asked to harden")
+	assert.Contains(t, comm.dirs[0], "harden-catalog-0 <- "+catalog)
+
+	comm2 := &recorder{answer: func(cmd string) (string, int) {
+		if strings.Contains(cmd, " scan ") {
+			return reportJSON(t), 0
+		}
+		return "", 0
+	}}
+	p = newProvisioner(t, map[string]interface{}{"mode": "fix", "harden": true})
+	require.NoError(t, p.Provision(context.Background(), packersdk.TestUi(t), comm2, nil))
+	assert.Contains(t, comm2.commands[2], "fix / --fail-on high")
+	assert.Contains(t, comm2.commands[2], "--harden")
+}
+
+func TestHardenNeedsFixMode(t *testing.T) {
+	p := &Provisioner{}
+	err := p.Prepare(map[string]interface{}{"harden": true, "harden_catalog_paths": []string{"/nonexistent/catalog"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `harden writes drop-ins into the image: it needs mode = "fix" (mode is "audit")`)
+	assert.Contains(t, err.Error(), `harden_catalog_paths: "/nonexistent/catalog"`)
+}
