@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/fixtures/testenv"
 )
 
@@ -195,4 +196,124 @@ func BenchmarkCommands(b *testing.B) {
 	b.ReportMetric(float64(median(version.wall)-median(empty.wall))/1e6, "startup-ms-over-opa")
 	b.ReportMetric(float64(median(scan.wall)-median(version.wall))/1e6, "scan-ms-over-startup")
 	b.ReportMetric(float64(median(sysctl.wall))/float64(median(scan.wall)), "x-faster-than-systemctl")
+}
+
+// scaleRoot makes the dlami fixture with n generated services added: every
+// other one enabled through multi-user.target.wants, every tenth with a
+// drop-in.
+func scaleRoot(tb testing.TB, n int) string {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), fmt.Sprintf("root-%d", n))
+	require.NoError(tb, fixtures.Materialize("dlami", dir))
+	sys := filepath.Join(dir, "lib/systemd/system")
+	wants := filepath.Join(dir, "etc/systemd/system/multi-user.target.wants")
+	require.NoError(tb, os.MkdirAll(wants, 0o755))
+	for i := range n {
+		name := fmt.Sprintf("bench-%05d.service", i)
+		unit := fmt.Sprintf("[Unit]\nDescription=bench unit %d\nAfter=network.target\n\n[Service]\nExecStart=/usr/bin/true %d\nRestart=on-failure\n\n[Install]\nWantedBy=multi-user.target\n", i, i)
+		require.NoError(tb, os.WriteFile(filepath.Join(sys, name), []byte(unit), 0o644))
+		if i%2 == 0 {
+			require.NoError(tb, os.Symlink("/lib/systemd/system/"+name, filepath.Join(wants, name)))
+		}
+		if i%10 == 0 {
+			d := filepath.Join(sys, name+".d")
+			require.NoError(tb, os.MkdirAll(d, 0o755))
+			require.NoError(tb, os.WriteFile(filepath.Join(d, "override.conf"), []byte("[Service]\nRestartSec=5\n"), 0o644))
+		}
+	}
+	return dir
+}
+
+// BenchmarkScale prints how units and scan grow with the number of unit
+// files (250, 2,500 and 25,000 generated services over the dlami fixture;
+// AMILINT_BENCH_SCALE lists other sizes), against systemctl --root
+// list-unit-files on the same roots. Time per unit is net of start-up
+// (amilint version). systemctl is not run on a size where its growth from
+// the size before predicts more than AMILINT_BENCH_SYSTEMCTL_MAX seconds
+// (default 120); the table says so.
+func BenchmarkScale(b *testing.B) {
+	systemctl := testenv.Tool(b, "systemctl", "systemd")
+	sizes := []int{250, 2500, 25000}
+	if s := os.Getenv("AMILINT_BENCH_SCALE"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			require.NoError(b, err, "AMILINT_BENCH_SCALE")
+			sizes = append(sizes, n)
+		}
+	}
+	maxSys := 120.0
+	if v, err := strconv.ParseFloat(os.Getenv("AMILINT_BENCH_SYSTEMCTL_MAX"), 64); err == nil {
+		maxSys = v
+	}
+	dir := b.TempDir()
+	bin := buildBin(b, dir, "amilint", "./cmd/amilint")
+	runs := max(benchRuns(20)/4, 3)
+	type point struct {
+		n                    int
+		startup, units, scan *proc
+		sys                  *proc // nil: not run
+		why                  string
+	}
+	var pts []point
+	for b.Loop() {
+		pts = pts[:0]
+		var lastSys time.Duration
+		lastN := 0
+		for _, n := range sizes {
+			root := scaleRoot(b, n)
+			p := point{n: n,
+				startup: &proc{name: "version", argv: []string{bin, "version"}},
+				units:   &proc{name: "units", argv: []string{bin, "units", root, "-o", "tsv"}},
+				scan:    &proc{name: "scan", argv: []string{bin, "scan", root, "-o", "json"}, ok: []int{1}},
+			}
+			ps := []*proc{p.startup, p.units, p.scan}
+			// systemctl's time grows with the square of the units: skip it
+			// where the last size predicts more than maxSys seconds.
+			predict := time.Duration(0)
+			if lastN > 0 {
+				predict = time.Duration(float64(lastSys) * float64(n*n) / float64(lastN*lastN))
+			}
+			if predict.Seconds() <= maxSys {
+				p.sys = &proc{name: "systemctl", argv: []string{systemctl, "--root=" + root, "list-unit-files", "--no-legend", "--no-pager"},
+					every: runs, timeout: time.Duration(4*maxSys) * time.Second}
+				ps = append(ps, p.sys)
+			} else {
+				p.why = fmt.Sprintf("not run: %s at %d units predicts %.0f s", ms(lastSys), lastN, predict.Seconds())
+			}
+			interleave(b, runs, ps)
+			if p.sys != nil {
+				lastSys, lastN = median(p.sys.wall), n
+			}
+			pts = append(pts, p)
+			require.NoError(b, os.RemoveAll(root))
+		}
+	}
+	var w strings.Builder
+	fmt.Fprintf(&w, "\nscale: generated services over the dlami fixture, median of %d interleaved rounds; per unit = (command − start-up) / unit files\n\n", runs)
+	fmt.Fprintln(&w, "| unit files | amilint units | per unit | amilint scan | per unit | systemctl list-unit-files | per unit |")
+	fmt.Fprintln(&w, "|---|---|---|---|---|---|---|")
+	per := func(p *proc, startup *proc, n int) float64 {
+		return float64((median(p.wall) - median(startup.wall)).Nanoseconds()) / 1000 / float64(n)
+	}
+	var uMin, uMax, sMin, sMax float64
+	for i, p := range pts {
+		n := p.n + 21 // the fixture's own unit files
+		u, s := per(p.units, p.startup, n), per(p.scan, p.startup, n)
+		if i == 0 {
+			uMin, uMax, sMin, sMax = u, u, s, s
+		}
+		uMin, uMax, sMin, sMax = min(uMin, u), max(uMax, u), min(sMin, s), max(sMax, s)
+		sys := p.why
+		sysPer := "-"
+		if p.sys != nil {
+			sys = ms(median(p.sys.wall))
+			sysPer = fmt.Sprintf("%.0f µs", float64(median(p.sys.wall).Nanoseconds())/1000/float64(n))
+		}
+		fmt.Fprintf(&w, "| %d | %s | %.1f µs | %s | %.1f µs | %s | %s |\n", p.n, ms(median(p.units.wall)), u, ms(median(p.scan.wall)), s, sys, sysPer)
+	}
+	fmt.Fprintf(&w, "\ntime per unit, largest over smallest: units %.2f×, scan %.2f× (goal ≤ 2×)\n", uMax/uMin, sMax/sMin)
+	fmt.Print(w.String())
+	b.ReportMetric(uMax/uMin, "units-per-unit-spread")
+	b.ReportMetric(sMax/sMin, "scan-per-unit-spread")
 }
