@@ -59,7 +59,7 @@ lint: ## gofmt, go vet and staticcheck; fails on any finding
 
 bench: build ## benchmarks, with ratios against the peers measured in the same run
 	scripts/bench-units.sh $(BIN) .cache/debian-root 20
-	$(GO) test -run '^$$' -bench 'Commands|Scale' -benchtime 1x -timeout 60m ./internal/cli
+	$(GO) test -run '^$$' -bench 'Commands|Scale|AMI' -benchtime 1x -timeout 60m ./internal/cli
 	$(GO) test -run '^$$' -bench 'ListVsSystemctl' -benchtime 20x ./internal/systemd/install
 	$(GO) test -run '^$$' -bench 'BootDebian|EvaluateDLAMI|BuildDLAMI|PlanDlami' -benchtime 10x ./internal/systemd/boot ./internal/audit/policy ./internal/audit/facts ./internal/audit/fix
 	$(GO) test -run '^$$' -bench 'OpenImage|OpenFormats|^BenchmarkUnits$$' -benchtime 3x ./internal/cli

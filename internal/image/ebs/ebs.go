@@ -2,8 +2,9 @@
 // EBS direct APIs (ListSnapshotBlocks, GetSnapshotBlock), and resolves an AMI
 // to its root snapshot. It creates no volume, attaches nothing and writes
 // nothing: a snapshot is read-only data here. Only the blocks a reader asks
-// for are fetched, in parallel, verified against their SHA-256 checksums and
-// kept in a bounded cache.
+// for, and a few allocated blocks after each (read-ahead), are fetched, in
+// parallel, each once however many readers want it at the same time,
+// verified against their SHA-256 checksums and kept in a bounded cache.
 package ebs
 
 import (
@@ -14,12 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ebs"
-	"golang.org/x/sync/errgroup"
 )
 
 // API is the part of the EBS direct APIs client the reader uses;
@@ -35,8 +37,13 @@ var ErrCorrupt = errors.New("corrupt snapshot data")
 
 // Options tune a Snapshot.
 type Options struct {
-	// Parallel bounds concurrent GetSnapshotBlock calls (default 8).
+	// Parallel bounds concurrent GetSnapshotBlock calls (default 16).
 	Parallel int
+	// ReadAhead is how many allocated blocks after one read on demand are
+	// fetched with it, in the background (default 4; -1 for none): files
+	// and directories written together lie together, and each block saved
+	// is a round trip to the region saved.
+	ReadAhead int
 	// CacheBlocks bounds the blocks kept in memory (default 256, 128 MiB
 	// with 512 KiB blocks).
 	CacheBlocks int
@@ -55,11 +62,21 @@ type Snapshot struct {
 	tokens    map[int64]string
 	opt       Options
 
+	order   []int64 // allocated block indexes, ascending
 	fetched atomic.Int64
+	sem     chan struct{} // bounds concurrent fetches
 
-	mu    sync.Mutex
-	cache map[int64]*list.Element
-	lru   *list.List
+	mu       sync.Mutex
+	cache    map[int64]*list.Element
+	lru      *list.List
+	inflight map[int64]*pending
+}
+
+// pending is a fetch in progress that later readers of the block wait for.
+type pending struct {
+	done chan struct{}
+	data []byte
+	err  error
 }
 
 type cached struct {
@@ -70,13 +87,17 @@ type cached struct {
 // Open lists the blocks of snapshot id. ctx bounds every later read too.
 func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, error) {
 	if opt.Parallel <= 0 {
-		opt.Parallel = 8
+		opt.Parallel = 16
 	}
 	if opt.CacheBlocks <= 0 {
 		opt.CacheBlocks = 256
 	}
+	if opt.ReadAhead == 0 {
+		opt.ReadAhead = 4
+	}
 	s := &Snapshot{ctx: ctx, api: api, id: id, opt: opt, tokens: map[int64]string{},
-		cache: map[int64]*list.Element{}, lru: list.New()}
+		cache: map[int64]*list.Element{}, lru: list.New(), inflight: map[int64]*pending{},
+		sem: make(chan struct{}, opt.Parallel)}
 	var next *string
 	for page := 0; ; page++ {
 		if page > 1<<20 {
@@ -106,6 +127,7 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 			break
 		}
 	}
+	s.order = slices.Sorted(maps.Keys(s.tokens))
 	return s, nil
 }
 
@@ -159,34 +181,94 @@ func (s *Snapshot) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // blocks returns blocks first..last (nil for unallocated ones), fetching the
-// missing ones in parallel.
+// missing ones in parallel, and starts reading ahead past the last one
+// fetched.
 func (s *Snapshot) blocks(first, last int64) ([][]byte, error) {
 	out := make([][]byte, last-first+1)
-	g, ctx := errgroup.WithContext(s.ctx)
-	g.SetLimit(s.opt.Parallel)
+	waits := make([]*pending, len(out))
+	missed := int64(-1)
 	for i := first; i <= last; i++ {
-		tok, ok := s.tokens[i]
-		if !ok {
+		if _, ok := s.tokens[i]; !ok {
 			continue
 		}
-		if b := s.get(i); b != nil {
+		b, p, started := s.lookup(i)
+		if b != nil {
 			out[i-first] = b
 			continue
 		}
-		g.Go(func() error {
-			b, err := s.fetch(ctx, i, tok)
-			if err != nil {
-				return err
-			}
-			out[i-first] = b
-			s.put(i, b)
-			return nil
-		})
+		waits[i-first] = p
+		if started {
+			missed = i
+		}
 	}
-	if err := g.Wait(); err != nil {
+	if missed >= 0 && s.opt.ReadAhead > 0 {
+		s.readAhead(missed)
+	}
+	var errs []error
+	for i, p := range waits {
+		if p == nil {
+			continue
+		}
+		select {
+		case <-p.done:
+		case <-s.ctx.Done():
+			return nil, fmt.Errorf("read snapshot %s: %w", s.id, s.ctx.Err())
+		}
+		if p.err != nil {
+			errs = append(errs, p.err)
+		}
+		out[i] = p.data
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// lookup returns block i from the cache, or the fetch of it in progress,
+// starting one (started) when there is none.
+func (s *Snapshot) lookup(i int64) (data []byte, p *pending, started bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.cache[i]; ok {
+		s.lru.MoveToFront(e)
+		return e.Value.(*cached).data, nil, false
+	}
+	if p, ok := s.inflight[i]; ok {
+		return nil, p, false
+	}
+	p = &pending{done: make(chan struct{})}
+	s.inflight[i] = p
+	go s.run(i, p)
+	return nil, p, true
+}
+
+// run fetches block i for the readers waiting on p.
+func (s *Snapshot) run(i int64, p *pending) {
+	select {
+	case s.sem <- struct{}{}:
+		p.data, p.err = s.fetch(s.ctx, i, s.tokens[i])
+		<-s.sem
+	case <-s.ctx.Done():
+		p.err = fmt.Errorf("read snapshot %s block %d: %w", s.id, i, s.ctx.Err())
+	}
+	s.mu.Lock()
+	delete(s.inflight, i)
+	if p.err == nil {
+		s.putLocked(i, p.data)
+	}
+	s.mu.Unlock()
+	close(p.done)
+}
+
+// readAhead starts fetching the ReadAhead allocated blocks after block i
+// that are neither cached nor being fetched; nobody waits for them.
+func (s *Snapshot) readAhead(i int64) {
+	j, _ := slices.BinarySearch(s.order, i+1)
+	for n := 0; n < s.opt.ReadAhead && j < len(s.order); j++ {
+		s.lookup(s.order[j])
+		n++
+	}
 }
 
 func (s *Snapshot) fetch(ctx context.Context, i int64, tok string) ([]byte, error) {
@@ -220,19 +302,7 @@ func (s *Snapshot) fetch(ctx context.Context, i int64, tok string) ([]byte, erro
 	return buf, nil
 }
 
-func (s *Snapshot) get(i int64) []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.cache[i]; ok {
-		s.lru.MoveToFront(e)
-		return e.Value.(*cached).data
-	}
-	return nil
-}
-
-func (s *Snapshot) put(i int64, b []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Snapshot) putLocked(i int64, b []byte) {
 	if _, ok := s.cache[i]; ok {
 		return
 	}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,8 +60,9 @@ func TestSnapshotReadsWhatTheVolumeHolds(t *testing.T) {
 	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}}
 	client := start(t, srv)
 	var progress []int64
-	snap, err := ebs.Open(context.Background(), client, "snap-1", ebs.Options{Parallel: 4, CacheBlocks: 4,
-		Progress: func(f, _ int64) { progress = append(progress, f) }})
+	var mu sync.Mutex
+	snap, err := ebs.Open(context.Background(), client, "snap-1", ebs.Options{Parallel: 4, CacheBlocks: 4, ReadAhead: -1,
+		Progress: func(f, _ int64) { mu.Lock(); progress = append(progress, f); mu.Unlock() }})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1<<30), snap.Size())
 	assert.Equal(t, int64(10*ebstest.BlockSize), snap.Allocated(), "all-zero blocks are not listed")
@@ -89,7 +93,7 @@ func TestSnapshotReadsWhatTheVolumeHolds(t *testing.T) {
 func TestThrottlingIsRetried(t *testing.T) {
 	data := volume()
 	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}, ThrottleFirst: 2}
-	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{})
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{ReadAhead: -1})
 	require.NoError(t, err)
 	before := srv.Requests
 	buf := make([]byte, 3*ebstest.BlockSize)
@@ -143,4 +147,69 @@ func TestRootSnapshotOfAMI(t *testing.T) {
 	_, err = ebs.RootSnapshot(context.Background(), client, "ami-missing")
 	assert.Error(t, err)
 	assert.Zero(t, srv.BadSigned)
+}
+
+// TestConcurrentReadersFetchOnce: readers of one block at the same time
+// share one fetch.
+func TestConcurrentReadersFetchOnce(t *testing.T) {
+	data := volume()
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}, Latency: 20 * time.Millisecond}
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{ReadAhead: -1})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			buf := make([]byte, 100)
+			_, err := snap.ReadAt(buf, int64(ebstest.BlockSize+i*10))
+			assert.NoError(t, err)
+			assert.Equal(t, data[ebstest.BlockSize+i*10:ebstest.BlockSize+i*10+100], buf)
+		})
+	}
+	wg.Wait()
+	_, fetched, _ := srv.Counts()
+	assert.Equal(t, 1, fetched)
+}
+
+// TestReadAheadFetchesTheNextAllocatedBlocks: a read on demand brings the
+// next allocated blocks along, so reading them costs no request.
+func TestReadAheadFetchesTheNextAllocatedBlocks(t *testing.T) {
+	data := volume()
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}}
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{ReadAhead: 3})
+	require.NoError(t, err)
+	buf := make([]byte, 10)
+	_, err = snap.ReadAt(buf, 0)
+	require.NoError(t, err)
+	// Blocks 1, 3 and 4 follow block 0 (2 was never written).
+	require.Eventually(t, func() bool { _, f, _ := srv.Counts(); return f == 4 }, 10*time.Second, 5*time.Millisecond)
+	requests, _, _ := srv.Counts()
+	for _, blk := range []int{1, 3, 4} {
+		_, err := snap.ReadAt(buf, int64(blk*ebstest.BlockSize))
+		require.NoError(t, err)
+		assert.Equal(t, data[blk*ebstest.BlockSize:blk*ebstest.BlockSize+10], buf)
+	}
+	// Hits do not read ahead: only a miss does.
+	again, fetched, _ := srv.Counts()
+	assert.Equal(t, requests, again, "no request for blocks read ahead")
+	assert.Equal(t, 4, fetched)
+}
+
+// TestSparseFileSnapshot: a snapshot served from a sparse file lists only
+// the blocks that hold data.
+func TestSparseFileSnapshot(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "vol"))
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, f.Truncate(2<<30))
+	_, err = f.WriteAt([]byte("hello"), 1<<30+5)
+	require.NoError(t, err)
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {File: f, Size: 2 << 30}}}
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2<<30), snap.Size())
+	assert.Equal(t, int64(ebstest.BlockSize), snap.Allocated())
+	buf := make([]byte, 5)
+	_, err = snap.ReadAt(buf, 1<<30+5)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(buf))
 }

@@ -18,7 +18,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"golang.org/x/sys/unix"
 )
 
 // Test credentials the server accepts.
@@ -37,9 +40,34 @@ const (
 )
 
 // Snapshot is a volume image served as a snapshot: all-zero blocks are not
-// listed, as EBS omits blocks never written.
+// listed, as EBS omits blocks never written. The volume is Data, or File
+// of Size bytes (a sparse file of gigabytes, read only where it holds
+// data).
 type Snapshot struct {
 	Data []byte
+	File io.ReaderAt
+	Size int64
+}
+
+func (s Snapshot) size() int64 {
+	if s.File != nil {
+		return s.Size
+	}
+	return int64(len(s.Data))
+}
+
+// read copies the volume's bytes at off into p (zeros past its end).
+func (s Snapshot) read(p []byte, off int64) {
+	clear(p)
+	if off >= s.size() {
+		return
+	}
+	if s.File == nil {
+		copy(p, s.Data[off:])
+		return
+	}
+	n := min(int64(len(p)), s.Size-off)
+	s.File.ReadAt(p[:n], off)
 }
 
 // Image is an AMI whose root device is backed by a snapshot.
@@ -61,14 +89,28 @@ type Server struct {
 	FailBlocks map[int]bool
 	// CorruptBlocks are served with a wrong checksum.
 	CorruptBlocks map[int]bool
+	// Latency delays every response, as a region's round trip does.
+	Latency time.Duration
 
 	srv *httptest.Server
 
 	mu        sync.Mutex
 	attempts  map[string]int
+	allocated map[string][]int // snapshot -> its non-zero blocks, found once
+	inFlight  int
 	Requests  int
 	Fetched   int
 	BadSigned int
+	// MaxInFlight is the most GetSnapshotBlock calls served at once.
+	MaxInFlight int
+}
+
+// Counts returns the requests served, the blocks fetched and the most
+// block fetches served at once, read under the server's lock.
+func (s *Server) Counts() (requests, fetched, maxInFlight int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Requests, s.Fetched, s.MaxInFlight
 }
 
 // Start serves on 127.0.0.1 and returns the base URL. Close stops it.
@@ -97,6 +139,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.Requests++
 	s.mu.Unlock()
+	if s.Latency > 0 {
+		t := time.NewTimer(s.Latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	service := "ebs"
 	if r.Method == http.MethodPost && r.URL.Path == "/" {
 		service = "ec2"
@@ -162,26 +213,55 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, id string, snap Sn
 		BlockIndex int32
 		BlockToken string
 	}
-	var blocks []block
-	nblocks := (len(snap.Data) + BlockSize - 1) / BlockSize
-	i := start
-	for ; i < nblocks && len(blocks) < limit; i++ {
-		end := min((i+1)*BlockSize, len(snap.Data))
-		if nonZero(snap.Data[i*BlockSize : end]) {
-			blocks = append(blocks, block{int32(i), token(id, i)})
-		}
+	blocks := []block{}
+	alloc := s.allocatedBlocks(id, snap)
+	j, _ := slices.BinarySearch(alloc, start)
+	for ; j < len(alloc) && len(blocks) < limit; j++ {
+		blocks = append(blocks, block{int32(alloc[j]), token(id, alloc[j])})
 	}
 	out := map[string]any{
 		"Blocks":     blocks,
 		"BlockSize":  BlockSize,
-		"VolumeSize": (len(snap.Data) + (1 << 30) - 1) >> 30,
+		"VolumeSize": (snap.size() + (1 << 30) - 1) >> 30,
 		"ExpiryTime": float64(time.Now().Add(time.Hour).Unix()),
 	}
-	if i < nblocks {
-		out["NextToken"] = fmt.Sprintf("page-%d", i)
+	if j < len(alloc) {
+		out["NextToken"] = fmt.Sprintf("page-%d", alloc[j])
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)
+}
+
+// allocatedBlocks lists the blocks of snap that hold a non-zero byte,
+// once per snapshot: a sparse file is read only where it has data.
+func (s *Server) allocatedBlocks(id string, snap Snapshot) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.allocated[id]; ok {
+		return a
+	}
+	if s.allocated == nil {
+		s.allocated = map[string][]int{}
+	}
+	var out []int
+	buf := make([]byte, BlockSize)
+	nblocks := int((snap.size() + BlockSize - 1) / BlockSize)
+	for i := 0; i < nblocks; i++ {
+		if f, ok := snap.File.(*os.File); ok {
+			// Skip holes: the next data at or after this block.
+			next, err := unix.Seek(int(f.Fd()), int64(i)*BlockSize, unix.SEEK_DATA)
+			if err != nil || next >= snap.Size {
+				break
+			}
+			i = int(next / BlockSize)
+		}
+		snap.read(buf, int64(i)*BlockSize)
+		if nonZero(buf) {
+			out = append(out, i)
+		}
+	}
+	s.allocated[id] = out
+	return out
 }
 
 func (s *Server) block(w http.ResponseWriter, r *http.Request, id string, snap Snapshot, idx int) {
@@ -202,10 +282,17 @@ func (s *Server) block(w http.ResponseWriter, r *http.Request, id string, snap S
 		writeErr(w, http.StatusInternalServerError, "InternalServerException", "block unavailable")
 		return
 	}
+	s.mu.Lock()
+	s.inFlight++
+	s.MaxInFlight = max(s.MaxInFlight, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
 	data := make([]byte, BlockSize)
-	if idx*BlockSize < len(snap.Data) {
-		copy(data, snap.Data[idx*BlockSize:])
-	}
+	snap.read(data, int64(idx)*BlockSize)
 	sum := sha256.Sum256(data)
 	if s.CorruptBlocks[idx] {
 		sum[0] ^= 0xff
