@@ -249,6 +249,10 @@ func (o ModelOptions) Version(fsys *rootfs.FS) (version.Info, error) {
 
 // Model computes the inventory of an image.
 func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
+	// Enablement and the boot load walk the same directories and read the
+	// same unit files: ask the image once (a view already remembering is
+	// shared as it is, so a caller's facts reuse the answers too).
+	fsys = fsys.Memo()
 	sv, err := opts.Version(fsys)
 	if err != nil {
 		return nil, err
@@ -330,6 +334,7 @@ type Result struct {
 
 // Audit runs the whole pipeline over fsys, naming the target t.
 func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
+	fsys = fsys.Memo() // one view remembering for the model and the facts
 	inv, err := Model(fsys, a.cfg.Model)
 	if err != nil {
 		return nil, err

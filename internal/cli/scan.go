@@ -310,11 +310,12 @@ func runFacts(e *env, args []string) int {
 		return fail(e, "facts", err)
 	}
 	defer im.Close()
-	inv, err := audit.Model(im.FS, af.model.opts)
+	fsys := im.FS.Memo() // the model and the facts share what they read
+	inv, err := audit.Model(fsys, af.model.opts)
 	if err != nil {
 		return fail(e, "facts", err)
 	}
-	doc, err := aud.Facts(im.FS, inv)
+	doc, err := aud.Facts(fsys, inv)
 	if err != nil {
 		return fail(e, "facts", err)
 	}

@@ -44,7 +44,7 @@ func (r *resolver) regular(name string) (string, bool) {
 	if rd != "." {
 		leaf = rd + "/" + base
 	}
-	fi, err := r.fsys.Source().Lstat(leaf)
+	fi, err := r.fsys.Lstat(leaf)
 	if err != nil {
 		return "", false
 	}
@@ -54,7 +54,7 @@ func (r *resolver) regular(name string) (string, bool) {
 		if err != nil || res == rootfs.NullName {
 			return "", false
 		}
-		fi, err := r.fsys.Source().Lstat(res)
+		fi, err := r.fsys.Lstat(res)
 		if err != nil || !fi.Mode().IsRegular() {
 			return "", false
 		}
@@ -71,7 +71,7 @@ func (r *resolver) resolveDir(dir string) string {
 	if err != nil || res == rootfs.NullName {
 		return ""
 	}
-	fi, err := r.fsys.Source().Lstat(res)
+	fi, err := r.fsys.Lstat(res)
 	if err != nil || !fi.IsDir() {
 		return ""
 	}

@@ -71,6 +71,8 @@ type Source interface {
 // when its Source is.
 type FS struct {
 	src Source
+	// memo, when set, remembers every answer of src (see Memo).
+	memo *memo
 }
 
 // New returns the chroot view of src.
@@ -126,7 +128,7 @@ func (f *FS) resolve(op, name string, followLast bool) (string, error) {
 		}
 		cur := joinName(append(done, c))
 		last := len(todo) == 0
-		fi, err := f.src.Lstat(cur)
+		fi, err := f.lstat(cur)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				rest := append(append([]string{}, done...), c)
@@ -146,7 +148,7 @@ func (f *FS) resolve(op, name string, followLast bool) (string, error) {
 		if hops > MaxHops {
 			return "", &fs.PathError{Op: op, Path: name, Err: ErrTooManyLinks}
 		}
-		target, err := f.src.ReadLink(cur)
+		target, err := f.readLink(cur)
 		if err != nil {
 			return "", &fs.PathError{Op: op, Path: name, Err: err}
 		}
@@ -226,10 +228,7 @@ func (f *FS) ReadFile(name string) ([]byte, error) {
 	if r == NullName {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: ErrMasked}
 	}
-	if rf, ok := f.src.(fs.ReadFileFS); ok {
-		return rf.ReadFile(r)
-	}
-	return readFileBounded(f.src, r, name)
+	return f.readFile(r, name)
 }
 
 // readFileBounded reads the file src calls name whole, at most MaxReadFile
@@ -268,7 +267,7 @@ func (f *FS) ReadDir(name string) ([]fs.DirEntry, error) {
 	if r == NullName {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: ErrNotDir}
 	}
-	return f.src.ReadDir(r)
+	return f.readDir(r)
 }
 
 // Stat describes the file name denotes, following links.
@@ -280,7 +279,7 @@ func (f *FS) Stat(name string) (fs.FileInfo, error) {
 	if r == NullName {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: ErrMasked}
 	}
-	return f.src.Lstat(r)
+	return f.lstat(r)
 }
 
 // Lstat describes the entry name itself, following links only in its parents.
@@ -289,7 +288,7 @@ func (f *FS) Lstat(name string) (fs.FileInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return f.src.Lstat(r)
+	return f.lstat(r)
 }
 
 // ReadLink returns the target of the link name, exactly as stored (it may be
@@ -299,5 +298,5 @@ func (f *FS) ReadLink(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return f.src.ReadLink(r)
+	return f.readLink(r)
 }

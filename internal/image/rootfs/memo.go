@@ -1,0 +1,122 @@
+package rootfs
+
+import (
+	"io/fs"
+	"slices"
+	"sync"
+)
+
+// Memo returns a view of the same source that asks the source each
+// question once: the lstat of a name, a link's target, a directory's
+// listing and a file's contents are remembered, so the unit model, the
+// facts and the fix of one run, which walk the same unit directories and
+// resolve the same paths through the same links, never stat or read a
+// name twice. It is for one run over an image that does not change while
+// the view is in use (a writer makes a new view afterwards). Open, which
+// streams, is not remembered. Safe for concurrent use when the source is.
+func (f *FS) Memo() *FS {
+	if f.memo != nil {
+		return f
+	}
+	return &FS{src: f.src, memo: &memo{
+		lstats: map[string]memoStat{}, links: map[string]memoLink{},
+		dirs: map[string]memoDir{}, files: map[string]memoFile{},
+	}}
+}
+
+type memo struct {
+	mu     sync.Mutex
+	lstats map[string]memoStat
+	links  map[string]memoLink
+	dirs   map[string]memoDir
+	files  map[string]memoFile
+}
+
+type memoStat struct {
+	fi  fs.FileInfo
+	err error
+}
+
+type memoLink struct {
+	target string
+	err    error
+}
+
+type memoDir struct {
+	ents []fs.DirEntry
+	err  error
+}
+
+type memoFile struct {
+	data []byte
+	err  error
+}
+
+// remember returns m[name], computing it with get (outside the lock: a
+// slow source is not serialized) the first time.
+func remember[V any](mu *sync.Mutex, m map[string]V, name string, get func() V) V {
+	mu.Lock()
+	v, ok := m[name]
+	mu.Unlock()
+	if ok {
+		return v
+	}
+	v = get()
+	mu.Lock()
+	m[name] = v
+	mu.Unlock()
+	return v
+}
+
+func (f *FS) lstat(name string) (fs.FileInfo, error) {
+	if f.memo == nil {
+		return f.src.Lstat(name)
+	}
+	r := remember(&f.memo.mu, f.memo.lstats, name, func() memoStat {
+		fi, err := f.src.Lstat(name)
+		return memoStat{fi, err}
+	})
+	return r.fi, r.err
+}
+
+func (f *FS) readLink(name string) (string, error) {
+	if f.memo == nil {
+		return f.src.ReadLink(name)
+	}
+	r := remember(&f.memo.mu, f.memo.links, name, func() memoLink {
+		t, err := f.src.ReadLink(name)
+		return memoLink{t, err}
+	})
+	return r.target, r.err
+}
+
+// readDir lists the resolved directory name; the caller owns the slice.
+func (f *FS) readDir(name string) ([]fs.DirEntry, error) {
+	if f.memo == nil {
+		return f.src.ReadDir(name)
+	}
+	r := remember(&f.memo.mu, f.memo.dirs, name, func() memoDir {
+		ents, err := f.src.ReadDir(name)
+		return memoDir{ents, err}
+	})
+	return slices.Clone(r.ents), r.err
+}
+
+// readFile reads the resolved file name whole (errors say shown); the
+// caller owns the bytes.
+func (f *FS) readFile(name, shown string) ([]byte, error) {
+	read := func() ([]byte, error) {
+		if rf, ok := f.src.(fs.ReadFileFS); ok {
+			return rf.ReadFile(name)
+		}
+		return readFileBounded(f.src, name, shown)
+	}
+	if f.memo == nil {
+		return read()
+	}
+	r := remember(&f.memo.mu, f.memo.files, name, func() memoFile {
+		b, err := read()
+		return memoFile{b, err}
+	})
+	return slices.Clone(r.data), r.err
+}

@@ -1,0 +1,96 @@
+package rootfs_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+// counting counts the questions asked of a Source, by operation and name.
+type counting struct {
+	rootfs.Source
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counting) count(op, name string) {
+	c.mu.Lock()
+	c.n[op+" "+name]++
+	c.mu.Unlock()
+}
+
+func (c *counting) Lstat(name string) (fs.FileInfo, error) {
+	c.count("lstat", name)
+	return c.Source.Lstat(name)
+}
+
+func (c *counting) ReadLink(name string) (string, error) {
+	c.count("readlink", name)
+	return c.Source.ReadLink(name)
+}
+
+func (c *counting) ReadDir(name string) ([]fs.DirEntry, error) {
+	c.count("readdir", name)
+	return c.Source.ReadDir(name)
+}
+
+func (c *counting) Open(name string) (fs.File, error) {
+	c.count("open", name)
+	return c.Source.Open(name)
+}
+
+// TestMemoAsksOnce: a remembering view asks its source each question
+// once, answers as the plain view does, and hands out copies.
+func TestMemoAsksOnce(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "lib/systemd/system"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lib/systemd/system/a.service"), []byte("[Service]\n"), 0o644))
+	require.NoError(t, os.Symlink("/lib/systemd/system/a.service", filepath.Join(dir, "lib/systemd/system/b.service")))
+	require.NoError(t, os.Symlink("/dev/null", filepath.Join(dir, "lib/systemd/system/m.service")))
+	src, err := rootfs.OpenDir(dir)
+	require.NoError(t, err)
+	defer src.Close()
+	c := &counting{Source: src, n: map[string]int{}}
+	plain, memo := rootfs.New(src), rootfs.New(c).Memo()
+	assert.Same(t, memo, memo.Memo(), "a remembering view is shared as it is")
+	for range 3 {
+		for _, name := range []string{"lib/systemd/system/a.service", "lib/systemd/system/b.service", "lib/systemd/system/m.service", "lib/systemd/system/none.service"} {
+			want, werr := plain.ReadFile(name)
+			got, gerr := memo.ReadFile(name)
+			assert.Equal(t, want, got, name)
+			assert.Equal(t, werr == nil, gerr == nil, name)
+			wfi, werr := plain.Lstat(name)
+			gfi, gerr := memo.Lstat(name)
+			assert.Equal(t, werr == nil, gerr == nil, name)
+			if werr == nil {
+				assert.Equal(t, wfi.Mode(), gfi.Mode(), name)
+			}
+		}
+		want, err := plain.ReadDir("lib/systemd/system")
+		require.NoError(t, err)
+		got, err := memo.ReadDir("lib/systemd/system")
+		require.NoError(t, err)
+		require.Len(t, got, len(want))
+		got[0] = nil // the caller owns its copy
+		b, err := memo.ReadFile("lib/systemd/system/a.service")
+		require.NoError(t, err)
+		b[0] = 'X'
+	}
+	again, err := memo.ReadDir("lib/systemd/system")
+	require.NoError(t, err)
+	assert.NotNil(t, again[0])
+	b, err := memo.ReadFile("lib/systemd/system/b.service")
+	require.NoError(t, err)
+	assert.Equal(t, "[Service]\n", string(b))
+	for q, n := range c.n {
+		assert.Equal(t, 1, n, "%s asked %d times", q, n)
+	}
+	assert.NotZero(t, c.n["lstat lib/systemd/system/b.service"])
+}
