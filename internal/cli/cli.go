@@ -15,7 +15,7 @@ import (
 	"strings"
 )
 
-// Exit codes, as ../DESIGN.md fixes them.
+// Exit codes, the contract of the README's "Exit codes" table.
 const (
 	ExitOK       = 0 // nothing at or above --fail-on
 	ExitFindings = 1 // findings at or above --fail-on
