@@ -246,6 +246,9 @@ func (d *jsonDecoder) number() (*ast.Term, error) {
 			return nil, d.fail("invalid number")
 		}
 	}
+	if err := checkNumber(string(d.b[start:d.i])); err != nil {
+		return nil, fmt.Errorf("offset %d: %w", start, err)
+	}
 	return ast.NumberTerm(json.Number(d.b[start:d.i])), nil
 }
 

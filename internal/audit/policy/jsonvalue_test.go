@@ -3,6 +3,8 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -21,9 +23,20 @@ func checkDecode(t *testing.T, b []byte) {
 		}
 		return
 	}
+	if errors.Is(err, ErrNumberRange) {
+		return // refused on purpose: OPA would panic comparing it
+	}
 	if err != nil {
 		t.Fatalf("decodeJSON refused valid JSON %q: %v", b, err)
 	}
+	// Every number it accepts compares without a panic.
+	ast.Compare(got, ast.NumberTerm("0").Value)
+	ast.WalkTerms(got, func(x *ast.Term) bool {
+		if n, ok := x.Value.(ast.Number); ok {
+			ast.Compare(n, ast.Number("1"))
+		}
+		return false
+	})
 	want, err := ast.ValueFromReader(bytes.NewReader(b))
 	if err != nil {
 		t.Fatalf("ValueFromReader(%q): %v", b, err)
@@ -36,7 +49,7 @@ func checkDecode(t *testing.T, b []byte) {
 var jsonSeeds = []string{
 	`{}`, `[]`, `null`, `true`, `false`, `0`, `-0`, `1.5e-3`, `-12E+2`, `"x"`, `""`,
 	`{"a": [1, "2", null, true, {"b": {}}], "c": "d\"e\\f\u00e9\ud83d\ude00\n"}`,
-	`{"a": 1, "a": 2}`, ` [ 1 , 2 ] `, `"é"`, "\"\xff\"", `"\/"`,
+	`{"a": 1, "a": 2}`, ` [ 1 , 2 ] `, `1e2000000`, `[1e-2000000]`, `{"x": -1e309}`, `0e99999`, `1e308`, `"é"`, "\"\xff\"", `"\/"`,
 	`{"a"}`, `[1,]`, `01`, `1.`, `.5`, `-`, `tru`, `"\x"`, `"a` + "\n" + `"`, `[1] 2`, `{"a":1,}`, `nul`, `"`, `[`,
 }
 
@@ -53,6 +66,38 @@ func TestDecodeJSON(t *testing.T) {
 	// Deep nesting is refused, not a stack overflow.
 	_, err = decodeJSON(bytes.Repeat([]byte("["), maxJSONDepth+2))
 	assert.ErrorIs(t, err, errJSON)
+	// Numbers OPA cannot hold are refused, with where they are.
+	for _, s := range []string{`1e2000000`, `{"a": [0, 1e-2000000]}`, `-1e309`, `1` + strings.Repeat("0", 400)} {
+		_, err := decodeJSON([]byte(s))
+		assert.ErrorIs(t, err, ErrNumberRange, s)
+	}
+	for _, s := range []string{`0e99999`, `-0.0e-7`, `1e308`, `4.9e-324`, `123456789012345678901234567890`} {
+		_, err := decodeJSON([]byte(s))
+		assert.NoError(t, err, s)
+	}
+}
+
+// TestDataNumbersOutOfRange: a data file holding a number OPA cannot
+// hold is refused when it is read, naming the file and where the number
+// is, never a panic when a policy compares it.
+func TestDataNumbersOutOfRange(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"big.json":   `{"limits": {"x": [1, 1e2000000]}}`,
+		"small.json": `{"x": 1e-2000000}`,
+		// YAML: a JSON document is decoded as JSON (YAML's own
+		// out-of-range floats stay strings).
+		"json.yaml": `{"x": 1e2000000}`,
+	} {
+		f := write(t, dir, name, text)
+		_, err := Data(Config{DataFiles: []string{f}})
+		require.Error(t, err, name)
+		assert.ErrorIs(t, err, ErrNumberRange, name)
+		assert.Contains(t, err.Error(), "read data "+f, name)
+	}
+	f := write(t, dir, "big2.json", `{"limits": {"x": [1, 1e2000000]}}`)
+	_, err := Data(Config{DataFiles: []string{f}})
+	assert.ErrorContains(t, err, "at limits.x[1]: 1e2000000: number out of the range")
 }
 
 func FuzzDecodeJSON(f *testing.F) {

@@ -348,6 +348,9 @@ func Data(cfg Config) (map[string]any, error) {
 		if err := util.Unmarshal(b, &v); err != nil {
 			return nil, fmt.Errorf("read data %s: %w", f, err)
 		}
+		if err := CheckNumbers(v); err != nil {
+			return nil, fmt.Errorf("read data %s: %w", f, err)
+		}
 		obj, ok := v.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("read data %s: top level is not an object", f)
@@ -457,11 +460,15 @@ func inputValue(input any) (ast.Value, error) {
 			return nil, fmt.Errorf("evaluate policies: encode input: %w", err)
 		}
 	}
-	if v, err := decodeJSON(b); err == nil {
+	v, err := decodeJSON(b)
+	switch {
+	case err == nil:
 		return v, nil
+	case errors.Is(err, ErrNumberRange):
+		return nil, fmt.Errorf("evaluate policies: decode input: %w", err)
 	}
 	// Not the JSON the fast decoder takes: let OPA's decoder judge it.
-	v, err := ast.ValueFromReader(bytes.NewReader(b))
+	v, err = ast.ValueFromReader(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("evaluate policies: decode input: %w", err)
 	}
