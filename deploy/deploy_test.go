@@ -166,7 +166,13 @@ func TestDaemonSet(t *testing.T) {
 
 	require.NotEmpty(t, c.Args)
 	assert.Equal(t, "live", c.Args[0])
-	assert.True(t, slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--serve=") }))
+	// The exporter binds the pod's address, from the downward API, not
+	// every interface.
+	assert.Contains(t, c.Args, "--serve=$(POD_IP):9847")
+	require.Len(t, c.Env, 1)
+	assert.Equal(t, "POD_IP", c.Env[0].Name)
+	require.NotNil(t, c.Env[0].ValueFrom)
+	assert.Equal(t, "status.podIP", c.Env[0].ValueFrom.FieldRef.FieldPath)
 
 	// Liveness asks whether audits run, readiness also whether every
 	// collector works: both paths the exporter serves (internal/host/metrics),

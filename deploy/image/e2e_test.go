@@ -182,7 +182,20 @@ func TestE2EImage(t *testing.T) {
 	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
 		nnp = "setpriv --no-new-privs -- "
 	}
-	argv := append(slices.Clone(cf.Config.Entrypoint), c.Args...)
+	// The kubelet expands $(VAR) in args from the container's env. The
+	// emulated pod's network namespace has only a loopback, brought up
+	// below: its address is "", every address there, as $(POD_IP) is the
+	// pod's one address in a real pod.
+	args := slices.Clone(c.Args)
+	for i, a := range args {
+		for _, ev := range c.Env {
+			if ev.ValueFrom != nil && ev.ValueFrom.FieldRef != nil && ev.ValueFrom.FieldRef.FieldPath == "status.podIP" {
+				a = strings.ReplaceAll(a, "$("+ev.Name+")", "")
+			}
+		}
+		args[i] = a
+	}
+	argv := append(slices.Clone(cf.Config.Entrypoint), args...)
 	fmt.Fprintf(&script, "exec %sunshare --root=\"$R\" --wd=%s --setgid=%d --setuid=%d --", nnp, quote(cf.Config.WorkingDir), gid, uid)
 	for _, a := range argv {
 		script.WriteString(" " + quote(a))

@@ -82,7 +82,7 @@ func (l *liveFlags) host(e *env, cfg audit.Config) (*live.Host, string, error) {
 }
 
 // runLive audits the running host: `amilint live [-o FORMAT]
-// [--serve ADDR] [--npd] [--sample DURATION] …`, through the same facts,
+// [--serve ADDR [--web.config.file FILE]] [--npd] [--sample DURATION] …`, through the same facts,
 // rules and policies as a scan, with the live rules on top.
 func runLive(e *env, args []string) int {
 	fs := newFlags(e, "live")
@@ -92,6 +92,8 @@ func runLive(e *env, args []string) int {
 	serve := fs.String("serve", "", "serve Prometheus metrics and /healthz on `ADDR` (e.g. :9847) until stopped")
 	npdMode := fs.Bool("npd", false, "node-problem-detector custom plugin mode: one line, exit 0 OK, 1 problem, 2 unknown")
 	interval := fs.Duration("interval", metrics.DefaultInterval, "with --serve, time between two audits")
+	webConfig := fs.String("web.config.file", "", "with --serve, a Prometheus exporter-toolkit web configuration `FILE`: TLS and basic auth")
+	maxConns := fs.Int("web.max-connections", metrics.DefaultMaxConnections, "with --serve, connections served at once; more wait until slow or idle ones are cut")
 	failOn := fs.String("fail-on", "high", "exit 1 when a finding is at or above this severity")
 	if _, err := parse(fs, args); errors.Is(err, flag.ErrHelp) {
 		return usageOf(e, fs, "amilint live [-o FORMAT] [--fail-on SEVERITY] [--serve ADDR] [--npd] [--sample DURATION] [--collect LIST] [--bus ADDR] [--root DIR] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
@@ -116,7 +118,10 @@ func runLive(e *env, args []string) int {
 	defer host.Close()
 
 	if *serve != "" {
-		ln, err := net.Listen("tcp", *serve)
+		if err := metrics.CheckWebConfig(*webConfig); err != nil {
+			return fail(e, "live", err)
+		}
+		ln, err := net.Listen("tcp", listenAddr(*serve))
 		if err != nil {
 			return fail(e, "live", fmt.Errorf("listen %s: %w", *serve, err))
 		}
@@ -128,7 +133,8 @@ func runLive(e *env, args []string) int {
 			}
 			return doc.Live, fs, err
 		}
-		if err := metrics.New(audit, *interval, e.log).Serve(e.ctx, ln); err != nil {
+		opts := metrics.ServeOptions{WebConfigFile: *webConfig, MaxConnections: *maxConns}
+		if err := metrics.New(audit, *interval, e.log).Serve(e.ctx, ln, opts); err != nil {
 			return fail(e, "live", err)
 		}
 		return ExitOK
@@ -264,6 +270,24 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// listenAddr makes an address with a bare IPv6 host ("fd00::12:9847",
+// what "$(POD_IP):9847" gives in a Kubernetes manifest on an IPv6 pod)
+// the bracketed form net.Listen takes; any other address is returned as
+// is.
+func listenAddr(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return addr
+	}
+	if ip := net.ParseIP(addr[:i]); ip != nil && ip.To4() == nil {
+		return net.JoinHostPort(addr[:i], addr[i+1:])
+	}
+	return addr
 }
 
 // errNoHost marks a --root that does not exist.

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,4 +106,100 @@ findings contains f if {
 	code, _, stderr = runCLI(t, "scan", "--policy-capabilities", filepath.Join(t.TempDir(), "none.json"))
 	assert.Equal(t, ExitError, code)
 	assert.Contains(t, stderr, "read policy capabilities")
+}
+
+// TestHugeNumbersExitTwo: numbers OPA cannot hold are refused where they
+// are decoded, with one line and exit 2, never a panic: in a data file
+// compared by a policy, and in a report given to `report`.
+func TestHugeNumbersExitTwo(t *testing.T) {
+	dir := policyDir(t, "num.rego", `package amilint.rules.num
+
+findings contains f if {
+	data.user.x > 1
+	f := {"rule_id": "num", "severity": "low", "message": "big"}
+}
+`)
+	for _, n := range []string{"1e2000000", "1e-2000000"} {
+		data := filepath.Join(t.TempDir(), "data.json")
+		require.NoError(t, os.WriteFile(data, []byte(`{"x": `+n+`}`), 0o644))
+		code, _, stderr := runCLI(t, "scan", "--data", data, "--policy", dir)
+		assert.Equal(t, ExitError, code, stderr)
+		assert.Equal(t, "amilint scan: read data "+data+": at x: "+n+": number out of the range policies can hold (a float64: ±1.8e308, non-zero magnitudes from 4.9e-324)\n", stderr)
+	}
+	code, out, _ := runCLI(t, "scan", "-o", "json")
+	require.Equal(t, ExitFindings, code)
+	i := strings.Index(out, `"findings": [`)
+	require.Positive(t, i)
+	rep := filepath.Join(t.TempDir(), "report.json")
+	require.NoError(t, os.WriteFile(rep, []byte(strings.Replace(out, `"findings": [`, `"findings": [{"rule_id": "x", "severity": "low", "message": "m", "evidence": {"n": 1e2000000}},`, 1)), 0o644))
+	code, _, stderr := runCLI(t, "report", rep)
+	assert.Equal(t, ExitError, code)
+	assert.Equal(t, 1, strings.Count(stderr, "\n"), stderr)
+	assert.Contains(t, stderr, "1e2000000")
+}
+
+// TestLiveServePolicyTimeout: under `live --serve`, a policy that never
+// ends makes each audit fail within its budget, counted in the metrics,
+// while the exporter keeps answering; a broken web configuration is
+// refused at start.
+func TestLiveServePolicyTimeout(t *testing.T) {
+	dir := policyDir(t, "forever.rego", foreverPolicy)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"live", "--serve", "127.0.0.1:0", "--collect", "cgroup", "--sample", "10ms",
+			"--interval", "200ms", "--policy", dir, "--policy-timeout", "200ms"}, &stdout, &stderr)
+	}()
+	addr := regexp.MustCompile(`on (127\.0\.0\.1:\d+)`)
+	var base string
+	require.Eventually(t, func() bool {
+		m := addr.FindStringSubmatch(stderr.String())
+		if m != nil {
+			base = "http://" + m[1]
+		}
+		return m != nil
+	}, 30*time.Second, 20*time.Millisecond)
+	client := &http.Client{Timeout: 5 * time.Second}
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := client.Get(base + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, `amilint_audit_failures_total{reason="policy_timeout"} 2`)
+	}, 30*time.Second, 50*time.Millisecond, "two audits ran out of time: %s", body)
+	assert.Contains(t, body, "amilint_audit_success 0")
+	resp, err := client.Get(base + "/readyz")
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Contains(t, string(b), "package amilint.rules.forever ("+filepath.Join(dir, "forever.rego")+") ran out of time")
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, ExitOK, code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("amilint live --serve did not stop with its context")
+	}
+
+	bad := filepath.Join(t.TempDir(), "web.yml")
+	require.NoError(t, os.WriteFile(bad, []byte("tls_server_config:\n  cert_file: /nonexistent.pem\n  key_file: /nonexistent.key\n"), 0o600))
+	code, _, errOut := runCLI(t, "live", "--serve", "127.0.0.1:0", "--web.config.file", bad, "--collect", "cgroup")
+	assert.Equal(t, ExitError, code)
+	assert.Contains(t, errOut, "web config "+bad)
+}
+
+func TestListenAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		":9847": ":9847", "10.0.0.7:9847": "10.0.0.7:9847", "fd00::12:9847": "[fd00::12]:9847",
+		"[fd00::12]:9847": "[fd00::12]:9847", "localhost:9847": "localhost:9847", "junk": "junk",
+	} {
+		assert.Equal(t, want, listenAddr(in), in)
+	}
 }

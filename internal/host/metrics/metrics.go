@@ -1,6 +1,8 @@
 // Package metrics owns amilint's Prometheus exporter: the metrics of the
 // live audit (zombie memcgs, unit restarts and crash loops, per-core busy
-// ratios, findings) served on /metrics, and /healthz.
+// ratios, findings) served on /metrics, and /healthz, over an HTTP server
+// hardened as exporters are (timeouts on every connection, a connection
+// cap, TLS and basic auth from an exporter-toolkit web configuration).
 //
 // Audits run in the background at a fixed interval and scrapes read the
 // latest result, so a scrape costs a few microseconds and the host pays
@@ -15,16 +17,21 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/amilint/amilint/internal/audit/finding"
-	"github.com/amilint/amilint/internal/host/live"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/net/netutil"
+
+	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/policy"
+	"github.com/amilint/amilint/internal/host/live"
 )
 
 // AuditFunc runs one live audit.
@@ -42,7 +49,17 @@ type Exporter struct {
 	err      error
 	took     time.Duration
 	at       time.Time
+	// okAt is when the audit whose facts are served ended; before at
+	// when the last audit failed and its predecessor's result is served.
+	okAt     time.Time
+	failures map[string]float64 // by reason
 }
+
+// Failure reasons of amilint_audit_failures_total.
+const (
+	ReasonPolicyTimeout = "policy_timeout"
+	ReasonError         = "error"
+)
 
 // DefaultInterval is the time between two audits: Prometheus' usual
 // scrape interval.
@@ -60,7 +77,9 @@ func New(audit AuditFunc, interval time.Duration, log *slog.Logger) *Exporter {
 	return &Exporter{audit: audit, interval: interval, log: log}
 }
 
-// Refresh runs one audit now and caches its result.
+// Refresh runs one audit now and caches its result. An audit that
+// produces no facts (a policy out of time, an error) is counted as failed
+// and the last good result stays served, marked stale.
 func (e *Exporter) Refresh(ctx context.Context) {
 	start := time.Now()
 	facts, fs, err := e.audit(ctx)
@@ -70,10 +89,23 @@ func (e *Exporter) Refresh(ctx context.Context) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if facts != nil {
-		e.facts, e.findings = facts, fs
-	}
 	e.err, e.took, e.at = err, took, time.Now()
+	if facts != nil {
+		e.facts, e.findings, e.okAt = facts, fs, e.at
+		return
+	}
+	reason := ReasonError
+	if errors.Is(err, policy.ErrTimeout) {
+		reason = ReasonPolicyTimeout
+		// A policy stopped by its budget may have grown the heap by
+		// hundreds of megabytes: hand it back to the node now, not when
+		// the scavenger gets to it.
+		defer debug.FreeOSMemory()
+	}
+	if e.failures == nil {
+		e.failures = map[string]float64{}
+	}
+	e.failures[reason]++
 }
 
 // Run audits every interval until ctx is done.
@@ -104,12 +136,16 @@ var (
 	descDuration  = prometheus.NewDesc("amilint_scrape_duration_seconds", "Wall time of the last live audit, its sample included.", nil, nil)
 	descLast      = prometheus.NewDesc("amilint_last_audit_timestamp_seconds", "When the last live audit ended, in Unix time.", nil, nil)
 	descCollector = prometheus.NewDesc("amilint_collector_up", "Whether a collector of the last audit succeeded (1) or failed (0).", []string{"collector"}, nil)
+	descSuccess   = prometheus.NewDesc("amilint_audit_success", "Whether the last live audit produced a result (1) or failed (0), a policy out of time for instance.", nil, nil)
+	descStale     = prometheus.NewDesc("amilint_audit_stale", "Whether the live metrics served are those of an earlier audit (1) because the last one failed.", nil, nil)
+	descLastOK    = prometheus.NewDesc("amilint_last_success_timestamp_seconds", "When the audit whose metrics are served ended, in Unix time.", nil, nil)
+	descFailures  = prometheus.NewDesc("amilint_audit_failures_total", "Live audits that produced no result, by reason (policy_timeout, error).", []string{"reason"}, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descZombies, descTracked, descPresent, descSuspect, descDying, descRestarts, descLooping,
-		descBusy, descNICCore, descFindings, descDuration, descLast, descCollector} {
+		descBusy, descNICCore, descFindings, descDuration, descLast, descCollector, descSuccess, descStale, descLastOK, descFailures} {
 		ch <- d
 	}
 }
@@ -126,10 +162,22 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descDuration, e.took.Seconds())
 	gauge(descLast, float64(e.at.UnixNano())/1e9)
+	ok, stale := 0.0, 0.0
+	if e.okAt.Equal(e.at) {
+		ok = 1
+	} else if e.facts != nil {
+		stale = 1
+	}
+	gauge(descSuccess, ok)
+	gauge(descStale, stale)
+	for _, r := range []string{ReasonPolicyTimeout, ReasonError} {
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, e.failures[r], r)
+	}
 	f := e.facts
 	if f == nil {
 		return
 	}
+	gauge(descLastOK, float64(e.okAt.UnixNano())/1e9)
 	for _, c := range f.Collectors {
 		up := 1.0
 		if _, failed := f.Errors[c]; failed {
@@ -206,16 +254,20 @@ func (e *Exporter) Healthy() error {
 	return nil
 }
 
-// Ready says whether the exporter is healthy and every collector of the
-// last audit ran: a pod whose systemd or cgroup collector fails (a missing
-// mount or bus socket) is alive, since restarting it fixes nothing, but
-// not ready.
+// Ready says whether the exporter is healthy, the last audit produced a
+// result and every collector of it ran: a pod whose systemd or cgroup
+// collector fails (a missing mount or bus socket), or whose policies run
+// out of time, is alive, since restarting it fixes nothing, but not
+// ready.
 func (e *Exporter) Ready() error {
 	if err := e.Healthy(); err != nil {
 		return err
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
+	if !e.okAt.Equal(e.at) {
+		return fmt.Errorf("last audit failed: %w; serving the result of the audit of %s (stale)", e.err, e.okAt.UTC().Format(time.RFC3339))
+	}
 	var down []string
 	for _, c := range e.facts.Collectors {
 		if msg, failed := e.facts.Errors[c]; failed {
@@ -253,16 +305,66 @@ func (e *Exporter) Handler() http.Handler {
 	return mux
 }
 
+// Server limits: every connection is cut when it trickles its headers
+// (ReadHeaderTimeout, which also bounds a TLS handshake), its body
+// (ReadTimeout), reads its response slowly (WriteTimeout) or idles
+// between requests (IdleTimeout); past DefaultMaxConnections, new
+// connections wait in the kernel's backlog until one of those frees a
+// slot. A scrape is a few kilobytes: none of these bites a real client.
+const (
+	ReadHeaderTimeout     = 5 * time.Second
+	ReadTimeout           = 10 * time.Second
+	WriteTimeout          = 20 * time.Second
+	IdleTimeout           = 30 * time.Second
+	MaxHeaderBytes        = 16 << 10
+	DefaultMaxConnections = 256
+)
+
+// ServeOptions configure the HTTP server.
+type ServeOptions struct {
+	// WebConfigFile is a Prometheus exporter-toolkit web configuration
+	// (--web.config.file): TLS and basic auth; "" serves plain HTTP.
+	WebConfigFile string
+	// MaxConnections caps the connections served at once (0:
+	// DefaultMaxConnections).
+	MaxConnections int
+}
+
+// CheckWebConfig validates a web configuration file (its users' bcrypt
+// hashes, certificates and keys), so a bad one fails at start.
+func CheckWebConfig(file string) error {
+	if err := web.Validate(file); err != nil {
+		return fmt.Errorf("web config %s: %w", file, err)
+	}
+	return nil
+}
+
 // Serve audits in the background and serves the handler on ln until ctx
 // is done, then shuts the server down.
-func (e *Exporter) Serve(ctx context.Context, ln net.Listener) error {
+func (e *Exporter) Serve(ctx context.Context, ln net.Listener, o ServeOptions) error {
+	if err := CheckWebConfig(o.WebConfigFile); err != nil {
+		return err
+	}
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := &http.Server{Handler: e.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{
+		Handler:           e.Handler(),
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { e.Run(ctx) })
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	noSocket := false
+	flags := &web.FlagConfig{WebListenAddresses: &[]string{ln.Addr().String()}, WebSystemdSocket: &noSocket, WebConfigFile: &o.WebConfigFile}
+	go func() { errc <- web.Serve(netutil.LimitListener(ln, o.MaxConnections), srv, flags, e.log) }()
 	var err error
 	select {
 	case <-ctx.Done():

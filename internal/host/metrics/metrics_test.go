@@ -36,7 +36,7 @@ func serve(t *testing.T, e *metrics.Exporter) string {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	done := make(chan error, 1)
-	go func() { done <- e.Serve(ctx, ln) }()
+	go func() { done <- e.Serve(ctx, ln, metrics.ServeOptions{}) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
