@@ -68,11 +68,14 @@ bench: build ## benchmarks, with ratios against the peers measured in the same r
 	scripts/bench-security.sh $(BIN) .cache/debian-root 20
 	$(GO) test -run '^$$' -bench 'SecurityVsUnits' -benchtime 10x ./internal/systemd/security
 
-fuzz: ## run every fuzz target for FUZZTIME each
-	@for pkg in $$($(GO) list $(PKGS)); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg || exit 1; \
-	  done; done
+fuzz: ## run every fuzz target (the Packer plugin's too) for FUZZTIME each; prints each target's executions
+	@n=0; for mod in . packer-plugin; do \
+	  for pkg in $$(cd $$mod && GOFLAGS=-mod=mod $(GO) list ./...); do \
+	    for f in $$(cd $$mod && GOFLAGS=-mod=mod $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	      out=$$(cd $$mod && GOFLAGS=-mod=mod $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg 2>&1) || { echo "$$out"; echo "FAIL $$pkg $$f"; exit 1; }; \
+	      execs=$$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2); n=$$((n+1)); \
+	      printf '%-58s %-26s %10s execs\n' $$pkg $$f "$$execs"; \
+	    done; done; done; echo "$$n fuzz targets, each clean for $(FUZZTIME)"
 
 debian-root: ## build the cached Debian 12 root (.cache/debian-root, systemd 252) the systemd oracle tests use; needs root, ~6 min
 	fixtures/debian/build.sh .cache/debian-root bookworm

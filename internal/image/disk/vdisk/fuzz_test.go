@@ -2,6 +2,7 @@ package vdisk_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"os"
 	"path/filepath"
@@ -90,10 +91,58 @@ func FuzzVHD(f *testing.F) {
 	fuzzDisk(f, func(r io.ReaderAt, size int64) (vdisk.Disk, error) { return vdisk.OpenVHD(r, size, zeroDisk{}) })
 }
 
+// FuzzVHDX fuzzes VHDX images too big to be seeds (a VHDX file is
+// megabytes however small its disk): a plain and a differencing one are
+// built once per process, and the fuzzed input is which one, how much of
+// its end to cut and which bytes to change (offset and value pairs, most
+// in the headers, region tables, log and metadata at the start).
 func FuzzVHDX(f *testing.F) {
-	seeds(f, []string{"vhdx", "-o", "block_size=1M"})
-	diffSeed(f, "vhdx")
-	fuzzDisk(f, func(r io.ReaderAt, size int64) (vdisk.Disk, error) { return vdisk.OpenVHDX(r, size, zeroDisk{}) })
+	raw := filepath.Join(f.TempDir(), "seed.raw")
+	b := make([]byte, 128<<10)
+	for i := 0; i < len(b); i += 4096 {
+		copy(b[i:], "amilint seed block")
+	}
+	require.NoError(f, os.WriteFile(raw, b, 0o644))
+	var images [][]byte
+	img, err := os.ReadFile(disktest.Convert(f, raw, "vhdx", "-o", "block_size=1M"))
+	require.NoError(f, err)
+	images = append(images, img)
+	dir := f.TempDir()
+	final, parent := filepath.Join(dir, "final.raw"), filepath.Join(dir, "parent.raw")
+	require.NoError(f, os.WriteFile(final, b, 0o644))
+	require.NoError(f, os.WriteFile(parent, make([]byte, len(b)), 0o644))
+	child, _ := disktest.Differencing(f, "vhdx", parent, final, disktest.DiffOptions{VHDBlockSize: 4096})
+	img, err = os.ReadFile(child)
+	require.NoError(f, err)
+	images = append(images, img)
+	for i := range images {
+		f.Add(uint8(i), uint32(0), []byte{})
+		f.Add(uint8(i), uint32(0), []byte{0x00, 0x00, 0x01, 0x00, 0x55}) // the first header
+		f.Add(uint8(i), uint32(256), []byte{0x10, 0x00, 0x03, 0x00, 0x01, 0x00, 0x00, 0x10, 0x00, 0xff})
+		f.Add(uint8(i), uint32(len(images[i])/3), []byte{})
+	}
+	f.Fuzz(func(t *testing.T, which uint8, cut uint32, patch []byte) {
+		base := images[int(which)%len(images)]
+		size := int64(len(base)) - int64(cut)%int64(len(base))
+		data := bytes.Clone(base[:size])
+		for i := 0; i+5 <= len(patch) && i < 5*64; i += 5 {
+			off := int64(binary.LittleEndian.Uint32(patch[i:]))
+			if off&1 == 0 {
+				off %= min(size, 4<<20) // headers, log, metadata
+			} else {
+				off %= size
+			}
+			data[off] = patch[i+4]
+		}
+		d, err := vdisk.OpenVHDX(bytes.NewReader(data), size, zeroDisk{})
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 4096)
+		for i := range int64(32) {
+			_, _ = d.ReadAt(buf, d.Size()/32*i)
+		}
+	})
 }
 
 // zeroDisk is a parent of any size that reads as zeros, so fuzzing reaches
