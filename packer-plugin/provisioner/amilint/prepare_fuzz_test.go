@@ -1,0 +1,61 @@
+package amilint
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/amilint/amilint/internal/audit/finding"
+)
+
+// FuzzPrepare decodes arbitrary provisioner configurations, as Packer
+// hands them over from a template: Prepare accepts or lists problems,
+// never panics, and a configuration it accepts is one the provisioner
+// can run (a known mode and severity, absolute guest paths, known report
+// formats, a command with its placeholders, a non-negative budget).
+func FuzzPrepare(f *testing.F) {
+	f.Add("fix", "high", "/mnt/image", "json,sarif", "immutable", "sudo {{.Vars}} {{.Path}} {{.Args}}", "30s", "/tmp", "")
+	f.Add("warn", "critical", "/", "", "", "", "0s", "/var/tmp", "k8s-gpu-node")
+	f.Add("nuke", "severe", "relative", "pdf", "Not A Slug", "sudo amilint", "-1s", "tmp", "")
+	f.Add("audit", "", "", "junit", "gpu,immutable", "{{.Path}} {{.Args}} {{", "1h", "", "{{.Path}}")
+	bin := filepath.Join(f.TempDir(), "plugin")
+	f.Fuzz(func(t *testing.T, mode, failOn, root, formats, traits, command, timeout, remote, profile string) {
+		raw := map[string]interface{}{
+			"mode": mode, "fail_on": failOn, "root": root, "execute_command": command,
+			"policy_timeout": timeout, "remote_folder": remote, "profile": profile,
+		}
+		if formats != "" {
+			raw["report_formats"] = strings.Split(formats, ",")
+			raw["report_path"] = filepath.Join(t.TempDir(), "reports")
+		}
+		if traits != "" {
+			raw["traits"] = strings.Split(traits, ",")
+		}
+		p := &Provisioner{executable: func() (string, error) { return bin, nil }}
+		if err := p.Prepare(raw); err != nil {
+			return
+		}
+		c := p.config
+		if !slices.Contains([]string{ModeAudit, ModeFix, ModeWarn}, c.Mode) {
+			t.Fatalf("accepted mode %q", c.Mode)
+		}
+		if _, err := finding.ParseSeverity(c.FailOn); err != nil {
+			t.Fatalf("accepted fail_on %q", c.FailOn)
+		}
+		if !strings.HasPrefix(c.Root, "/") || !strings.HasPrefix(c.RemoteFolder, "/") {
+			t.Fatalf("accepted relative guest paths %q, %q", c.Root, c.RemoteFolder)
+		}
+		for _, fm := range c.ReportFormats {
+			if !slices.Contains(reportFormats, fm) {
+				t.Fatalf("accepted report format %q", fm)
+			}
+		}
+		if !strings.Contains(c.ExecuteCommand, "{{.Path}}") || !strings.Contains(c.ExecuteCommand, "{{.Args}}") {
+			t.Fatalf("accepted execute_command %q", c.ExecuteCommand)
+		}
+		if c.PolicyTimeout < 0 {
+			t.Fatalf("accepted policy_timeout %s", c.PolicyTimeout)
+		}
+	})
+}
