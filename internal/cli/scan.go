@@ -207,10 +207,38 @@ func openSpec(e *env, spec string, d diskFlags) (*target.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkImageRoot(e, im); err != nil {
+		im.Close()
+		return nil, err
+	}
 	for _, w := range im.Warnings {
 		fmt.Fprintf(e.stderr, "amilint: warning: %s: %s\n", im.Name, w)
 	}
 	return im, nil
+}
+
+// errNotImageRoot reports a target with neither /etc nor a unit directory:
+// the wrong directory (an image's parent, a home directory), whose units
+// and facts would otherwise be an empty list and exit 0.
+var errNotImageRoot = errors.New("not an image root: no /etc and no unit directory (/etc/systemd/system, /usr/lib/systemd/system, /lib/systemd/system); give the directory that holds the image's etc/ and usr/")
+
+// checkImageRoot refuses a target that is no image root at all, and warns
+// about one without /etc (a /usr-only image, or a half-unpacked one): its
+// enablement links, masks and configuration are not there, and every
+// command reads the units as shipped.
+func checkImageRoot(e *env, im *target.Image) error {
+	has := func(name string) bool {
+		fi, err := im.FS.Stat(name)
+		return err == nil && fi.IsDir()
+	}
+	if has("etc") {
+		return nil
+	}
+	if !has("usr/lib/systemd/system") && !has("lib/systemd/system") {
+		return fmt.Errorf("%s: %w", im.Name, errNotImageRoot)
+	}
+	im.Warnings = append(im.Warnings, "no /etc: the image's enablement links, masks and configuration are missing; units are read as shipped in /usr")
+	return nil
 }
 
 // targetOptions are the options of target.Open, with a progress line on
