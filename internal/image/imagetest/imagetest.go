@@ -521,3 +521,42 @@ func BenchTree(t testing.TB, dir string) string {
 	t.Logf("benchmark tree: generated, 20,000+ files")
 	return src
 }
+
+// Patched is a ReaderAt over Base with some bytes replaced: a fuzz
+// target corrupts a real image built once without copying it.
+type Patched struct {
+	Base    io.ReaderAt
+	Patches map[int64]byte
+}
+
+// NewPatched applies patch, offset and value pairs of five bytes (a
+// little-endian uint32 and the value; at most 64 pairs), to base of size
+// bytes: offsets with the low bit clear fall in the first head bytes
+// (superblocks, headers, tables), the others anywhere.
+func NewPatched(base io.ReaderAt, size, head int64, patch []byte) *Patched {
+	p := &Patched{Base: base, Patches: map[int64]byte{}}
+	if size <= 0 {
+		return p
+	}
+	for i := 0; i+5 <= len(patch) && i < 5*64; i += 5 {
+		off := int64(binary.LittleEndian.Uint32(patch[i:]))
+		if off&1 == 0 {
+			off %= min(size, head)
+		} else {
+			off %= size
+		}
+		p.Patches[off] = patch[i+4]
+	}
+	return p
+}
+
+// ReadAt reads Base with the patches applied.
+func (p *Patched) ReadAt(b []byte, off int64) (int, error) {
+	n, err := p.Base.ReadAt(b, off)
+	for o, v := range p.Patches {
+		if o >= off && o < off+int64(n) {
+			b[o-off] = v
+		}
+	}
+	return n, err
+}
