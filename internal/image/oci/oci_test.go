@@ -3,8 +3,6 @@ package oci_test
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
-	"errors"
 	"io/fs"
 	"net/http"
 	"os"
@@ -18,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/oci"
 	"github.com/amilint/amilint/internal/image/oci/ocitest"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -332,7 +329,3 @@ func TestRangedFallsBackWithoutRanges(t *testing.T) {
 	assert.Equal(t, 0, im.Ranged)
 	assert.Equal(t, stackWant, listing(t, im.Tree))
 }
-
-var _ = json.Marshal
-var _ = errors.Is
-var _ = tarfs.ErrNotKept
