@@ -20,7 +20,7 @@ IMAGE_DIR ?= dist/image
 # rebuild of one commit gives the same image digest.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
-.PHONY: help build test test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root
+.PHONY: help build test test-prereqs test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -28,7 +28,10 @@ help: ## list targets
 build: ## build bin/amilint
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -trimpath -o $(BIN) ./cmd/amilint
 
-test: test-unit test-plugin test-image ## what CI runs: unit, differential and fuzz-seed tests of the engine, the Packer plugin and the image builder
+test: test-prereqs test-unit test-plugin test-image ## what CI runs: unit, differential and fuzz-seed tests of the engine, the Packer plugin and the image builder
+
+test-prereqs: ## check what make test needs (tools, the Debian roots, root); one line naming what is missing and how to get it
+	@scripts/test-prereqs.sh
 
 test-unit: ## the engine's tests (root module)
 	$(GO) test -count=1 -timeout 30m $(PKGS)

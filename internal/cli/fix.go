@@ -28,7 +28,7 @@ func runFix(e *env, args []string) int {
 	lf.registerHost(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return usageOf(e, fs, "amilint fix DIR|--live [--dry-run] [--harden] [--harden-catalog DIR] [--fail-on SEVERITY] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE] [--bus ADDR]")
+		return usageOf(e, fs, "amilint fix DIR [image flags] [policy flags] [--dry-run] [--harden [--harden-catalog DIR]]\n       amilint fix --live [--live flags] [policy flags] [--dry-run]")
 	}
 	if err != nil {
 		return fail(e, "fix", err)

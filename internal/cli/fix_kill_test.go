@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures/testenv"
 )
 
 // killUnits is how many units the kill test's image enables; a fix of
@@ -175,8 +177,8 @@ func runFixProcess(t *testing.T, dir, policy string, delay time.Duration) (kille
 // removes what the killed one left and ends with the complete fix's tree.
 // AMILINT_KILL_RUNS raises the number of kills (default 12).
 func TestFixSurvivesSIGKILL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills real processes; -short skips it")
+	if testing.Short() && !testenv.CI() {
+		t.Skip("kills real processes; -short skips it (never under CI=true)")
 	}
 	runs := 12
 	if v := os.Getenv("AMILINT_KILL_RUNS"); v != "" {

@@ -265,13 +265,6 @@ func output(e *env, path string) (io.Writer, func() error, error) {
 	return f, f.Close, nil
 }
 
-func usageOf(e *env, fs *flag.FlagSet, line string) int {
-	fs.SetOutput(e.stderr)
-	fmt.Fprintln(e.stderr, "usage: "+line)
-	fs.PrintDefaults()
-	return ExitOK
-}
-
 // runScan implements `amilint scan [TARGET]`: facts → policies → findings.
 func runScan(e *env, args []string) int {
 	fs := newFlags(e, "scan")
