@@ -35,6 +35,8 @@ unshare util-linux
 mount mount
 chroot coreutils
 git git
+tar tar
+gzip gzip
 "
 
 PATH=$PATH:/usr/sbin:/sbin
