@@ -154,6 +154,7 @@ func runLive(e *env, args []string) int {
 		name = facts.Hostname
 	}
 	rep := finding.NewReport(finding.Target{Name: name, Kind: "live", OS: doc.Image.OSRelease["PRETTY_NAME"]}, fs2)
+	rep.Generated = generatedAt()
 	if werr := writeLive(e, *out, sev, host, rep, facts); werr != nil {
 		return fail(e, "live", werr)
 	}

@@ -296,6 +296,7 @@ func runScan(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "scan", err)
 	}
+	res.Report.Generated = generatedAt()
 	dst, closeOut, err := output(e, *out)
 	if err != nil {
 		return fail(e, "scan", err)

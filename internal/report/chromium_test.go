@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +152,62 @@ func domText(dom string) string {
 		}
 	}
 	return strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">", "&#34;", `"`, "&#39;", "'").Replace(b.String())
+}
+
+// colorCount counts a PNG's pixels of exactly color c.
+func colorCount(t *testing.T, path string, c [3]uint8) int {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if [3]uint8{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8)} == c {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestRolloutChartsInChromium renders the rollout report of a fleet audited
+// on three days in headless Chromium: both pictures are in the DOM, the
+// page loads nothing from outside, and the pictures really paint — the page
+// holds far more of each severity's color than the same page with the
+// figures cut out.
+func TestRolloutChartsInChromium(t *testing.T) {
+	dir := artifactDir(t)
+	page := renderRollout(t, datedFleet())
+	assert.NotRegexp(t, `(?i)<(script|img|link|iframe|object)\b|\b(src|href)="|url\(`, string(page), "no external asset")
+	without := regexp.MustCompile(`(?s)<figure class="chart">.*?</figure>`).ReplaceAll(page, nil)
+	require.NotEqual(t, len(page), len(without))
+	colors := map[string][3]uint8{"high": {0xc6, 0x28, 0x28}, "medium": {0xe6, 0x51, 0x00}, "low": {0x15, 0x65, 0xc0}}
+	counts := map[string]map[string]int{}
+	for name, html := range map[string][]byte{"rollout-charts": page, "rollout-without-charts": without} {
+		htmlPath := filepath.Join(dir, name+".html")
+		require.NoError(t, os.WriteFile(htmlPath, html, 0o644))
+		if name == "rollout-charts" {
+			dom := string(chromium(t, "--dump-dom", "file://"+htmlPath))
+			for _, s := range []string{`aria-label="Unwaived findings per severity, by target"`, `aria-label="Unwaived findings per severity over time"`,
+				"2026-11-23", "2026-11-25", "dlami-ubuntu-20.04-b: high 1"} {
+				assert.Contains(t, dom, s)
+			}
+		}
+		shot := filepath.Join(dir, name+".png")
+		_ = os.Remove(shot)
+		chromium(t, "--screenshot="+shot, "--window-size=1280,2400", "file://"+htmlPath)
+		counts[name] = map[string]int{}
+		for sev, c := range colors {
+			counts[name][sev] = colorCount(t, shot, c)
+		}
+	}
+	t.Logf("pixels of each severity's color: with the charts %v, without %v", counts["rollout-charts"], counts["rollout-without-charts"])
+	for sev := range colors {
+		assert.Greater(t, counts["rollout-charts"][sev]-counts["rollout-without-charts"][sev], 1500, "the charts paint %s bars", sev)
+	}
 }

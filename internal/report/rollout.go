@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/amilint/amilint/internal/audit/finding"
 )
@@ -25,6 +26,19 @@ type Rollout struct {
 	Rules   []RuleStat     `json:"rules"`
 	Targets []TargetStat   `json:"targets"`
 	Units   []UnitStat     `json:"units"`
+	// Trend is, per day the dated reports cover, the findings of the
+	// targets reported that day (a target's last report of the day).
+	Trend []TrendPoint `json:"trend,omitempty"`
+}
+
+// TrendPoint is one day of the trend.
+type TrendPoint struct {
+	// Date is the UTC day, 2006-01-02.
+	Date    string `json:"date"`
+	Reports int    `json:"reports"`
+	Targets int    `json:"targets"`
+	// Findings counts the unwaived findings by severity.
+	Findings map[string]int `json:"findings"`
 }
 
 // RolloutSummary counts across all reports.
@@ -61,6 +75,8 @@ type TargetStat struct {
 	OS   string `json:"os,omitempty"`
 	// Source is the file the report was read from.
 	Source string `json:"source,omitempty"`
+	// Generated is when the report was made, if it says.
+	Generated string `json:"generated,omitempty"`
 	// Highest is the highest unwaived severity, "" when clean.
 	Highest    string         `json:"highest"`
 	Failing    bool           `json:"failing"`
@@ -86,6 +102,18 @@ type Aggregator struct {
 	rules   map[string]*ruleAcc
 	units   map[string]*unitAcc
 	targets []TargetStat
+	days    map[string]*dayAcc
+}
+
+// dayAcc is one day of the trend: each target's last report that day.
+type dayAcc struct {
+	reports int
+	last    map[string]dayReport
+}
+
+type dayReport struct {
+	at     time.Time
+	counts map[string]int
 }
 
 type ruleAcc struct {
@@ -103,7 +131,7 @@ type unitAcc struct {
 // NewAggregator returns an empty aggregator; failOn decides which targets
 // count as failing.
 func NewAggregator(failOn finding.Severity) *Aggregator {
-	return &Aggregator{failOn: failOn, rules: map[string]*ruleAcc{}, units: map[string]*unitAcc{},
+	return &Aggregator{failOn: failOn, rules: map[string]*ruleAcc{}, units: map[string]*unitAcc{}, days: map[string]*dayAcc{},
 		sum: RolloutSummary{Findings: zeroCounts(), TargetsByHighest: map[string]int{"none": 0}}}
 }
 
@@ -118,7 +146,7 @@ func zeroCounts() map[string]int {
 // Add folds one report in; source names where it came from.
 func (a *Aggregator) Add(source string, r *finding.Report) {
 	a.sum.Reports++
-	t := TargetStat{Name: r.Target.Name, Kind: r.Target.Kind, OS: r.Target.OS, Source: source, BySeverity: zeroCounts()}
+	t := TargetStat{Name: r.Target.Name, Kind: r.Target.Kind, OS: r.Target.OS, Source: source, Generated: r.Generated, BySeverity: zeroCounts()}
 	highest := finding.Severity(-1)
 	seenRule := map[string]bool{}
 	seenUnit := map[string]bool{}
@@ -176,6 +204,43 @@ func (a *Aggregator) Add(source string, r *finding.Report) {
 		a.sum.TargetsByHighest["none"]++
 	}
 	a.targets = append(a.targets, t)
+	a.addDay(t)
+}
+
+// addDay counts a dated report in its UTC day; a target reported twice
+// that day counts with its later report.
+func (a *Aggregator) addDay(t TargetStat) {
+	at, err := time.Parse(time.RFC3339, t.Generated)
+	if err != nil {
+		return
+	}
+	at = at.UTC()
+	day := at.Format(time.DateOnly)
+	d := a.days[day]
+	if d == nil {
+		d = &dayAcc{last: map[string]dayReport{}}
+		a.days[day] = d
+	}
+	d.reports++
+	if prev, ok := d.last[t.Name]; !ok || !at.Before(prev.at) {
+		d.last[t.Name] = dayReport{at: at, counts: t.BySeverity}
+	}
+}
+
+// trend is the days in order.
+func (a *Aggregator) trend() []TrendPoint {
+	var out []TrendPoint
+	for day, d := range a.days {
+		p := TrendPoint{Date: day, Reports: d.reports, Targets: len(d.last), Findings: zeroCounts()}
+		for _, r := range d.last {
+			for s, n := range r.counts {
+				p.Findings[s] += n
+			}
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(x, y TrendPoint) int { return cmp.Compare(x.Date, y.Date) })
+	return out
 }
 
 func sevRank(s string) int {
@@ -224,6 +289,7 @@ func (a *Aggregator) Rollout() *Rollout {
 	if r.Targets == nil {
 		r.Targets = []TargetStat{}
 	}
+	r.Trend = a.trend()
 	slices.SortStableFunc(r.Targets, func(x, y TargetStat) int {
 		return cmp.Or(cmp.Compare(sevRank(y.Highest), sevRank(x.Highest)), cmp.Compare(total(y), total(x)),
 			cmp.Compare(x.Name, y.Name), cmp.Compare(x.Source, y.Source))
@@ -354,6 +420,11 @@ type rolloutPage struct {
 	Units   []UnitStat
 	Targets []TargetStat
 	More    map[string]int
+	// ByTarget and Trend are the pictures: findings per severity by
+	// target, and over time when reports carry dates (nil otherwise).
+	ByTarget svgChart
+	Trend    *svgChart
+	Legend   []string
 }
 
 func (rolloutHTML) Write(w io.Writer, r *Rollout) error {
@@ -364,6 +435,11 @@ func (rolloutHTML) Write(w io.Writer, r *Rollout) error {
 		p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest[sev.String()], Label: "targets at " + sev.String(), Class: sev.String()})
 	}
 	p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest["none"], Label: "clean targets", Class: "ok"})
+	p.ByTarget, p.Legend = targetChart(r), legendItems()
+	if len(r.Trend) > 0 {
+		c := trendChart(r.Trend)
+		p.Trend = &c
+	}
 	if err := reportTemplate().ExecuteTemplate(w, "rollout", p); err != nil {
 		return fmt.Errorf("write html rollout: %w", err)
 	}

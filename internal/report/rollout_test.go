@@ -152,3 +152,95 @@ func BenchmarkRollout10k(b *testing.B) {
 		}
 	}
 }
+
+// datedFleet is a fleet audited on three days: dlami gets better (its
+// ecs.service finding is fixed on the third day), b is reported twice on
+// the second day (the later report counts), and an undated report counts
+// in the tables but not in the trend.
+func datedFleet() *Rollout {
+	a := NewAggregator(finding.Medium)
+	day := func(r *finding.Report, at string) *finding.Report { r.Generated = at; return r }
+	fixed := sampleReport()
+	fixed.Findings = fixed.Findings[1:]
+	b := func(n int) *finding.Report {
+		r := sampleReport()
+		r.Target.Name = "dlami-ubuntu-20.04-b"
+		r.Findings = r.Findings[:n]
+		return r
+	}
+	a.Add("d1/a.json", day(sampleReport(), "2026-11-23T08:00:00Z"))
+	a.Add("d1/b.json", day(b(1), "2026-11-23T09:00:00Z"))
+	a.Add("d2/a.json", day(sampleReport(), "2026-11-24T08:00:00Z"))
+	a.Add("d2/b-late.json", day(b(1), "2026-11-24T20:00:00+02:00")) // 18:00 UTC
+	a.Add("d2/b-early.json", day(b(3), "2026-11-24T10:00:00Z"))
+	a.Add("d3/a.json", day(fixed, "2026-11-25T08:00:00Z"))
+	a.Add("undated.json", finding.NewReport(finding.Target{Name: "hardened-debian-12", Kind: "dir"}, nil))
+	return a.Rollout()
+}
+
+func TestRolloutTrend(t *testing.T) {
+	r := datedFleet()
+	require.Len(t, r.Trend, 3)
+	assert.Equal(t, TrendPoint{Date: "2026-11-23", Reports: 2, Targets: 2,
+		Findings: map[string]int{"critical": 0, "high": 2, "medium": 1, "low": 1, "info": 0}}, r.Trend[0])
+	assert.Equal(t, TrendPoint{Date: "2026-11-24", Reports: 3, Targets: 2,
+		Findings: map[string]int{"critical": 0, "high": 2, "medium": 1, "low": 1, "info": 0}}, r.Trend[1], "b's later report of the day counts, not its earlier one")
+	assert.Equal(t, TrendPoint{Date: "2026-11-25", Reports: 1, Targets: 1,
+		Findings: map[string]int{"critical": 0, "high": 0, "medium": 1, "low": 1, "info": 0}}, r.Trend[2])
+	assert.Equal(t, 7, r.Summary.Reports, "the undated report is in the tables")
+	assert.Empty(t, fleet().Trend, "no dates, no trend")
+
+	var b bytes.Buffer
+	require.NoError(t, rolloutJSON{}.Write(&b, r))
+	assert.Contains(t, b.String(), `"trend": [`)
+	assert.Contains(t, b.String(), `"generated": "2026-11-25T08:00:00Z"`)
+}
+
+func TestDecodeRefusesABadDate(t *testing.T) {
+	_, err := finding.Decode([]byte(`{"schema":"amilint/v1","generated":"yesterday","target":{"name":"x","kind":"dir"}}`))
+	assert.ErrorContains(t, err, `generated "yesterday": not an RFC 3339 time`)
+	r, err := finding.Decode([]byte(`{"schema":"amilint/v1","generated":"2026-11-25T08:00:00Z","target":{"name":"x","kind":"dir"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, "2026-11-25T08:00:00Z", r.Generated)
+}
+
+func TestGridStep(t *testing.T) {
+	for peak, want := range map[int]int{0: 1, 1: 1, 3: 1, 4: 1, 5: 2, 8: 2, 9: 5, 20: 5, 21: 10, 70071: 20000} {
+		step := gridStep(peak)
+		assert.Equal(t, want, step, "peak %d", peak)
+		assert.GreaterOrEqual(t, 4*step, peak)
+	}
+}
+
+func TestCharts(t *testing.T) {
+	r := datedFleet()
+	c := targetChart(r)
+	require.Len(t, c.Bars, len(r.Targets))
+	assert.Empty(t, c.Note)
+	top := c.Bars[0]
+	assert.Equal(t, sum(r.Targets[0].BySeverity), top.Total)
+	require.NotEmpty(t, top.Segs)
+	assert.Equal(t, "high", top.Segs[0].Class, "the worst severity first")
+	for i := 1; i < len(top.Segs); i++ {
+		assert.Equal(t, top.Segs[i-1].X+top.Segs[i-1].W, top.Segs[i].X, "segments are stacked")
+	}
+	// A bar's length is its total on the chart's scale.
+	scale := 4 * gridStep(3)
+	assert.Equal(t, 560*1/scale*3, top.Segs[len(top.Segs)-1].X+top.Segs[len(top.Segs)-1].W-top.Segs[0].X)
+
+	tr := trendChart(r.Trend)
+	require.Len(t, tr.Bars, 3)
+	assert.Equal(t, []int{4, 4, 2}, []int{tr.Bars[0].Total, tr.Bars[1].Total, tr.Bars[2].Total})
+	assert.Greater(t, tr.Bars[2].Segs[len(tr.Bars[2].Segs)-1].Y, tr.Bars[0].Segs[len(tr.Bars[0].Segs)-1].Y, "fewer findings, a shorter column")
+
+	// Many targets: the worst chartBars, said so.
+	a := NewAggregator(finding.High)
+	for i := range 55 {
+		rep := sampleReport()
+		rep.Target.Name = fmt.Sprintf("host-%02d", i)
+		a.Add("", rep)
+	}
+	many := targetChart(a.Rollout())
+	assert.Len(t, many.Bars, chartBars)
+	assert.Contains(t, many.Note, "The 40 worst of 55 targets")
+}

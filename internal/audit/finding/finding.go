@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
@@ -110,11 +111,14 @@ type Summary struct {
 
 // Report is one audit's result, the amilint/v1 document.
 type Report struct {
-	Schema   string    `json:"schema"`
-	Tool     string    `json:"tool,omitempty"`
-	Target   Target    `json:"target"`
-	Summary  Summary   `json:"summary"`
-	Findings []Finding `json:"findings"`
+	Schema string `json:"schema"`
+	Tool   string `json:"tool,omitempty"`
+	// Generated is when the audit ran (RFC 3339, UTC); rollout reports
+	// draw their trend from it. Reports made before it existed lack it.
+	Generated string    `json:"generated,omitempty"`
+	Target    Target    `json:"target"`
+	Summary   Summary   `json:"summary"`
+	Findings  []Finding `json:"findings"`
 }
 
 // NewReport builds a report over findings, sorting them (highest severity
@@ -193,6 +197,11 @@ func Decode(b []byte) (*Report, error) {
 	}
 	if r.Schema != Schema {
 		return nil, fmt.Errorf("decode report: schema %q, want %q", r.Schema, Schema)
+	}
+	if r.Generated != "" {
+		if _, err := time.Parse(time.RFC3339, r.Generated); err != nil {
+			return nil, fmt.Errorf("decode report: generated %q: not an RFC 3339 time", r.Generated)
+		}
 	}
 	return &r, nil
 }
