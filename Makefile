@@ -53,7 +53,7 @@ e2e-packer: ## build Packer v1.14.3 (cached), then real packer builds over SSH w
 	  cd $(CURDIR)/bin && ./packer-sdc plugin-check packer-plugin-amilint
 	cd packer-plugin && GOFLAGS=-mod=mod PACKER_BIN=$(PACKER_BIN) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/
 
-lint: ## gofmt, go vet and staticcheck; fails on any finding
+lint: lint-actions ## gofmt, go vet, staticcheck, actionlint and shellcheck; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
@@ -123,3 +123,8 @@ e2e-image: image ## push the image to an in-process registry, pull it, run it as
 	@test -x $(LIVE_ROOT)/lib/systemd/systemd || { echo "e2e-image: no Debian root with systemd at $(LIVE_ROOT) (make e2e-live LIVE_ROOT=$(LIVE_ROOT) debootstraps one, or LIVE_ROOT=.cache/debian-root after make debian-root)"; exit 1; }
 	cd deploy/image && AMILINT_E2E_ROOT=$(abspath $(LIVE_ROOT)) AMILINT_IMAGE_DIR=$(abspath $(IMAGE_DIR)) AMILINT_VERSION=$(VERSION) \
 	  $(GO) test -tags e2e -count=1 -timeout 10m -run TestE2EImage -v .
+
+.PHONY: lint-actions
+lint-actions: ## actionlint (v1.7.12, with shellcheck) on the workflows, the Action and the example pipeline; shellcheck on the Action's scripts
+	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 .github/workflows/*.yml integrations/github/golden-image.yml
+	shellcheck integrations/github/*.sh scripts/test-prereqs.sh

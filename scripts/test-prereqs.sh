@@ -3,7 +3,7 @@
 # naming everything missing and how to get it. .ci/run installs all of it
 # on a fresh Debian 12 machine.
 set -uo pipefail
-cd "${0%/*}/.."
+cd "${0%/*}/.." || exit 1
 
 # TOOL DEBIAN-PACKAGE: every command the tests run (testenv.Tool calls and
 # the disk image builders); fixtures/testenv's tests keep this list in step
@@ -37,6 +37,7 @@ chroot coreutils
 git git
 tar tar
 gzip gzip
+curl curl
 "
 
 PATH=$PATH:/usr/sbin:/sbin
@@ -54,7 +55,8 @@ fc-list 2>/dev/null | grep -qi dejavu || [ -d /usr/share/fonts/truetype/dejavu ]
 
 problems=()
 if [ ${#missing[@]} -gt 0 ]; then
-  problems+=("missing $(IFS=,; echo "${missing[*]}" | sed 's/,/, /g') (apt-get install ${pkgs[*]})")
+  list=$(IFS=,; echo "${missing[*]}")
+  problems+=("missing ${list//,/, } (apt-get install ${pkgs[*]})")
 fi
 for r in "AMILINT_DEBIAN_ROOT .cache/debian-root debian-root Debian 12 root" "AMILINT_TRIXIE_ROOT .cache/trixie-root trixie-root Debian 13 root"; do
   read -r var dir target what <<<"$r"
@@ -64,7 +66,8 @@ done
 [ "$(id -u)" = 0 ] || problems+=("not root (the tests mount images, boot systemd in nspawn and make real cgroups: run as root)")
 
 if [ ${#problems[@]} -gt 0 ]; then
-  msg=$(IFS=';'; echo "${problems[*]}" | sed 's/;/; /g')
+  msg=$(IFS=';'; echo "${problems[*]}")
+  msg=${msg//;/; }
   echo "make test: $msg — .ci/run installs all of it on Debian 12" >&2
   exit 1
 fi
