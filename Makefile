@@ -58,7 +58,7 @@ lint: lint-actions ## gofmt, go vet, staticcheck, actionlint and shellcheck; fai
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
 	cd packer-plugin && GOFLAGS=-mod=mod $(GO) vet ./... && GOFLAGS=-mod=mod $(GO) vet -tags e2e ./...
-	cd deploy/image && $(GO) vet ./... && $(GO) vet -tags e2e ./...
+	cd deploy/image && GOFLAGS=-mod=mod $(GO) vet ./... && GOFLAGS=-mod=mod $(GO) vet -tags e2e ./...
 
 bench: build ## benchmarks, with ratios against the peers measured in the same run
 	scripts/bench-units.sh $(BIN) .cache/debian-root 20
@@ -109,20 +109,20 @@ image: ## build the container image (linux/amd64 + arm64, no Docker engine) into
 	  echo "go build linux/$$arch"; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_DIR)/amilint-linux-$$arch ./cmd/amilint || exit 1; \
 	done
-	cd deploy/image && $(GO) run . build -version $(VERSION) -image $(IMAGE) -created $(SOURCE_DATE_EPOCH) \
+	cd deploy/image && GOFLAGS=-mod=mod $(GO) run . build -version $(VERSION) -image $(IMAGE) -created $(SOURCE_DATE_EPOCH) \
 	  -binary linux/amd64=$(CURDIR)/$(IMAGE_DIR)/amilint-linux-amd64 -binary linux/arm64=$(CURDIR)/$(IMAGE_DIR)/amilint-linux-arm64 \
 	  -daemonset $(CURDIR)/deploy/daemonset.yaml -out $(CURDIR)/$(IMAGE_DIR)
 
 image-push: image ## push the image built by make image to $(IMAGE):$(VERSION) (credentials of ~/.docker/config.json)
-	cd deploy/image && $(GO) run . push -layout $(CURDIR)/$(IMAGE_DIR)/oci -to $(IMAGE):$(VERSION)
+	cd deploy/image && GOFLAGS=-mod=mod $(GO) run . push -layout $(CURDIR)/$(IMAGE_DIR)/oci -to $(IMAGE):$(VERSION)
 
 test-image: ## the image builder's tests (its own module): layers, refusals, registry round trip, skopeo
-	cd deploy/image && $(GO) test -count=1 ./...
+	cd deploy/image && GOFLAGS=-mod=mod $(GO) test -count=1 ./...
 
 e2e-image: image ## push the image to an in-process registry, pull it, run it as the DaemonSet does against systemd booted in nspawn; root, ~2 min
 	@test -x $(LIVE_ROOT)/lib/systemd/systemd || { echo "e2e-image: no Debian root with systemd at $(LIVE_ROOT) (make e2e-live LIVE_ROOT=$(LIVE_ROOT) debootstraps one, or LIVE_ROOT=.cache/debian-root after make debian-root)"; exit 1; }
 	cd deploy/image && AMILINT_E2E_ROOT=$(abspath $(LIVE_ROOT)) AMILINT_IMAGE_DIR=$(abspath $(IMAGE_DIR)) AMILINT_VERSION=$(VERSION) \
-	  $(GO) test -tags e2e -count=1 -timeout 10m -run TestE2EImage -v .
+	  GOFLAGS=-mod=mod $(GO) test -tags e2e -count=1 -timeout 10m -run TestE2EImage -v .
 
 .PHONY: lint-actions
 lint-actions: ## actionlint (v1.7.12, with shellcheck) on the workflows, the Action and the example pipeline; shellcheck on the Action's scripts
