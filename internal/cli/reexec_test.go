@@ -12,6 +12,12 @@ import (
 const envAsCLI = "AMILINT_TEST_RUN_AS_CLI"
 
 func TestMain(m *testing.M) {
+	// Reports carry the time they were made; tests compare reports of
+	// separate runs, so they are all made at one fixed time
+	// (TestGeneratedAt checks the clock).
+	if os.Getenv("SOURCE_DATE_EPOCH") == "" {
+		os.Setenv("SOURCE_DATE_EPOCH", "1764000000")
+	}
 	if os.Getenv(envAsCLI) == "1" {
 		os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
