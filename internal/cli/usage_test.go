@@ -66,7 +66,7 @@ func TestFixHelpSeparatesImageAndLiveFlags(t *testing.T) {
 	assert.Equal(t, []string{"mode", "image flags (fix DIR)", "--live flags (fix --live: the running host, over D-Bus)",
 		"policy flags (what is judged, what fails)"}, titles)
 	image, live := flags[titles[1]], flags[titles[2]]
-	for _, f := range []string{"partition", "backing"} {
+	for _, f := range []string{"partition", "backing", "harden"} {
 		assert.Contains(t, image, f)
 		assert.NotContains(t, live, f)
 	}
