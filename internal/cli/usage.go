@@ -35,7 +35,7 @@ func sectionOf(name string) section {
 	case "rules", "policy", "data", "profile", "trait", "waivers", "fail-on", "policy-timeout", "policy-capabilities",
 		"threshold", "security-policy":
 		return secPolicy
-	case "o", "output", "serve", "npd", "interval":
+	case "o", "output", "serve", "npd", "interval", "web.config.file", "web.max-connections":
 		return secOutput
 	case "run", "v":
 		return secTest

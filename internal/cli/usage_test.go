@@ -20,7 +20,7 @@ func helpSections(t *testing.T, args ...string) (titles []string, flags map[stri
 	require.Equal(t, ExitOK, Run(context.Background(), append(args, "--help"), &stdout, &stderr), stderr.String())
 	flags = map[string][]string{}
 	title := ""
-	flagRe := regexp.MustCompile(`^  --?([a-z0-9-]+)`)
+	flagRe := regexp.MustCompile(`^  --?([a-z0-9.-]+)`)
 	for _, l := range strings.Split(stderr.String(), "\n") {
 		switch {
 		case strings.HasSuffix(l, ":") && !strings.HasPrefix(l, " "):
