@@ -139,3 +139,30 @@ func TestDebianRoots(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyAgrees scores a random tree with security policies in
+// systemd's format — weights changed and zeroed, ranges widened,
+// descriptions replaced, values of the wrong type and items that are no
+// objects (which systemd ignores) — as systemd-analyze --security-policy
+// scores it.
+func TestPolicyAgrees(t *testing.T) {
+	policies := []string{
+		`{"UserOrDynamicUser": {"weight": 0}, "PrivateNetwork": {"weight": 5000, "description_bad": "reaches the network"}, "UMask": {"range": 20}}`,
+		`{"PrivateTmp": {"weight": "heavy", "range": -1}, "NoNewPrivileges": "no object", "SystemCallFilter_swap": {"weight": 1.0e3, "description_good": "no swap"}, "ProtectHome": {"range": 10.0}}`,
+		`{"CapabilityBoundingSet_CAP_SYS_ADMIN": {"weight": 1}, "CapabilityBoundingSet_CAP_SYS_ADMIN": {"weight": 9999}, "RemoveIPC": {"description_na": "root anyway"}, "DeviceAllow": {"weight": 0}}`,
+	}
+	for _, a := range analyzers(t) {
+		for i, pol := range policies {
+			t.Run(fmt.Sprintf("%d/policy%d", a.Version, i), func(t *testing.T) {
+				files, names := randomTree(uint64(500+i), 80)
+				files["policy.json"] = pol
+				dir := writeTree(t, files)
+				p, err := ParsePolicy([]byte(pol))
+				require.NoError(t, err)
+				got, failed := scoreTree(t, dir, a.Version, p, names)
+				want, stderr := a.security(t, dir, "policy.json", names)
+				assert.Greater(t, compare(t, a.Version, got, failed, want, stderr), 50)
+			})
+		}
+	}
+}
