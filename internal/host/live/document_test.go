@@ -195,7 +195,12 @@ func TestDocumentPolicies(t *testing.T) {
 	for _, f := range fs {
 		assert.NotEqual(t, "ecs.service", f.Unit, "%s", f.RuleID)
 	}
-	assert.Equal(t, []string{"live-irq-core-saturated "}, ids(fs))
+	// What is left is not the fix's: the saturated core, and the two
+	// running services with no sandboxing (service-exposure).
+	assert.Equal(t, []string{"live-irq-core-saturated ", "service-exposure manual.service", "service-exposure ssh.service"}, ids(fs))
+	i := indexOf(fs, "service-exposure")
+	require.GreaterOrEqual(t, i, 0)
+	assert.Contains(t, fs[i].Message, "manual.service is running with an exposure of 9.6")
 }
 
 func indexOf(fs []finding.Finding, rule string) int {

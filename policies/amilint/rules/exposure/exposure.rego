@@ -45,7 +45,16 @@ tenths(x) := sprintf("%d.%d", [floor(n / 10), n % 10]) if n := round(x * 10)
 
 how(u) := "starts at boot" if u.starts_at_boot
 
-how(u) := sprintf("is activated by %s at boot", [concat(", ", u.activated_by)]) if not u.starts_at_boot
+how(u) := sprintf("is activated by %s at boot", [concat(", ", u.activated_by)]) if {
+	not u.starts_at_boot
+	count(object.get(u, "activated_by", [])) > 0
+}
+
+# On a live host a unit running now counts as active without a boot path.
+how(u) := "is running" if {
+	not u.starts_at_boot
+	count(object.get(u, "activated_by", [])) == 0
+}
 
 fixes(sec) := "" if count(sec.top) == 0
 

@@ -55,6 +55,12 @@ test_activated_at_boot if {
 	startswith(f.message, "ssh@.service is activated by ssh.socket at boot")
 }
 
+test_running_on_a_live_host if {
+	u := object.union(svc(9.6, false), {"active_at_boot": true, "active_now": true})
+	some f in exposure.findings with input as inp({"manual.service": u}) with data.rules as rules
+	startswith(f.message, "manual.service is running with an exposure of 9.6")
+}
+
 test_unscored_services_are_not_findings if {
 	u := object.union(svc(0, true), {"security": {"error": "unit not loaded: bad-setting"}})
 	count(exposure.findings) == 0 with input as inp({"x.service": u}) with data.rules as rules
