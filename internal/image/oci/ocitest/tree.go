@@ -53,6 +53,7 @@ func CachedTreeLayout(t testing.TB, root, cacheDir string, f Format, layers int,
 	if _, err := os.Stat(filepath.Join(dir, "index.json")); err == nil {
 		return dir
 	}
+	require.NoError(t, os.MkdirAll(cacheDir, 0o755))
 	tmp, err := os.MkdirTemp(cacheDir, ".build-")
 	require.NoError(t, err)
 	defer os.RemoveAll(tmp)
@@ -63,7 +64,6 @@ func CachedTreeLayout(t testing.TB, root, cacheDir string, f Format, layers int,
 	img := Image(t, platform, ls...)
 	out := filepath.Join(tmp, "layout")
 	WriteLayout(t, out, nil, img)
-	require.NoError(t, os.MkdirAll(cacheDir, 0o755))
 	if err := os.Rename(out, dir); err != nil && !os.IsExist(err) {
 		// Another run built it meanwhile: use theirs.
 		_, statErr := os.Stat(filepath.Join(dir, "index.json"))
