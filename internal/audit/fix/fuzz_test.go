@@ -3,9 +3,11 @@ package fix
 import (
 	"errors"
 	"math/rand/v2"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -14,6 +16,7 @@ import (
 // FuzzPlanApply plans and applies disable or mask on generated hostile
 // trees: planning never fails on what the image holds, Apply either
 // succeeds or refuses an unsafe path, and a second mask plan is empty.
+// Each execution writes its tree on a tmpfs (see tmpfsDir).
 func FuzzPlanApply(f *testing.F) {
 	for seed := range uint64(8) {
 		f.Add(seed, uint8(seed))
@@ -26,7 +29,7 @@ func FuzzPlanApply(f *testing.F) {
 			// Make /etc/systemd/system.wants-style links escape.
 			es = append(es, entry{"etc/systemd/system/escape.target.wants", 'l', "/../../../../.."})
 		}
-		dir := t.TempDir()
+		dir := tmpfsDir(t)
 		build(t, dir, es)
 		action := Disable
 		if pick%3 == 0 {
@@ -42,6 +45,23 @@ func FuzzPlanApply(f *testing.F) {
 			require.Empty(t, planDir(t, dir, []Step{{action, units}}).Changes)
 		}
 	})
+}
+
+// tmpfsDir returns an empty directory removed after the test, on /dev/shm
+// when that is a tmpfs, else t.TempDir(). Apply syncs every file it
+// writes and the directories it swaps, and building and removing a tree
+// on a disk costs as much again: on the ext4 here one execution took
+// 41 ms, on tmpfs 2.7 ms, with the same code run.
+func tmpfsDir(t *testing.T) string {
+	t.Helper()
+	var st unix.Statfs_t
+	if unix.Statfs("/dev/shm", &st) != nil || st.Type != unix.TMPFS_MAGIC {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "amilint-fix-fuzz-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // BenchmarkPlanDlami plans the dlami fixture's high and medium
