@@ -17,6 +17,7 @@ import (
 
 	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
+	"github.com/amilint/amilint/internal/image/imagetest"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -335,29 +336,60 @@ func TestLogTruncatedDevice(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
-// FuzzLog runs the log state finder over arbitrary logs: an error or a
-// state, never a panic or a hang.
+// FuzzLog runs the log state finder over logs laid out by fuzzed build
+// steps and then corrupted by fuzzed patches: an error or a state inside
+// the log, never a panic or a hang. The input is a few bytes that say how
+// to build the log (its size, records, runs of records, cycle stamps) and
+// which bytes to overwrite (imagetest.NewPatched pairs, anywhere in the
+// log), not the log itself: a log of kilobytes as the input made the
+// engine spend its time minimizing and reach a few hundred executions.
 func FuzzLog(f *testing.F) {
-	for _, build := range []func(s *synthLog){
-		func(s *synthLog) { s.record(0, 1, 1, 0, true) },
-		func(s *synthLog) { s.record(s.record(0, 1, 1, 0, true), 1, 5, 0, false) },
-		func(s *synthLog) {
-			for bb := 0; bb+4 <= s.bbs(); bb += 4 {
-				s.record(bb, 1, 3, 0, false)
-			}
-			s.record(0, 2, 3, 0, false)
-			s.record(4, 2, 1, 4, true)
-		},
-		func(s *synthLog) { s.record(s.bbs()-2, 1, 4, 0, true) },
+	// One step is five bytes: kind, block (uint16), a, b.
+	step := func(kind byte, bb uint16, a, b byte) []byte { return []byte{kind, byte(bb >> 8), byte(bb), a, b} }
+	const (
+		rec     = 0    // a record: a data blocks, tail block b/256 of the log
+		fill    = 1    // records of 7 data blocks over a*64 blocks
+		stamp   = 2    // a*16 blocks stamped with cycle b&3
+		unmount = 0x40 // with rec: an unmount record
+	)
+	cyc := func(c byte) byte { return (c - 1) << 2 } // with rec and fill: the cycle (1 to 4)
+	for _, seed := range []struct {
+		size  uint16
+		steps [][]byte
+		patch []byte
+	}{
+		{62, [][]byte{step(rec|unmount|cyc(1), 0, 1, 0)}, nil},
+		{62, [][]byte{step(rec|unmount|cyc(1), 0, 1, 0), step(rec|cyc(1), 2, 5, 0)}, nil},
+		{62, [][]byte{step(fill|cyc(1), 0, 1, 0), step(rec|cyc(2), 0, 3, 0), step(rec|unmount|cyc(2), 4, 1, 16)}, nil},
+		{62, [][]byte{step(rec|unmount|cyc(1), 62, 4, 0)}, nil},
+		// Past the 4096-block verify window, second cycle.
+		{9998, [][]byte{step(fill|cyc(1), 0, 160, 0), step(fill|cyc(2), 0, 78, 0), step(rec|unmount|cyc(2), 4992, 1, 128)}, nil},
+		// A torn record after an unmount record, and a hole.
+		{3998, [][]byte{step(fill|cyc(1), 0, 46, 0), step(rec|unmount|cyc(1), 2944, 1, 0), step(rec|cyc(1), 2946, 8, 0), step(stamp, 2950, 1, 0)}, nil},
+		{62, [][]byte{step(rec|unmount|cyc(1), 0, 1, 0)}, []byte{0x31, 0x01, 0, 0, 'x', 0x09, 0x02, 0, 0, 0}},
 	} {
-		s := newSynthLog(64)
-		build(s)
-		f.Add(s.b)
+		f.Add(seed.size, bytes.Join(seed.steps, nil), seed.patch)
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s := &synthLog{b: b}
-		copy(s.uuid[:], "synthetic-uuid!!")
+	f.Fuzz(func(t *testing.T, size uint16, steps, patch []byte) {
+		s := newSynthLog(2 + int(size)%10000)
+		n := s.bbs()
+		for i := 0; i+5 <= len(steps) && i < 5*64; i += 5 {
+			kind, a, b := steps[i], int(steps[i+3]), steps[i+4]
+			bb := int(binary.BigEndian.Uint16(steps[i+1:])) % n
+			cycle := uint32(kind>>2&3) + 1
+			switch kind & 3 {
+			case rec:
+				s.record(bb, cycle, min(a%32, n-2), uint32(int(b)*n/256), kind&unmount != 0)
+			case fill:
+				for end := min(n, bb+a*64); bb+8 <= end; bb += 8 {
+					s.record(bb, cycle, 7, 0, false)
+				}
+			case stamp:
+				s.stamp(bb, min(a*16, n), uint32(b&3))
+			}
+		}
 		l := s.dev()
+		l.r = imagetest.NewPatched(l.r, l.devSize, l.devSize, patch)
 		st, err := l.state()
 		if err == nil {
 			require.True(t, st.Head >= 0 && st.Head < max(l.bbs, 1), "head %d of %d", st.Head, l.bbs)
