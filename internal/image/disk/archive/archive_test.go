@@ -6,10 +6,13 @@ import (
 	"compress/gzip"
 	"io"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/imagetest"
 )
 
 func tarOf(t testing.TB, files ...[2]string) []byte {
@@ -119,13 +122,48 @@ func FuzzParseOVF(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseOVF(b) })
 }
 
-// FuzzOpen feeds arbitrary bytes as a disk archive, plain and gzipped.
+// FuzzOpen opens disk archives built from fuzzed entries
+// (imagetest.Tar over disk, OVF and other names, OVF descriptors plain
+// and gzip-referencing, disk contents plain and gzipped) and corrupted by
+// fuzzed patches: each tarball plain, gzipped, and gzipped then patched
+// (a corrupt stream). Whatever opens, its disks read without a panic.
+// The input is the few bytes that build and patch the tarballs, not the
+// tarballs (kilobytes of headers left the engine minimizing), and the
+// scratch files go to one directory on a tmpfs when there is one.
 func FuzzOpen(f *testing.F) {
-	f.Add(tarOf(f, [2]string{"disk.raw", "BOOT"}))
-	f.Add(tarOf(f, [2]string{"x.ovf", ovfOne}, [2]string{"d.vmdk", "x"}))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, in := range [][]byte{b, gz(t, b)} {
-			a, ok, err := Open(bytes.NewReader(in), int64(len(in)), Options{ScratchDir: t.TempDir()})
+	names := []string{"disk.raw", "x.ovf", "d.vmdk", "b.vmdk.gz", "sub/d.vmdk", "d2.vmdk", "disk.qcow2", "readme.txt", "../disk.raw", "sub"}
+	ovfGzip := `<Envelope xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1"><References><File ovf:id="a" ovf:href="d.vmdk"/><File ovf:id="b" ovf:href="b.vmdk.gz" ovf:compression="gzip"/></References><DiskSection><Disk ovf:fileRef="b"/><Disk ovf:fileRef="a"/></DiskSection></Envelope>`
+	small := "BOOT" + string(make([]byte, 3*4096)) + "ROOT"
+	bodies := []string{"BOOT", ovfOne, ovfGzip, small, string(gz(f, []byte(small))), "", `<Envelope>`}
+	scratch := f.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "amilint-archive-fuzz-")
+		require.NoError(f, err)
+		f.Cleanup(func() { os.RemoveAll(dir) })
+		scratch = dir
+	}
+	// entry: name, kind, body (see imagetest.Tar).
+	entry := func(name, kind, body byte) []byte { return []byte{name, kind, body} }
+	f.Add(entry(0, 0, 0), []byte{})                                                       // disk.raw
+	f.Add(append(entry(1, 0, 1), entry(2, 0, 3)...), []byte{})                            // x.ovf, d.vmdk
+	f.Add(append(append(entry(1, 8, 2), entry(2, 0, 3)...), entry(3, 0, 4)...), []byte{}) // OVA with a gzipped disk
+	f.Add(append(entry(0, 16, 3), entry(0, 0, 0)...), []byte{0x01, 0x02, 0, 0, 0xff})     // a later disk.raw, patched
+	f.Add(append(entry(1, 0, 1), entry(2, 6, 3)...), []byte{})                            // a disk cut short
+	zw := gzip.NewWriter(io.Discard)
+	f.Fuzz(func(t *testing.T, spec, patch []byte) {
+		plain := imagetest.Tar(spec, names, bodies)
+		var zb bytes.Buffer
+		zw.Reset(&zb)
+		_, err := zw.Write(plain)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		for _, in := range [][]byte{
+			imagetest.Patch(slices.Clone(plain), 4096, patch),
+			imagetest.Patch(slices.Clone(plain), 4096, nil),
+			zb.Bytes(),
+			imagetest.Patch(slices.Clone(zb.Bytes()), 4096, patch),
+		} {
+			a, ok, err := Open(bytes.NewReader(in), int64(len(in)), Options{ScratchDir: scratch})
 			if ok && err == nil {
 				for _, d := range a.Disks {
 					_, _ = io.Copy(io.Discard, io.NewSectionReader(d.R, 0, min(d.Size, 1<<20)))
