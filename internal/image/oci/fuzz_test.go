@@ -3,13 +3,20 @@ package oci
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io/fs"
+	"strconv"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/internal/image/imagetest"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -30,27 +37,41 @@ func walkAll(t *testing.T, tree *Tree) {
 	})
 }
 
-// FuzzApplyLayer feeds arbitrary bytes as two layers (the second over the
-// first, split at an offset) and reads the result back: errors are fine, a panic, a hang or an
-// entry outside the root are not.
+// layerNames and layerBodies are what fuzzed layers are built from
+// (imagetest.Tar): whiteouts, opaque directories, links leaving the
+// root, names that clean to the root or outside it.
+var (
+	layerNames = []string{"etc", "etc/a", "etc/b", "lib", "usr/lib", "usr/lib/x", "lib/z", "etc/.wh.a", "usr/lib/.wh..wh..opq",
+		"etc/.wh..wh.plnk", "etc/.wh..", "a", "a/c", "/a/b", "../x", "../../etc/passwd", "x", ".", "./etc//a/", "etc/systemd/system/x.service"}
+	layerBodies = []string{"1", "y", "", "escape", "[Service]\nExecStart=/bin/true\n"}
+)
+
+// FuzzApplyLayer applies two layers (the second over the first) built
+// from fuzzed entries (imagetest.Tar over layerNames) and corrupted by
+// fuzzed patches, and reads the result back: errors are fine, a panic, a
+// hang or an entry outside the root are not. The input is the few bytes
+// that build and patch the layers, not kilobytes of tar (the engine spent
+// its time minimizing those).
 func FuzzApplyLayer(f *testing.F) {
-	seeds := [][]ent{
-		{dir("etc"), reg("etc/a", "1"), sym("lib", "usr/lib"), reg("usr/lib/x", "y"), hard("etc/b", "etc/a")},
-		{whiteout("etc", "a"), opaque("usr/lib"), reg("lib/z", "q"), reg("etc/.wh..wh.plnk", "")},
-		{sym("a", "/a/b"), reg("a/c", "x"), reg("../x", "escape")},
-		{reg("etc/.wh..", ""), hard("x", "../../etc/passwd")},
+	// entry: name, kind, body or link target (indices, see imagetest.Tar).
+	seeds := [][]byte{
+		{0, 1, 0, 1, 0, 0, 3, 2, 4, 5, 0, 1, 2, 3, 1},       // dir etc, etc/a, lib -> usr/lib, usr/lib/x, hard etc/b -> etc/a
+		{7, 0, 2, 8, 0, 2, 6, 0, 1, 9, 0, 2},                // whiteout etc/a, opaque usr/lib, lib/z, a hard-link whiteout
+		{11, 2, 13, 12, 0, 0, 14, 0, 3},                     // a -> /a/b, a/c, ../x
+		{10, 0, 2, 16, 3, 15, 17, 1, 0, 18, 0, 1, 19, 8, 4}, // etc/.wh.., hard x -> ../../etc/passwd, ".", PAX names
 	}
 	for i := range seeds {
-		a, b := tarOf(f, seeds[i]...), tarOf(f, seeds[(i+1)%len(seeds)]...)
-		f.Add(uint16(len(a)), append(a, b...))
+		f.Add(seeds[i], seeds[(i+1)%len(seeds)], []byte{})
 	}
-	f.Fuzz(func(t *testing.T, split uint16, data []byte) {
-		a, b := data[:min(int(split), len(data))], data[min(int(split), len(data)):]
+	f.Add(seeds[0], seeds[1], []byte{0x9c, 0, 0, 0, '7', 0x01, 0x02, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, lower, upper, patch []byte) {
+		a := imagetest.Tar(lower, layerNames, layerBodies)
+		data := imagetest.Patch(append(a, imagetest.Tar(upper, layerNames, layerBodies)...), 1<<10, patch)
 		tree := NewTree(TreeOptions{MaxEntries: 1 << 12, MaxMemory: 1 << 20})
-		if err := tree.ApplyLayer(0, bytes.NewReader(a)); err != nil {
+		if err := tree.ApplyLayer(0, bytes.NewReader(data[:len(a)])); err != nil {
 			return
 		}
-		_ = tree.ApplyLayer(1, bytes.NewReader(b))
+		_ = tree.ApplyLayer(1, bytes.NewReader(data[len(a):]))
 		walkAll(t, tree)
 		for _, n := range []string{"..", "../etc", "/etc"} {
 			if _, err := tree.Lstat(n); err == nil {
@@ -84,12 +105,23 @@ func FuzzTOC(f *testing.F) {
 	})
 }
 
-// FuzzOpenArchive feeds arbitrary bytes as an image archive (an OCI
-// layout or a docker-archive in a tarball).
+// FuzzOpenArchive opens image archives built from fuzzed parameters and
+// corrupted by fuzzed patches: an OCI layout or a docker-archive in a
+// tarball, with one or two layers built from fuzzed entries
+// (imagetest.Tar), plain or gzipped, with digests that match or not and a
+// platform that matches or not. The input is the few bytes that build and
+// patch the archive, not the archive: random bytes never got past the
+// digests, and kilobytes of tar as input left the engine minimizing.
 func FuzzOpenArchive(f *testing.F) {
-	f.Add(tarOf(f, reg("oci-layout", `{"imageLayoutVersion":"1.0.0"}`), reg("index.json", `{"schemaVersion":2,"manifests":[]}`)))
-	f.Add(tarOf(f, reg("manifest.json", `[{"Config":"c.json","Layers":["l/layer.tar"]}]`), reg("c.json", `{"rootfs":{"diff_ids":["sha256:00"]}}`), reg("l/layer.tar", "x")))
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Add(uint8(0), []byte{0, 1, 0, 1, 0, 0, 19, 0, 4}, []byte{})
+	f.Add(uint8(archOCI), []byte{0, 1, 0, 1, 0, 0, 19, 0, 4}, []byte{})
+	f.Add(uint8(archOCI|archGzip|archTwoLayers), []byte{0, 1, 0, 1, 0, 0, 7, 0, 2, 3, 2, 4}, []byte{})
+	f.Add(uint8(archGzip|archTwoLayers), []byte{0, 1, 0, 1, 0, 0, 7, 0, 2, 3, 2, 4}, []byte{})
+	f.Add(uint8(archOCI|archBadDigest), []byte{1, 0, 0}, []byte{})
+	f.Add(uint8(archOtherPlatform), []byte{1, 0, 0}, []byte{})
+	f.Add(uint8(archOCI|archOtherPlatform), []byte{1, 0, 0}, []byte{0x00, 0x02, 0, 0, '{', 0x41, 0x10, 0, 0, '"'})
+	f.Fuzz(func(t *testing.T, kind uint8, layer, patch []byte) {
+		b := imagetest.Patch(imageArchive(t, kind, layer), 4<<10, patch)
 		im, err := OpenArchive(context.Background(), bytes.NewReader(b), int64(len(b)), "", Options{Platform: "linux/amd64", Tree: TreeOptions{MaxEntries: 1 << 12}})
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
@@ -99,4 +131,70 @@ func FuzzOpenArchive(f *testing.F) {
 		}
 		walkAll(t, im.Tree)
 	})
+}
+
+// What imageArchive builds.
+const (
+	archOCI           = 1 << iota // an OCI layout (else a docker-archive)
+	archGzip                      // gzipped layers
+	archTwoLayers                 // the second from the second half of the entries
+	archBadDigest                 // the configuration's diff IDs do not match
+	archOtherPlatform             // linux/arm64 where linux/amd64 is asked for
+)
+
+// imageArchive builds an image archive holding the layers built from spec
+// (see FuzzOpenArchive).
+func imageArchive(t *testing.T, kind uint8, spec []byte) []byte {
+	layers := [][]byte{imagetest.Tar(spec, layerNames, layerBodies)}
+	if kind&archTwoLayers != 0 {
+		layers = append(layers, imagetest.Tar(spec[len(spec)/2:], layerNames, layerBodies))
+	}
+	sum := func(b []byte) string { return fmt.Sprintf("sha256:%x", sha256.Sum256(b)) }
+	var members [][2]string
+	var diffIDs, layerDescs, dockerLayers []string
+	for _, l := range layers {
+		diff := sum(l)
+		if kind&archBadDigest != 0 {
+			diff = sum(append(l, 0))
+		}
+		diffIDs = append(diffIDs, strconv.Quote(diff))
+		blob, mt := l, "application/vnd.oci.image.layer.v1.tar"
+		if kind&archGzip != 0 {
+			var zb bytes.Buffer
+			zw := gzip.NewWriter(&zb)
+			_, err := zw.Write(l)
+			require.NoError(t, err)
+			require.NoError(t, zw.Close())
+			blob, mt = zb.Bytes(), mt+"+gzip"
+		}
+		members = append(members, [2]string{"blobs/sha256/" + sum(blob)[7:], string(blob)})
+		layerDescs = append(layerDescs, fmt.Sprintf(`{"mediaType":%q,"digest":%q,"size":%d}`, mt, sum(blob), len(blob)))
+		dockerLayers = append(dockerLayers, strconv.Quote("blobs/sha256/"+sum(blob)[7:]))
+	}
+	arch := "amd64"
+	if kind&archOtherPlatform != 0 {
+		arch = "arm64"
+	}
+	config := fmt.Sprintf(`{"architecture":%q,"os":"linux","config":{},"rootfs":{"type":"layers","diff_ids":[%s]}}`, arch, strings.Join(diffIDs, ","))
+	members = append(members, [2]string{"blobs/sha256/" + sum([]byte(config))[7:], config})
+	if kind&archOCI != 0 {
+		manifest := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":%q,"size":%d},"layers":[%s]}`,
+			sum([]byte(config)), len(config), strings.Join(layerDescs, ","))
+		index := fmt.Sprintf(`{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":%q,"size":%d,"platform":{"architecture":%q,"os":"linux"}}]}`,
+			sum([]byte(manifest)), len(manifest), arch)
+		members = append(members, [2]string{"blobs/sha256/" + sum([]byte(manifest))[7:], manifest},
+			[2]string{"oci-layout", `{"imageLayoutVersion":"1.0.0"}`}, [2]string{"index.json", index})
+	} else {
+		members = append(members, [2]string{"manifest.json", fmt.Sprintf(`[{"Config":%q,"RepoTags":["x:latest"],"Layers":[%s]}]`,
+			"blobs/sha256/"+sum([]byte(config))[7:], strings.Join(dockerLayers, ","))})
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, m := range members {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: m[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(m[1]))}))
+		_, err := tw.Write([]byte(m[1]))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	return b.Bytes()
 }
