@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -207,13 +206,13 @@ func (t *Tree) Apply(p *Plan) error {
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	mode := unix.RENAME_EXCHANGE
+	mode := renameExchange
 	switch fi, err := t.root.Lstat(scope); {
 	case errors.Is(err, fs.ErrNotExist):
 		if !slices.ContainsFunc(p.Changes, func(c Change) bool { return c.Op == OpMkdir && rootfs.Clean(c.Path) == scope }) {
 			return fmt.Errorf("apply: /%s: %w", scope, fs.ErrNotExist)
 		}
-		mode = unix.RENAME_NOREPLACE
+		mode = renameNoReplace
 	case err != nil:
 		return fmt.Errorf("apply: %w", err)
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -226,7 +225,7 @@ func (t *Tree) Apply(p *Plan) error {
 		return fmt.Errorf("apply: %w", err)
 	}
 	stage := join(path.Dir(scope), leftoverPrefix+hex.EncodeToString(b[:]))
-	err = t.build(p.Changes, names, scope, stage, mode == unix.RENAME_EXCHANGE)
+	err = t.build(p.Changes, names, scope, stage, mode == renameExchange)
 	if err == nil {
 		err = t.swap(scope, stage, mode)
 	}
@@ -245,7 +244,7 @@ func (t *Tree) Apply(p *Plan) error {
 	if err := t.step("remove old tree"); err != nil {
 		return err
 	}
-	if mode == unix.RENAME_EXCHANGE {
+	if mode == renameExchange {
 		if err := t.root.RemoveAll(stage); err != nil {
 			return fmt.Errorf("apply: changes made; removing the old tree /%s: %w", stage, err)
 		}
@@ -353,9 +352,9 @@ func (t *Tree) swap(scope, stage string, mode int) error {
 	}
 	defer parent.Close()
 	fd := int(parent.Fd())
-	if err := unix.Renameat2(fd, path.Base(stage), fd, path.Base(scope), uint(mode)); err != nil {
+	if err := renameat(fd, path.Base(stage), fd, path.Base(scope), mode); err != nil {
 		what := "exchange"
-		if mode == unix.RENAME_NOREPLACE {
+		if mode == renameNoReplace {
 			what = "rename"
 		}
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
@@ -436,7 +435,8 @@ func (t *Tree) copyMeta(src, dst string, fi fs.FileInfo) error {
 	if err := t.copyXattrs(src, dst); err != nil {
 		return err
 	}
-	return t.root.Chtimes(dst, time.Unix(st.Atim.Unix()), time.Unix(st.Mtim.Unix()))
+	atime, mtime := statTimes(st)
+	return t.root.Chtimes(dst, atime, mtime)
 }
 
 func (t *Tree) copyXattrs(src, dst string) error {
