@@ -127,7 +127,7 @@ func usage(w io.Writer, cmds map[string]command) {
 }
 
 func runVersion(e *env, args []string) int {
-	fmt.Fprintln(e.stdout, "amilint", version())
+	fmt.Fprintln(e.stdout, "amilint", version()+flavor)
 	return ExitOK
 }
 

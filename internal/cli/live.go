@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"slices"
 	"strings"
@@ -17,7 +15,6 @@ import (
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/host/live"
-	"github.com/amilint/amilint/internal/host/metrics"
 	"github.com/amilint/amilint/internal/host/npd"
 	"github.com/amilint/amilint/internal/report"
 )
@@ -91,9 +88,9 @@ func runLive(e *env, args []string) int {
 	out := fs.String("o", "text", "output format: "+strings.Join(report.Formats, ", "))
 	serve := fs.String("serve", "", "serve Prometheus metrics and /healthz on `ADDR` (e.g. :9847) until stopped")
 	npdMode := fs.Bool("npd", false, "node-problem-detector custom plugin mode: one line, exit 0 OK, 1 problem, 2 unknown")
-	interval := fs.Duration("interval", metrics.DefaultInterval, "with --serve, time between two audits")
+	interval := fs.Duration("interval", defaultServeInterval, "with --serve, time between two audits")
 	webConfig := fs.String("web.config.file", "", "with --serve, a Prometheus exporter-toolkit web configuration `FILE`: TLS and basic auth")
-	maxConns := fs.Int("web.max-connections", metrics.DefaultMaxConnections, "with --serve, connections served at once; more wait until slow or idle ones are cut")
+	maxConns := fs.Int("web.max-connections", defaultMaxConnections, "with --serve, connections served at once; more wait until slow or idle ones are cut")
 	failOn := fs.String("fail-on", "high", "exit 1 when a finding is at or above this severity")
 	if _, err := parse(fs, args); errors.Is(err, flag.ErrHelp) {
 		return usageOf(e, fs, "amilint live [-o FORMAT] [--fail-on SEVERITY] [--serve ADDR] [--npd] [--sample DURATION] [--collect LIST] [--bus ADDR] [--root DIR] [--profile NAME] [--trait NAME] [--rules DIR] [--policy DIR] [--data FILE] [--waivers FILE]")
@@ -118,23 +115,8 @@ func runLive(e *env, args []string) int {
 	defer host.Close()
 
 	if *serve != "" {
-		if err := metrics.CheckWebConfig(*webConfig); err != nil {
-			return fail(e, "live", err)
-		}
-		ln, err := net.Listen("tcp", listenAddr(*serve))
-		if err != nil {
-			return fail(e, "live", fmt.Errorf("listen %s: %w", *serve, err))
-		}
-		fmt.Fprintf(e.stderr, "amilint live: serving /metrics and /healthz on %s\n", ln.Addr())
-		audit := func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-			doc, fs, err := host.Audit(ctx)
-			if doc == nil {
-				return nil, nil, err
-			}
-			return doc.Live, fs, err
-		}
-		opts := metrics.ServeOptions{WebConfigFile: *webConfig, MaxConnections: *maxConns}
-		if err := metrics.New(audit, *interval, e.log).Serve(e.ctx, ln, opts); err != nil {
+		cfg := serveConfig{addr: *serve, interval: *interval, webConfig: *webConfig, maxConns: *maxConns}
+		if err := serveMetrics(e, host, cfg); err != nil {
 			return fail(e, "live", err)
 		}
 		return ExitOK
@@ -271,24 +253,6 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
-}
-
-// listenAddr makes an address with a bare IPv6 host ("fd00::12:9847",
-// what "$(POD_IP):9847" gives in a Kubernetes manifest on an IPv6 pod)
-// the bracketed form net.Listen takes; any other address is returned as
-// is.
-func listenAddr(addr string) string {
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
-	}
-	i := strings.LastIndex(addr, ":")
-	if i < 0 {
-		return addr
-	}
-	if ip := net.ParseIP(addr[:i]); ip != nil && ip.To4() == nil {
-		return net.JoinHostPort(addr[:i], addr[i+1:])
-	}
-	return addr
 }
 
 // errNoHost marks a --root that does not exist.

@@ -46,7 +46,7 @@ func Get(format string, opts ...Option) (Writer, error) {
 	case "junit":
 		return &junitWriter{o}, nil
 	case "html":
-		return &htmlWriter{o}, nil
+		return htmlFormat(o)
 	case "markdown", "md":
 		return &markdownWriter{o}, nil
 	}

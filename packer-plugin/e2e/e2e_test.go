@@ -2,8 +2,11 @@
 
 // Package e2e runs real `packer build`s with the amilint plugin installed by
 // `packer plugins install --path`, the null builder and the SSH communicator
-// against a real sshd on 127.0.0.1, auditing and fixing a copy of the
-// DLAMI-like fixture. Run it with `make e2e-packer`.
+// against a real sshd on 127.0.0.1: TestPackerBuild audits and fixes a copy
+// of the DLAMI-like fixture with a development build of the plugin (`make
+// e2e-packer`); TestRelease checks the release `make release-snapshot`
+// built as Packer consumes it and audits an arm64 guest with the released
+// plugin through required_plugins (`make e2e-release`).
 package e2e
 
 import (
@@ -16,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +40,13 @@ type env struct {
 
 func run(t *testing.T, dir string, envv []string, name string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	return runFor(t, 5*time.Minute, dir, envv, name, args...)
+}
+
+// runFor runs name under a timeout and returns its combined output.
+func runFor(t *testing.T, timeout time.Duration, dir string, envv []string, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
@@ -64,26 +74,52 @@ func setup(t *testing.T) *env {
 	}
 	require.FileExists(t, sshd, "openssh-server is installed by .ci/run")
 
-	// The plugin binary, named as a release binary and installed by path.
+	// The plugin binary, named as a release binary and installed by path;
+	// it embeds the guest binaries `make guest-binaries` built.
 	bin := filepath.Join(e.work, "packer-plugin-amilint_v0.1.0_x5.0_linux_amd64")
 	out, err := run(t, "..", nil, "go", "build", "-o", bin, ".")
 	require.NoError(t, err, out)
-	e.amilint = bin
+	// The full amilint, to check the images afterwards.
+	e.amilint = filepath.Join(e.work, "amilint")
+	out, err = run(t, testenv.RepoRoot(t), nil, "go", "build", "-o", e.amilint, "./cmd/amilint")
+	require.NoError(t, err, out)
 	e.plugins = filepath.Join(e.work, "plugins")
 	out, err = run(t, e.work, e.packerEnv(), e.packer, "plugins", "install", "--path", bin, "github.com/amilint/amilint")
 	require.NoError(t, err, out)
 
-	// A throwaway sshd on loopback, with throwaway keys.
-	e.key = filepath.Join(e.work, "client")
-	for _, k := range []string{e.key, filepath.Join(e.work, "host")} {
-		out, err := run(t, e.work, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", k)
+	e.key, e.port = startSSHD(t, e.work, "", func(config string) *exec.Cmd {
+		return exec.Command(sshd, "-D", "-e", "-f", config)
+	})
+	return e
+}
+
+// startSSHD starts a throwaway sshd on 127.0.0.1 with throwaway keys and
+// returns the client key and the port. Its files go to dir+prefix (prefix
+// is the guest's view of them: "" for an sshd of this machine, the path
+// under the guest root for an sshd chrooted there); start returns the
+// command that runs it with the configuration at the guest path config.
+// It runs in its own process group, killed when the test ends.
+func startSSHD(t *testing.T, work, guestDir string, start func(config string) *exec.Cmd) (key string, port int) {
+	t.Helper()
+	key = filepath.Join(work, "client")
+	files := filepath.Join(work, "sshd")
+	if guestDir != "" {
+		files = filepath.Join(work, "upper", guestDir)
+	}
+	require.NoError(t, os.MkdirAll(files, 0o755))
+	seen := guestDir // where sshd sees its files
+	if guestDir == "" {
+		seen = files
+	}
+	for _, k := range []string{key, filepath.Join(files, "host")} {
+		out, err := run(t, work, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", k)
 		require.NoError(t, err, out)
 	}
-	pub, err := os.ReadFile(e.key + ".pub")
+	pub, err := os.ReadFile(key + ".pub")
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(e.work, "authorized_keys"), pub, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(files, "authorized_keys"), pub, 0o600))
 	require.NoError(t, os.MkdirAll("/run/sshd", 0o755))
-	e.port = freePort(t)
+	port = freePort(t)
 	cfg := fmt.Sprintf(`Port %d
 ListenAddress 127.0.0.1
 HostKey %s/host
@@ -95,28 +131,30 @@ KbdInteractiveAuthentication no
 UsePAM no
 StrictModes no
 Subsystem sftp internal-sftp
-`, e.port, e.work, e.work, e.work)
-	require.NoError(t, os.WriteFile(filepath.Join(e.work, "sshd_config"), []byte(cfg), 0o600))
-	ctx, cancel := context.WithCancel(context.Background())
-	sshdCmd := exec.CommandContext(ctx, sshd, "-D", "-e", "-f", filepath.Join(e.work, "sshd_config"))
-	var sshdLog bytes.Buffer
-	sshdCmd.Stdout, sshdCmd.Stderr = &sshdLog, &sshdLog
-	require.NoError(t, sshdCmd.Start())
+`, port, seen, seen, seen)
+	require.NoError(t, os.WriteFile(filepath.Join(files, "sshd_config"), []byte(cfg), 0o600))
+	cmd := start(filepath.Join(seen, "sshd_config"))
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
-		cancel()
-		sshdCmd.Wait()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("sshd log:\n%s", sshdLog.String())
+			t.Logf("sshd log:\n%s", log.String())
 		}
 	})
-	for i := 0; i < 100; i++ {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", e.port)); err == nil {
+	// An emulated sshd takes seconds to listen: wait up to a minute.
+	for i := 0; i < 600; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			c.Close()
-			break
+			return key, port
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	return e
+	t.Fatalf("sshd did not listen on 127.0.0.1:%d:\n%s", port, log.String())
+	return "", 0
 }
 
 func (e *env) packerEnv() []string {
@@ -168,6 +206,7 @@ func TestPackerBuild(t *testing.T) {
 		require.Error(t, err, out)
 		assert.Contains(t, out, "ecs.service")
 		assert.Contains(t, out, "finding(s) at or above high")
+		assert.Regexp(t, `amilint: uploaded the amilint this plugin carries for linux/amd64 \([0-9.]+ MB\) in [0-9.]+m?s`, out)
 		assert.Equal(t, "enabled", systemctlState(t, root, "ecs.service"), "audit does not change the image")
 	})
 
@@ -178,7 +217,7 @@ func TestPackerBuild(t *testing.T) {
 		require.NoError(t, err, out)
 		assert.Contains(t, out, "changed the image")
 		assert.NotEqual(t, "enabled", systemctlState(t, root, "ecs.service"))
-		out, err = run(t, e.work, nil, e.amilint, "amilint", "scan", root)
+		out, err = run(t, e.work, nil, e.amilint, "scan", root)
 		assert.NoError(t, err, "amilint scan of the fixed image exits 0:\n%s", out)
 	})
 

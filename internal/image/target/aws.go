@@ -1,3 +1,5 @@
+//go:build !amilint_guest
+
 package target
 
 import (
@@ -10,12 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/amilint/amilint/internal/image/ebs"
-)
-
-// AWS target prefixes.
-const (
-	AMIPrefix = "ami:"
-	EBSPrefix = "ebs:"
 )
 
 // openAWS opens `ami:ami-…` and `ebs:snap-…` targets: the snapshot is read

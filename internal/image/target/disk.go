@@ -1,3 +1,5 @@
+//go:build !amilint_guest
+
 package target
 
 import (
@@ -67,12 +69,6 @@ type volume struct {
 	number int    // the partition it is in (0: the whole disk)
 	r      io.ReaderAt
 	size   int64
-}
-
-// isBlockDevice reports whether a mode is a block device's (an attached
-// volume read as a raw disk).
-func isBlockDevice(m fs.FileMode) bool {
-	return m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0
 }
 
 // openFile opens a regular file or block device target: a tarball or a

@@ -1,3 +1,5 @@
+//go:build !amilint_guest
+
 package target
 
 import (
@@ -7,14 +9,6 @@ import (
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
-
-// FixturePrefix marks a target that names an embedded fixture tree, as in
-// "fixture:dlami".
-const FixturePrefix = "fixture:"
-
-// DefaultTarget is what the CLI audits when the user gives no target: the
-// DLAMI-like fixture whose ecs.service is the incident of INCIDENT.md.
-const DefaultTarget = FixturePrefix + fixtures.Default
 
 // openFixture opens spec ("fixture:NAME") as an in-memory image. It is
 // read-only (Dir is empty), so fix refuses it; use fixtures.Materialize for

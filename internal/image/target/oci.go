@@ -1,3 +1,5 @@
+//go:build !amilint_guest
+
 package target
 
 import (
@@ -12,39 +14,6 @@ import (
 	"github.com/amilint/amilint/internal/image/oci"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
-
-// Container image target prefixes.
-const (
-	// OCIPrefix names an OCI image layout directory: oci:DIR[:TAG].
-	OCIPrefix = "oci:"
-	// OCIArchivePrefix names an OCI layout in a tarball:
-	// oci-archive:FILE[:TAG].
-	OCIArchivePrefix = "oci-archive:"
-	// DockerArchivePrefix names `docker save` output:
-	// docker-archive:FILE[:TAG] (the file alone is recognised too).
-	DockerArchivePrefix = "docker-archive:"
-	// RegistryPrefix names an image in a registry:
-	// registry:HOST/REPO:TAG or registry:HOST/REPO@sha256:….
-	RegistryPrefix = "registry:"
-)
-
-// ErrImageOption reports --platform given for a target that is not a
-// container image, where it would mean nothing.
-var ErrImageOption = errors.New("option for container images only")
-
-// containerPrefixes are the prefixes openContainer handles.
-var containerPrefixes = []string{OCIPrefix, OCIArchivePrefix, DockerArchivePrefix, RegistryPrefix}
-
-// IsContainerImage reports whether spec names a container image by its
-// prefix: a read-only target, which fix can refuse before reading it.
-func IsContainerImage(spec string) bool {
-	for _, p := range containerPrefixes {
-		if strings.HasPrefix(spec, p) {
-			return true
-		}
-	}
-	return false
-}
 
 // ociOptions are the options of the oci package for a target.
 func ociOptions(opt Options) oci.Options {

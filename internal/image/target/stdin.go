@@ -1,3 +1,5 @@
+//go:build !amilint_guest
+
 package target
 
 import (
@@ -10,10 +12,6 @@ import (
 	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
-
-// StdinTarget is the TARGET that reads a root filesystem tarball from
-// standard input ("docker export c | amilint scan -").
-const StdinTarget = "-"
 
 // openStdin indexes the tarball on r once (tarfs.OpenStream): it cannot be
 // read again, so the contents of configuration files are kept and every

@@ -12,15 +12,73 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
+	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/image/ostree"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
+// FixturePrefix marks a target that names an embedded fixture tree, as in
+// "fixture:dlami".
+const FixturePrefix = "fixture:"
+
+// DefaultTarget is what the CLI audits when the user gives no target: the
+// DLAMI-like fixture whose ecs.service is the incident of INCIDENT.md.
+const DefaultTarget = FixturePrefix + fixtures.Default
+
+// StdinTarget is the TARGET that reads a root filesystem tarball from
+// standard input ("docker export c | amilint scan -").
+const StdinTarget = "-"
+
+// AWS target prefixes.
+const (
+	AMIPrefix = "ami:"
+	EBSPrefix = "ebs:"
+)
+
+// Container image target prefixes.
+const (
+	// OCIPrefix names an OCI image layout directory: oci:DIR[:TAG].
+	OCIPrefix = "oci:"
+	// OCIArchivePrefix names an OCI layout in a tarball:
+	// oci-archive:FILE[:TAG].
+	OCIArchivePrefix = "oci-archive:"
+	// DockerArchivePrefix names `docker save` output:
+	// docker-archive:FILE[:TAG] (the file alone is recognised too).
+	DockerArchivePrefix = "docker-archive:"
+	// RegistryPrefix names an image in a registry:
+	// registry:HOST/REPO:TAG or registry:HOST/REPO@sha256:….
+	RegistryPrefix = "registry:"
+)
+
+// ErrImageOption reports --platform given for a target that is not a
+// container image, where it would mean nothing.
+var ErrImageOption = errors.New("option for container images only")
+
+// containerPrefixes are the prefixes openContainer handles.
+var containerPrefixes = []string{OCIPrefix, OCIArchivePrefix, DockerArchivePrefix, RegistryPrefix}
+
+// IsContainerImage reports whether spec names a container image by its
+// prefix: a read-only target, which fix can refuse before reading it.
+func IsContainerImage(spec string) bool {
+	for _, p := range containerPrefixes {
+		if strings.HasPrefix(spec, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrUnsupported reports a target kind amilint cannot read (yet).
 var ErrUnsupported = errors.New("unsupported target")
+
+// ErrGuestBuild reports a target kind the guest build of amilint leaves
+// out (built with the amilint_guest tag: the binary the Packer plugin
+// uploads into a guest, which audits the root being built, a directory).
+var ErrGuestBuild = errors.New("not read by the guest build of amilint (the binary the Packer plugin uploads, which audits directories); use the full amilint")
 
 // ErrDiskOption reports a disk image option (a partition, a backing file)
 // given for a target that is not a disk image, where it would mean nothing.
@@ -180,4 +238,10 @@ func (opt Options) diskOnly(spec, kind string) error {
 		return nil
 	}
 	return fmt.Errorf("open target %s: %s: %w (this target is %s)", spec, strings.Join(given, ", "), ErrDiskOption, kind)
+}
+
+// isBlockDevice reports whether a mode is a block device's (an attached
+// volume read as a raw disk).
+func isBlockDevice(m fs.FileMode) bool {
+	return m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0
 }

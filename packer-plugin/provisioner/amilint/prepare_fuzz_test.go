@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/amilint/amilint/internal/audit/finding"
 )
@@ -19,7 +20,6 @@ func FuzzPrepare(f *testing.F) {
 	f.Add("warn", "critical", "/", "", "", "", "0s", "/var/tmp", "k8s-gpu-node")
 	f.Add("nuke", "severe", "relative", "pdf", "Not A Slug", "sudo amilint", "-1s", "tmp", "")
 	f.Add("audit", "", "", "junit", "gpu,immutable", "{{.Path}} {{.Args}} {{", "1h", "", "{{.Path}}")
-	bin := filepath.Join(f.TempDir(), "plugin")
 	f.Fuzz(func(t *testing.T, mode, failOn, root, formats, traits, command, timeout, remote, profile string) {
 		raw := map[string]interface{}{
 			"mode": mode, "fail_on": failOn, "root": root, "execute_command": command,
@@ -32,7 +32,7 @@ func FuzzPrepare(f *testing.F) {
 		if traits != "" {
 			raw["traits"] = strings.Split(traits, ",")
 		}
-		p := &Provisioner{executable: func() (string, error) { return bin, nil }}
+		p := &Provisioner{guests: fstest.MapFS{}}
 		if err := p.Prepare(raw); err != nil {
 			return
 		}

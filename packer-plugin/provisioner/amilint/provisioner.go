@@ -4,23 +4,25 @@
 // built with amilint, over whatever communicator the builder gives, and
 // fails the build, fixes the image, or only warns.
 //
-// The provisioner uploads an amilint binary to the guest (by default the
-// plugin binary itself, which is also the amilint CLI), uploads the user's
-// policies, rules, data and waivers, runs `amilint scan` on `root`, reads the
-// JSON report back and writes the requested report formats on the Packer
-// host. The guest needs neither systemd as PID 1 nor internet access.
+// The provisioner asks the guest its architecture (`uname -sm`), uploads
+// the amilint binary this plugin carries for it (see the guest package),
+// uploads the user's policies, rules, data and waivers, runs `amilint scan`
+// on `root`, reads the JSON report back and writes the requested report
+// formats on the Packer host. The guest needs neither systemd as PID 1 nor
+// internet access, and the Packer host may run any OS.
 package amilint
 
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -34,12 +36,9 @@ import (
 
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/report"
+	"github.com/amilint/amilint/packer-plugin/guest"
 	"github.com/amilint/amilint/rules"
 )
-
-// EngineArg is the first argument that makes the plugin binary act as the
-// amilint CLI.
-const EngineArg = "amilint"
 
 // Modes of the provisioner.
 const (
@@ -124,9 +123,11 @@ type Config struct {
 	// Packer host, over the shipped ones by id (`disabled: true` turns one
 	// off); implies `harden`.
 	HardenCatalogPaths []string `mapstructure:"harden_catalog_paths"`
-	// The amilint binary to upload, on the Packer host, built for the
-	// guest's OS and architecture. Defaults to this plugin's own binary,
-	// which is amilint for the Packer host's platform.
+	// An amilint binary on the Packer host to upload instead of the one
+	// this plugin carries for the guest's architecture (linux/amd64 and
+	// linux/arm64, picked by `uname -m` on the guest): a build of your own,
+	// or one for another architecture. It must be a linux binary for the
+	// guest's architecture; an ELF file for another one is refused.
 	AmilintBinary string `mapstructure:"amilint_binary"`
 	// The guest directory for uploaded files. Defaults to `/tmp`.
 	RemoteFolder string `mapstructure:"remote_folder"`
@@ -137,8 +138,9 @@ type Config struct {
 // Provisioner is the amilint provisioner.
 type Provisioner struct {
 	config Config
-	// executable returns the binary to upload by default; tests replace it.
-	executable func() (string, error)
+	// guests holds the compressed guest binaries (guest.Embedded unless a
+	// test sets it).
+	guests fs.FS
 }
 
 // ConfigSpec returns the HCL2 spec of Config.
@@ -175,8 +177,8 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	if c.ReportPath != "" && len(c.ReportFormats) == 0 {
 		c.ReportFormats = []string{"json"}
 	}
-	if p.executable == nil {
-		p.executable = os.Executable
+	if p.guests == nil {
+		p.guests = guest.Embedded()
 	}
 
 	var errs *packersdk.MultiError
@@ -238,9 +240,6 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	if !strings.Contains(c.ExecuteCommand, "{{.Path}}") || !strings.Contains(c.ExecuteCommand, "{{.Args}}") {
 		add("execute_command must contain {{.Path}} and {{.Args}}")
 	}
-	if c.AmilintBinary == "" && runtime.GOOS != "linux" {
-		add("amilint_binary is required when Packer does not run on linux: the plugin binary cannot run on a linux guest")
-	}
 	if errs != nil && len(errs.Errors) > 0 {
 		return errs
 	}
@@ -254,8 +253,6 @@ type session struct {
 	comm   packersdk.Communicator
 	dir    string // guest working directory
 	binary string // guest path of amilint
-	// engine is the argument prefix that makes the binary amilint.
-	engine []string
 	// flags are the policy inputs as uploaded.
 	flags []string
 	// hardenFlags are fix's --harden and --harden-catalog, as uploaded.
@@ -270,10 +267,11 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 	c := &p.config
 	s := &session{p: p, ui: ui, comm: comm, dir: path.Join(c.RemoteFolder, "amilint-"+uuid.TimeOrderedUUID())}
 	ui.Say(fmt.Sprintf("amilint: auditing %s on the guest (mode %s, fail_on %s)", c.Root, c.Mode, c.FailOn))
+	// Whatever was uploaded is removed, even when the upload fails half-way.
+	defer s.cleanup(ctx)
 	if err := s.upload(ctx); err != nil {
 		return err
 	}
-	defer s.cleanup(ctx)
 
 	rep, code, err := s.scan(ctx)
 	if err != nil {
@@ -335,16 +333,7 @@ func (s *session) upload(ctx context.Context) error {
 	if err := s.run(ctx, "mkdir -p "+shellQuote(s.dir), nil); err != nil {
 		return fmt.Errorf("amilint: create %s on the guest: %w", s.dir, err)
 	}
-	bin := c.AmilintBinary
-	if bin == "" {
-		exe, err := s.p.executable()
-		if err != nil {
-			return fmt.Errorf("amilint: locate the plugin binary: %w", err)
-		}
-		bin, s.engine = exe, []string{EngineArg}
-	}
-	s.binary = path.Join(s.dir, "amilint")
-	if err := s.uploadFile(s.binary, bin); err != nil {
+	if err := s.uploadBinary(ctx); err != nil {
 		return err
 	}
 	for i, d := range c.PolicyPaths {
@@ -404,6 +393,89 @@ func (s *session) upload(ctx context.Context) error {
 	return nil
 }
 
+// uploadBinary uploads the amilint for the guest's architecture, as the
+// guest reports it, and says how long that took.
+func (s *session) uploadBinary(ctx context.Context) error {
+	c := &s.p.config
+	arch, err := s.guestArch(ctx)
+	if err != nil {
+		return err
+	}
+	var bin []byte
+	what := "the amilint this plugin carries"
+	if c.AmilintBinary != "" {
+		what = c.AmilintBinary
+		if bin, err = os.ReadFile(c.AmilintBinary); err != nil {
+			return fmt.Errorf("amilint: amilint_binary: %w", err)
+		}
+		if err := checkELF(bin, arch); err != nil {
+			return fmt.Errorf("amilint: amilint_binary %s: %w", c.AmilintBinary, err)
+		}
+	} else if bin, err = guest.Binary(s.p.guests, arch); err != nil {
+		return fmt.Errorf("amilint: %w; set amilint_binary to a linux/%s build of amilint", err, arch)
+	}
+	s.binary = path.Join(s.dir, "amilint")
+	start := time.Now()
+	var fi os.FileInfo = executable{size: int64(len(bin))}
+	if err := s.comm.Upload(s.binary, bytes.NewReader(bin), &fi); err != nil {
+		return fmt.Errorf("amilint: upload %s to %s: %w", what, s.binary, err)
+	}
+	s.ui.Say(fmt.Sprintf("amilint: uploaded %s for linux/%s (%.1f MB) in %s",
+		what, arch, float64(len(bin))/1e6, time.Since(start).Round(time.Millisecond)))
+	return nil
+}
+
+// guestArch asks the guest its kernel and machine (`uname -sm`) and returns
+// the GOARCH of the amilint it needs; a guest that is not Linux is an error.
+func (s *session) guestArch(ctx context.Context) (string, error) {
+	var out bytes.Buffer
+	if err := s.run(ctx, "uname -sm", &out); err != nil {
+		return "", fmt.Errorf("amilint: detect the guest's architecture: %w", err)
+	}
+	f := strings.Fields(out.String())
+	if len(f) != 2 {
+		return "", fmt.Errorf("amilint: detect the guest's architecture: uname -sm printed %q", strings.TrimSpace(out.String()))
+	}
+	if f[0] != "Linux" {
+		return "", fmt.Errorf("amilint: the guest runs %s: amilint audits Linux guests", f[0])
+	}
+	arch, err := guest.Arch(f[1])
+	if err != nil {
+		return "", fmt.Errorf("amilint: %w", err)
+	}
+	return arch, nil
+}
+
+// elfMachines are the ELF machines of the guest architectures.
+var elfMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// checkELF refuses an ELF binary built for another architecture than
+// arch; a file that is not ELF (a wrapper script) is the user's to vouch
+// for.
+func checkELF(bin []byte, arch string) error {
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if want, ok := elfMachines[arch]; ok && f.Machine != want {
+		return fmt.Errorf("is built for %s, the guest is linux/%s", f.Machine, arch)
+	}
+	return nil
+}
+
+// executable describes the binary uploaded from memory: a regular file,
+// mode 0755, of size bytes (the SSH communicator's scp needs the size up
+// front, and would otherwise copy the binary to a temporary file first).
+type executable struct{ size int64 }
+
+func (e executable) Name() string       { return "amilint" }
+func (e executable) Size() int64        { return e.size }
+func (e executable) Mode() fs.FileMode  { return 0o755 }
+func (e executable) ModTime() time.Time { return time.Time{} }
+func (e executable) IsDir() bool        { return false }
+func (e executable) Sys() any           { return nil }
+
 func (s *session) uploadFile(dst, src string) error {
 	f, err := os.Open(src)
 	if err != nil {
@@ -435,9 +507,8 @@ func (s *session) uploadDir(ctx context.Context, dst, src string) error {
 // exit 2 (could not audit) and transport failures are errors.
 func (s *session) amilint(ctx context.Context, args ...string) ([]byte, int, error) {
 	c := &s.p.config
-	all := append(slices.Clone(s.engine), args...)
-	quoted := make([]string, len(all))
-	for i, a := range all {
+	quoted := make([]string, len(args))
+	for i, a := range args {
 		quoted[i] = shellQuote(a)
 	}
 	c.ctx.Data = map[string]string{

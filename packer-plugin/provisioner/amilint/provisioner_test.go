@@ -1,7 +1,10 @@
 package amilint
 
 import (
+	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,12 +13,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/packer-plugin/guest"
 )
 
 // recorder is a fake communicator that records every command and upload and
@@ -24,7 +30,13 @@ type recorder struct {
 	mu       sync.Mutex
 	commands []string
 	uploads  []string
+	// contents are the uploaded files' contents, by guest path, and
+	// modes their modes.
+	contents map[string]string
+	modes    map[string]os.FileMode
 	dirs     []string
+	// uname is what `uname -sm` prints (default "Linux x86_64").
+	uname string
 	// answer returns stdout and exit status for a command.
 	answer func(cmd string) (string, int)
 }
@@ -34,7 +46,12 @@ func (r *recorder) Start(_ context.Context, c *packersdk.RemoteCmd) error {
 	r.commands = append(r.commands, c.Command)
 	r.mu.Unlock()
 	out, code := "", 0
-	if r.answer != nil {
+	switch {
+	case c.Command == "uname -sm" && r.uname == "":
+		out = "Linux x86_64\n"
+	case c.Command == "uname -sm":
+		out = r.uname + "\n"
+	case r.answer != nil:
 		out, code = r.answer(c.Command)
 	}
 	go func() {
@@ -49,11 +66,24 @@ func (r *recorder) Start(_ context.Context, c *packersdk.RemoteCmd) error {
 	return nil
 }
 
-func (r *recorder) Upload(dst string, src io.Reader, _ *os.FileInfo) error {
-	io.Copy(io.Discard, src)
+func (r *recorder) Upload(dst string, src io.Reader, fi *os.FileInfo) error {
+	b, err := io.ReadAll(src)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.uploads = append(r.uploads, dst)
+	if r.contents == nil {
+		r.contents, r.modes = map[string]string{}, map[string]os.FileMode{}
+	}
+	r.contents[dst] = string(b)
+	if fi != nil {
+		if (*fi).Size() != int64(len(b)) {
+			return fmt.Errorf("upload %s: FileInfo says %d bytes, got %d", dst, (*fi).Size(), len(b))
+		}
+		r.modes[dst] = (*fi).Mode()
+	}
 	return nil
 }
 
@@ -67,17 +97,51 @@ func (r *recorder) UploadDir(dst, src string, _ []string) error {
 func (r *recorder) Download(string, io.Writer) error           { return nil }
 func (r *recorder) DownloadDir(string, string, []string) error { return nil }
 
-// verbs returns the amilint subcommands run, in order.
+// verbs returns the commands run, in order: the amilint subcommand for an
+// amilint command, else the command's first word.
 func (r *recorder) verbs() []string {
 	var out []string
 	for _, c := range r.commands {
-		if i := strings.Index(c, " "+EngineArg+" "); i >= 0 {
-			out = append(out, strings.Fields(c[i+len(EngineArg)+2:])[0])
+		if i := strings.LastIndex(c, "/amilint "); i >= 0 {
+			out = append(out, strings.Fields(c[i+len("/amilint "):])[0])
 		} else {
 			out = append(out, strings.Fields(c)[0])
 		}
 	}
 	return out
+}
+
+// guests returns compressed fake guest binaries whose contents name their
+// architecture, for archs.
+func guests(t *testing.T, archs ...string) fstest.MapFS {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil)
+	require.NoError(t, err)
+	defer enc.Close()
+	fsys := fstest.MapFS{}
+	for _, a := range archs {
+		fsys[guest.FileName(a)] = &fstest.MapFile{Data: enc.EncodeAll([]byte("amilint for linux/"+a), nil)}
+	}
+	return fsys
+}
+
+// elfHeader returns a minimal 64-bit little-endian ELF header for machine.
+func elfHeader(machine elf.Machine) []byte {
+	h := elf.Header64{Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT), Ehsize: 64}
+	copy(h.Ident[:], elf.ELFMAG)
+	h.Ident[elf.EI_CLASS], h.Ident[elf.EI_DATA], h.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	var b bytes.Buffer
+	_ = binary.Write(&b, binary.LittleEndian, h)
+	return b.Bytes()
+}
+
+// said returns what the provisioner said to a Ui.
+func said(ui packersdk.Ui) string {
+	return ui.(*packersdk.BasicUi).Writer.(*bytes.Buffer).String()
+}
+
+func testUi() packersdk.Ui {
+	return &packersdk.BasicUi{Reader: new(bytes.Buffer), Writer: new(bytes.Buffer), ErrorWriter: new(bytes.Buffer), PB: &packersdk.NoopProgressTracker{}}
 }
 
 func reportJSON(t *testing.T, fs ...finding.Finding) string {
@@ -92,9 +156,7 @@ var ecs = finding.Finding{RuleID: "ecs-agent-unconfigured", Severity: finding.Hi
 
 func newProvisioner(t *testing.T, cfg map[string]interface{}) *Provisioner {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "plugin")
-	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755))
-	p := &Provisioner{executable: func() (string, error) { return bin, nil }}
+	p := &Provisioner{guests: guests(t, guest.Archs...)}
 	require.NoError(t, p.Prepare(cfg))
 	return p
 }
@@ -153,8 +215,8 @@ func TestAuditModeFailsTheBuildNamingTheUnit(t *testing.T) {
 	err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ecs.service")
-	assert.Equal(t, []string{"mkdir", "mkdir", "scan", "rm"}, comm.verbs())
-	scan := comm.commands[2]
+	assert.Equal(t, []string{"mkdir", "uname", "mkdir", "scan", "rm"}, comm.verbs())
+	scan := comm.commands[3]
 	for _, want := range []string{"scan /mnt/image", "--fail-on high", "-o json", "--policy ", "--profile k8s-gpu-node", "--trait immutable --trait gpu", "AMILINT_NO_COLOR=1"} {
 		assert.Contains(t, scan, want)
 	}
@@ -213,8 +275,8 @@ func TestFixModeFixesThenReaudits(t *testing.T) {
 	p := newProvisioner(t, map[string]interface{}{"mode": "fix"})
 	ui := packersdk.TestUi(t)
 	require.NoError(t, p.Provision(context.Background(), ui, comm, nil))
-	assert.Equal(t, []string{"mkdir", "scan", "fix", "scan", "rm"}, comm.verbs())
-	assert.Contains(t, comm.commands[2], "fix / --fail-on high")
+	assert.Equal(t, []string{"mkdir", "uname", "scan", "fix", "scan", "rm"}, comm.verbs())
+	assert.Contains(t, comm.commands[3], "fix / --fail-on high")
 }
 
 func TestFixModeFailsWhenSomethingRemains(t *testing.T) {
@@ -227,7 +289,7 @@ func TestFixModeFailsWhenSomethingRemains(t *testing.T) {
 	p := newProvisioner(t, map[string]interface{}{"mode": "fix"})
 	err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil)
 	require.Error(t, err)
-	assert.Equal(t, []string{"mkdir", "scan", "fix", "scan", "rm"}, comm.verbs())
+	assert.Equal(t, []string{"mkdir", "uname", "scan", "fix", "scan", "rm"}, comm.verbs())
 }
 
 func TestWarnModeNeverFails(t *testing.T) {
@@ -240,7 +302,7 @@ func TestWarnModeNeverFails(t *testing.T) {
 	}}
 	p := newProvisioner(t, map[string]interface{}{"mode": "warn", "report_path": reports, "report_formats": []string{"junit", "markdown"}})
 	require.NoError(t, p.Provision(context.Background(), packersdk.TestUi(t), comm, nil))
-	assert.Equal(t, []string{"mkdir", "scan", "rm"}, comm.verbs())
+	assert.Equal(t, []string{"mkdir", "uname", "scan", "rm"}, comm.verbs())
 	for _, f := range []string{"amilint.junit.xml", "amilint.md"} {
 		_, err := os.Stat(filepath.Join(reports, f))
 		assert.NoError(t, err, f)
@@ -263,8 +325,8 @@ func TestEngineErrorIsABuildError(t *testing.T) {
 
 func TestSudoExecuteCommandAndCustomBinary(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "amilint-linux-arm64")
-	require.NoError(t, os.WriteFile(bin, []byte("x"), 0o755))
-	comm := &recorder{answer: func(cmd string) (string, int) {
+	require.NoError(t, os.WriteFile(bin, elfHeader(elf.EM_AARCH64), 0o755))
+	comm := &recorder{uname: "Linux aarch64", answer: func(cmd string) (string, int) {
 		if strings.Contains(cmd, " scan ") {
 			return reportJSON(t), 0
 		}
@@ -275,11 +337,70 @@ func TestSudoExecuteCommandAndCustomBinary(t *testing.T) {
 		"execute_command": "chmod 0755 {{.Path}} && sudo -n {{.Vars}} {{.Path}} {{.Args}}",
 		"remote_folder":   "/var/tmp",
 	})
-	require.NoError(t, p.Provision(context.Background(), packersdk.TestUi(t), comm, nil))
-	scan := comm.commands[1]
+	require.NoError(t, p.Provision(context.Background(), testUi(), comm, nil))
+	scan := comm.commands[2]
 	assert.Contains(t, scan, "sudo -n AMILINT_NO_COLOR=1 /var/tmp/amilint-")
-	assert.NotContains(t, scan, " "+EngineArg+" scan", "a standalone amilint binary takes no engine prefix")
 	assert.Contains(t, scan, "/amilint scan /")
+	require.Len(t, comm.uploads, 1)
+	assert.Equal(t, string(elfHeader(elf.EM_AARCH64)), comm.contents[comm.uploads[0]], "amilint_binary, not the carried one")
+}
+
+// TestUploadsTheBinaryForTheGuestsArchitecture: the guest's `uname -sm`
+// picks the carried binary, with no option; what cannot run there fails
+// the build before anything runs, naming why.
+func TestUploadsTheBinaryForTheGuestsArchitecture(t *testing.T) {
+	for _, tc := range []struct {
+		name, uname string
+		carried     []string
+		binary      []byte // amilint_binary's contents, when set
+		want, err   string
+	}{
+		{name: "x86_64", uname: "Linux x86_64", carried: guest.Archs, want: "amilint for linux/amd64"},
+		{name: "aarch64", uname: "Linux aarch64", carried: guest.Archs, want: "amilint for linux/arm64"},
+		{name: "not carried", uname: "Linux aarch64", carried: []string{"amd64"},
+			err: "no amilint for linux/arm64 guests: this plugin build carries linux/amd64 only; set amilint_binary to a linux/arm64 build"},
+		{name: "development build", uname: "Linux x86_64",
+			err: "this plugin build carries no guest binaries (a development build: run make guest-binaries"},
+		{name: "32-bit arm", uname: "Linux armv7l", carried: guest.Archs, err: `guest architecture "armv7l": amilint guests are x86_64 or aarch64`},
+		{name: "not linux", uname: "FreeBSD amd64", carried: guest.Archs, err: "the guest runs FreeBSD: amilint audits Linux guests"},
+		{name: "no uname", uname: "sh: uname: not found", carried: guest.Archs, err: "uname -sm printed"},
+		{name: "amilint_binary for another arch", uname: "Linux aarch64", carried: guest.Archs,
+			binary: elfHeader(elf.EM_X86_64), err: "is built for EM_X86_64, the guest is linux/arm64"},
+		{name: "amilint_binary script", uname: "Linux aarch64", carried: guest.Archs,
+			binary: []byte("#!/bin/sh\nexec amilint \"$@\"\n"), want: "#!/bin/sh\nexec amilint \"$@\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := map[string]interface{}{}
+			if tc.binary != nil {
+				bin := filepath.Join(t.TempDir(), "amilint")
+				require.NoError(t, os.WriteFile(bin, tc.binary, 0o755))
+				cfg["amilint_binary"] = bin
+			}
+			p := &Provisioner{guests: guests(t, tc.carried...)}
+			require.NoError(t, p.Prepare(cfg))
+			comm := &recorder{uname: tc.uname, answer: func(cmd string) (string, int) {
+				if strings.Contains(cmd, " scan ") {
+					return reportJSON(t), 0
+				}
+				return "", 0
+			}}
+			ui := testUi()
+			err := p.Provision(context.Background(), ui, comm, nil)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.Equal(t, []string{"mkdir", "uname", "rm"}, comm.verbs(), "nothing runs; the guest directory is removed")
+				assert.Empty(t, comm.uploads)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, comm.uploads, 1)
+			up := comm.uploads[0]
+			assert.Equal(t, tc.want, comm.contents[up])
+			assert.Equal(t, os.FileMode(0o755), comm.modes[up], "uploaded executable, with its size")
+			assert.Regexp(t, `amilint: uploaded .* for linux/(amd64|arm64) \(0\.0 MB\) in [0-9.]+[µnm]?s`, said(ui), "says how long the upload took")
+		})
+	}
 }
 
 func TestShellQuote(t *testing.T) {
@@ -305,9 +426,9 @@ func TestLiveAddsTheRunningHostsFindings(t *testing.T) {
 	err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil)
 	require.Error(t, err, "a high live finding fails the audit")
 	assert.Contains(t, err.Error(), "live-unit-crashloop")
-	assert.Equal(t, []string{"mkdir", "scan", "live", "rm"}, comm.verbs())
-	assert.Contains(t, comm.commands[2], "live -o json --fail-on high")
-	assert.Contains(t, comm.commands[2], "--profile k8s-gpu-node --trait immutable", "the live audit applies the scan's policy flags")
+	assert.Equal(t, []string{"mkdir", "uname", "scan", "live", "rm"}, comm.verbs())
+	assert.Contains(t, comm.commands[3], "live -o json --fail-on high")
+	assert.Contains(t, comm.commands[3], "--profile k8s-gpu-node --trait immutable", "the live audit applies the scan's policy flags")
 	assert.Equal(t, 1, strings.Count(err.Error(), "ecs.service (ecs-agent-unconfigured)"), "a finding both audits make counts once")
 }
 
@@ -326,11 +447,11 @@ func TestHardenWritesDropInsEvenWithoutFindings(t *testing.T) {
 	catalog := t.TempDir()
 	p := newProvisioner(t, map[string]interface{}{"mode": "fix", "harden_catalog_paths": []string{catalog}})
 	require.NoError(t, p.Provision(context.Background(), packersdk.TestUi(t), comm, nil))
-	assert.Equal(t, []string{"mkdir", "mkdir", "scan", "fix", "scan", "rm"}, comm.verbs())
-	fix := comm.commands[3]
+	assert.Equal(t, []string{"mkdir", "uname", "mkdir", "scan", "fix", "scan", "rm"}, comm.verbs())
+	fix := comm.commands[4]
 	assert.Contains(t, fix, "fix / --fail-on high")
 	assert.Regexp(t, `--harden-catalog '?/tmp/amilint-[^ ]+/harden-catalog-0'?`, fix)
-	assert.NotContains(t, comm.commands[2], "--harden", "the scan is not asked to harden")
+	assert.NotContains(t, comm.commands[3], "--harden", "the scan is not asked to harden")
 	assert.Contains(t, comm.dirs[0], "harden-catalog-0 <- "+catalog)
 
 	comm2 := &recorder{answer: func(cmd string) (string, int) {
@@ -341,8 +462,8 @@ func TestHardenWritesDropInsEvenWithoutFindings(t *testing.T) {
 	}}
 	p = newProvisioner(t, map[string]interface{}{"mode": "fix", "harden": true})
 	require.NoError(t, p.Provision(context.Background(), packersdk.TestUi(t), comm2, nil))
-	assert.Contains(t, comm2.commands[2], "fix / --fail-on high")
-	assert.Contains(t, comm2.commands[2], "--harden")
+	assert.Contains(t, comm2.commands[3], "fix / --fail-on high")
+	assert.Contains(t, comm2.commands[3], "--harden")
 }
 
 func TestHardenNeedsFixMode(t *testing.T) {

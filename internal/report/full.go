@@ -1,0 +1,6 @@
+//go:build !amilint_guest
+
+package report
+
+// htmlFormat returns the HTML writer.
+func htmlFormat(o options) (Writer, error) { return &htmlWriter{o}, nil }
