@@ -19,6 +19,17 @@ IMAGE_DIR ?= dist/image
 # File times and the image's creation time: the last commit's, so a
 # rebuild of one commit gives the same image digest.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# GoReleaser v2.17 and later import nfpm's msix packager, whose dependency
+# go.digitalxero.dev/go-msix the module proxy does not serve: v2.16.0 is the
+# newest that builds here. Built once per machine into CACHE, like Packer.
+GORELEASER_VERSION := v2.16.0
+GORELEASER ?= $(CACHE)/goreleaser-$(GORELEASER_VERSION)
+RELEASE_VERSION ?= $(VERSION:v%=%)
+# GoReleaser reads the origin's URL; a checkout without one (a worktree, a
+# copy) gets the project's, from the environment, so a snapshot never
+# degrades to v0.0.0. Nothing is fetched.
+SNAPSHOT_ORIGIN := GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/amilint/amilint.git
+ARM64_ROOT ?= .cache/arm64-root
 
 .PHONY: help build test test-prereqs test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root
 
@@ -44,14 +55,34 @@ plugin-generate-check: ## fail if regenerating the plugin's HCL2 spec changes it
 	cd packer-plugin && GOFLAGS=-mod=mod PATH=$(CURDIR)/bin:$$PATH $(GO) generate ./...
 	@out=$$(git status --porcelain -- packer-plugin/provisioner); if [ -n "$$out" ]; then echo "regenerating the HCL2 spec changed:"; echo "$$out"; git diff -- packer-plugin/provisioner; exit 1; fi
 
-plugin: ## build the release binary of the Packer plugin into dist/
+guest-binaries: ## the guest build of amilint (-tags amilint_guest) for linux/amd64 and arm64, compressed into packer-plugin/guest/bin for the plugin to embed
+	cd packer-plugin && $(GO) run ./guest/mkguest
+
+plugin: guest-binaries ## build the Packer plugin for this host into dist/, with the guest binaries embedded
 	cd packer-plugin && GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/dist/packer-plugin-amilint_v$(PLUGIN_VERSION)_x5.0_$$($(GO) env GOOS)_$$($(GO) env GOARCH) .
 
-e2e-packer: ## build Packer v1.14.3 (cached), then real packer builds over SSH with the plugin
+e2e-packer: guest-binaries ## build Packer v1.14.3 (cached), then real packer builds over SSH with the plugin; works on a fresh clone
+	@command -v sshd >/dev/null || test -x /usr/sbin/sshd || { echo "e2e-packer: sshd is missing: apt-get install openssh-server" >&2; exit 2; }
 	packer-plugin/e2e/build-packer.sh $(PACKER_BIN)
+	cd packer-plugin && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/bin/packer-sdc github.com/hashicorp/packer-plugin-sdk/cmd/packer-sdc
 	cd packer-plugin && GOFLAGS=-mod=mod $(GO) build -o $(CURDIR)/bin/packer-plugin-amilint . && \
 	  cd $(CURDIR)/bin && ./packer-sdc plugin-check packer-plugin-amilint
-	cd packer-plugin && GOFLAGS=-mod=mod PACKER_BIN=$(PACKER_BIN) $(GO) test -count=1 -tags e2e -timeout 20m -v ./e2e/
+	cd packer-plugin && GOFLAGS=-mod=mod PACKER_BIN=$(PACKER_BIN) $(GO) test -count=1 -tags e2e -timeout 20m -run TestPackerBuild -v ./e2e/
+
+.PHONY: guest-binaries release-snapshot e2e-release arm64-root
+release-snapshot: ## the whole release (CLI, Packer plugin zips, checksums) as tag v$(RELEASE_VERSION) makes it, offline, into dist/release
+	scripts/build-goreleaser.sh $(GORELEASER) $(GORELEASER_VERSION)
+	GORELEASER_CURRENT_TAG=v$(RELEASE_VERSION) $(SNAPSHOT_ORIGIN) $(GORELEASER) release --snapshot --clean
+	@cd dist/release && ls -l *.tar.gz *.zip *SHA256SUMS
+
+arm64-root: ## the cached Debian 12 arm64 root with systemd and sshd (.cache/arm64-root) an arm64 Packer guest runs from under qemu-user; root
+	packer-plugin/e2e/build-arm64-root.sh $(ARM64_ROOT)
+
+e2e-release: release-snapshot arm64-root ## check the release as Packer consumes it, install the plugin from it by path, packer build an arm64 guest through required_plugins
+	@command -v sshd >/dev/null || test -x /usr/sbin/sshd || { echo "e2e-release: sshd is missing: apt-get install openssh-server" >&2; exit 2; }
+	packer-plugin/e2e/build-packer.sh $(PACKER_BIN)
+	cd packer-plugin && PACKER_BIN=$(PACKER_BIN) AMILINT_RELEASE_DIR=$(CURDIR)/dist/release AMILINT_RELEASE_VERSION=$(RELEASE_VERSION) \
+	  AMILINT_ARM64_ROOT=$(abspath $(ARM64_ROOT)) $(GO) test -count=1 -tags e2e -timeout 30m -run TestRelease -v ./e2e/
 
 lint: lint-actions ## gofmt, go vet, staticcheck, actionlint and shellcheck; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
@@ -70,6 +101,7 @@ bench: build ## benchmarks, with ratios against the peers measured in the same r
 	$(GO) test -run '^$$' -bench 'Report10k|Rollout10k' -benchtime 1x ./internal/cli ./internal/report
 	scripts/bench-security.sh $(BIN) .cache/debian-root 20
 	$(GO) test -run '^$$' -bench 'SecurityVsUnits' -benchtime 10x ./internal/systemd/security
+	scripts/bench-guest-size.sh
 
 fuzz: ## run every fuzz target (the Packer plugin's too) for FUZZTIME each; prints each target's executions
 	@n=0; for mod in . packer-plugin; do \
