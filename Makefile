@@ -87,6 +87,7 @@ e2e-release: release-snapshot arm64-root ## check the release as Packer consumes
 lint: lint-actions ## gofmt, go vet, staticcheck, actionlint and shellcheck; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags amilint_guest $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
 	cd packer-plugin && GOFLAGS=-mod=mod $(GO) vet ./... && GOFLAGS=-mod=mod $(GO) vet -tags e2e ./...
 	cd deploy/image && GOFLAGS=-mod=mod $(GO) vet ./... && GOFLAGS=-mod=mod $(GO) vet -tags e2e ./...

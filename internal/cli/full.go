@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/amilint/amilint/internal/audit/finding"
@@ -52,22 +51,4 @@ func serveMetrics(e *env, host *live.Host, cfg serveConfig) error {
 	}
 	opts := metrics.ServeOptions{WebConfigFile: cfg.webConfig, MaxConnections: cfg.maxConns}
 	return metrics.New(audit, cfg.interval, e.log).Serve(e.ctx, ln, opts)
-}
-
-// listenAddr makes an address with a bare IPv6 host ("fd00::12:9847",
-// what "$(POD_IP):9847" gives in a Kubernetes manifest on an IPv6 pod)
-// the bracketed form net.Listen takes; any other address is returned as
-// is.
-func listenAddr(addr string) string {
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
-	}
-	i := strings.LastIndex(addr, ":")
-	if i < 0 {
-		return addr
-	}
-	if ip := net.ParseIP(addr[:i]); ip != nil && ip.To4() == nil {
-		return net.JoinHostPort(addr[:i], addr[i+1:])
-	}
-	return addr
 }

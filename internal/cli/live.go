@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -264,4 +265,22 @@ func checkRoot(root string) error {
 		return fmt.Errorf("root %s: %w: %w", root, errNoHost, err)
 	}
 	return nil
+}
+
+// listenAddr makes an address with a bare IPv6 host ("fd00::12:9847",
+// what "$(POD_IP):9847" gives in a Kubernetes manifest on an IPv6 pod)
+// the bracketed form net.Listen takes; any other address is returned as
+// is.
+func listenAddr(addr string) string {
+	if _, _, err := net.SplitHostPort(addr); err == nil {
+		return addr
+	}
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return addr
+	}
+	if ip := net.ParseIP(addr[:i]); ip != nil && ip.To4() == nil {
+		return net.JoinHostPort(addr[:i], addr[i+1:])
+	}
+	return addr
 }
