@@ -7,14 +7,20 @@
 # qemu-user-static registered with binfmt_misc.
 #
 # The root is built next to DIR and renamed into place only when complete,
-# so a present DIR is a finished root and the script only (re)registers the
-# emulator when it exists. Needs root, qemu-user-static and binfmt-support.
+# with its recipe (suite, variant, packages) in DIR/.amilint-recipe: a DIR
+# with the same recipe is reused as is (the script only registers the
+# emulator), one with another recipe is rebuilt. Needs root,
+# qemu-user-static and binfmt-support.
 set -euo pipefail
 
 dir=${1:?usage: build-arm64-root.sh DIR}
 mkdir -p "$(dirname "$dir")"
 dir=$(cd "$(dirname "$dir")" && pwd)/$(basename "$dir")
 mirror=${DEBIAN_MIRROR:-}
+suite=bookworm
+variant=minbase
+include=systemd,systemd-sysv,openssh-server
+recipe="$suite $variant $include"
 
 if [ "$(id -u)" != 0 ]; then
   echo "arm64-root: needs root (binfmt_misc, debootstrap)" >&2
@@ -39,8 +45,8 @@ if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] ||
   exit 2
 fi
 
-if [ -x "$dir/usr/sbin/sshd" ]; then
-  echo "arm64-root: $dir exists, not rebuilding (remove it to rebuild)"
+if [ -x "$dir/usr/sbin/sshd" ] && [ "$(cat "$dir/.amilint-recipe" 2>/dev/null)" = "$recipe" ]; then
+  echo "arm64-root: $dir ($recipe) exists, reused"
   exit 0
 fi
 
@@ -55,8 +61,8 @@ work=$dir.partial
 rm -rf "$work"
 trap 'rm -rf "$work"' EXIT
 start=$(date +%s)
-echo "arm64-root: debootstrap --arch=arm64 bookworm from $mirror into $work"
-debootstrap --arch=arm64 --variant=minbase --include=systemd,systemd-sysv,openssh-server bookworm "$work" "$mirror"
+echo "arm64-root: debootstrap --arch=arm64 $suite ($variant, $include) from $mirror into $work"
+debootstrap --arch=arm64 --variant="$variant" --include="$include" "$suite" "$work" "$mirror"
 # The host keys debootstrap generated are part of a shared cache: the test
 # brings its own.
 rm -f "$work"/etc/ssh/ssh_host_*
@@ -65,6 +71,9 @@ if [ "$arch" != aarch64 ]; then
   echo "arm64-root: uname -m in the root says $arch, want aarch64" >&2
   exit 1
 fi
+echo "$recipe" >"$work/.amilint-recipe"
+# A root of another recipe is replaced.
+rm -rf "$dir"
 mv "$work" "$dir"
 trap - EXIT
 echo "arm64-root: built $dir in $(( $(date +%s) - start ))s ($(du -sh "$dir" | cut -f1))"
