@@ -130,11 +130,52 @@ func TestGoValueEqualsJSON(t *testing.T) {
 	checkGoValue(t, dlamiFacts(t, rs))
 }
 
+// cycA and cycB refer to each other: cycB holds a cycA by value, whose
+// ptrMarshaler writes only through a pointer. A map's values are not
+// addressable, so encoding/json writes the ptrMarshaler in a
+// map[string]cycB as a plain struct; goValue must know that of cycB even
+// when it met cycB while still working out cycA.
+type cycA struct {
+	B  *cycB           `json:"b"`
+	Ms map[string]cycB `json:"ms"`
+	M  ptrMarshaler    `json:"m"`
+}
+
+type cycB struct {
+	A cycA `json:"a"`
+}
+
+func TestGoValueAddressableThroughCycles(t *testing.T) {
+	v := cycA{Ms: map[string]cycB{"k": {A: cycA{M: ptrMarshaler{3}}}}, M: ptrMarshaler{4}}
+	checkGoValue(t, v)
+	checkGoValue(t, &v)
+}
+
+// TestGoValueSharesEqualValues: equal values become one term (the
+// security checks of every service repeat), unequal ones do not.
+func TestGoValueSharesEqualValues(t *testing.T) {
+	yes := true
+	c := facts.SecurityCheck{Name: "PrivateTmp=", Set: &yes, Description: "Service has no access to other software's temporary files"}
+	d := c
+	d.Description = "other"
+	v, err := goValue([]map[string]facts.SecurityCheck{{"a": c, "b": d}, {"a": c, "b": d}, {"a": d, "b": d}})
+	require.NoError(t, err)
+	arr := v.(*ast.Array)
+	first, second, third := arr.Elem(0).Value.(ast.Object), arr.Elem(1).Value.(ast.Object), arr.Elem(2).Value.(ast.Object)
+	assert.Same(t, arr.Elem(0), arr.Elem(1), "equal maps: one term")
+	assert.NotSame(t, arr.Elem(0), arr.Elem(2))
+	assert.Same(t, first.Get(ast.StringTerm("a")), second.Get(ast.StringTerm("a")))
+	assert.Same(t, first.Get(ast.StringTerm("b")), third.Get(ast.StringTerm("a")), "equal structs: one term")
+	assert.NotSame(t, first.Get(ast.StringTerm("a")), first.Get(ast.StringTerm("b")))
+	checkGoValue(t, []map[string]facts.SecurityCheck{{"a": c, "b": d}, {"a": c, "b": d}, {"a": d, "b": d}})
+}
+
 // FuzzGoValue: any facts document encoding/json can read, converted
 // directly, is the value of its JSON form.
 func FuzzGoValue(f *testing.F) {
 	f.Add([]byte(`{"schema":"x","units":{"a.service":{"name":"a\u00ff","restart_sec":"infinity","directives":{"Service":{"X":["1"]}}}},"config_files":{"/e":{"keys":{"K":"v"}}}}`))
 	f.Add([]byte(`{"image":{"os_release":{"ID":"debian"},"warnings":["w"]},"manager":{"default_restart_sec":0.1}}`))
+	f.Add([]byte(`{"units":{"a":{"security":{"exposure":9.6,"level":"UNSAFE","checks":{"x":{"name":"X=","set":false,"exposure":0.2,"description":"d"},"y":{"name":"Y=","set":null,"exposure":null,"description":"d"}},"top":[{"id":"x","name":"X=","exposure":0.2}]}},"b":{"security":{"exposure":9.6,"level":"UNSAFE","checks":{"x":{"name":"X=","set":false,"exposure":0.2,"description":"d"}},"top":[]}}}}`))
 	f.Add([]byte(`{"units":{"b":{"exec_start":{"path":"/x","exists":true,"args":[]},"chain":[{"from":"a","to":"b","kind":"wants"}]}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var d facts.Document
