@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"debug/elf"
@@ -13,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -84,8 +86,18 @@ func TestRelease(t *testing.T) {
 		assert.Equal(t, all[name], sum, name)
 	}
 
+	// The guest binaries the release's before hook built, which every
+	// plugin binary must carry, whatever OS and architecture it is for.
+	carried := map[string][]byte{}
+	for _, arch := range guest.Archs {
+		b, err := fs.ReadFile(guest.Embedded(), guest.FileName(arch))
+		require.NoError(t, err, "the guest binaries the release's before hook built")
+		carried[arch] = b
+	}
+
 	// A plugin zip holds the one binary Packer extracts: the zip's name
-	// without .zip (.exe added on windows), executable.
+	// without .zip (.exe added on windows), executable, carrying amilint
+	// for linux/amd64 and linux/arm64 guests.
 	for _, z := range zips {
 		zr, err := zip.OpenReader(filepath.Join(dist, z))
 		require.NoError(t, err, z)
@@ -97,6 +109,14 @@ func TestRelease(t *testing.T) {
 			assert.Equal(t, want, zr.File[0].Name, z)
 			if !strings.Contains(z, "_windows_") {
 				assert.Equal(t, os.FileMode(0o755), zr.File[0].Mode().Perm(), z)
+			}
+			r, err := zr.File[0].Open()
+			require.NoError(t, err, z)
+			b, err := io.ReadAll(r)
+			r.Close()
+			require.NoError(t, err, z)
+			for arch, packed := range carried {
+				assert.True(t, bytes.Contains(b, packed), "%s carries amilint for linux/%s", z, arch)
 			}
 		}
 		zr.Close()

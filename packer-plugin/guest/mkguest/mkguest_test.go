@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -39,6 +41,21 @@ func TestGuestBuild(t *testing.T) {
 		require.NoError(t, err)
 		t.Logf("guest build for linux/%s: %d bytes stripped", arch, fi.Size())
 		assert.LessOrEqual(t, fi.Size(), int64(guest.MaxBinarySize), arch)
+
+		// What a guest audit cannot use is not linked at all: no AWS SDK
+		// (the EC2 and EBS clients), no Prometheus client or exporter
+		// toolkit, no container registry client.
+		info, err := buildinfo.ReadFile(filepath.Join(work, "amilint_linux_"+arch))
+		require.NoError(t, err, arch)
+		var mods []string
+		for _, d := range info.Deps {
+			mods = append(mods, d.Path)
+			for _, left := range []string{"github.com/aws/", "github.com/prometheus/", "github.com/google/go-containerregistry"} {
+				assert.False(t, strings.HasPrefix(d.Path, left), "linux/%s links %s", arch, d.Path)
+			}
+		}
+		assert.Contains(t, mods, "github.com/open-policy-agent/opa", "linux/%s: the policy engine is in", arch)
+		assert.Contains(t, info.Settings, debug.BuildSetting{Key: "-tags", Value: "amilint_guest"}, arch)
 	}
 	if runtime.GOOS != "linux" || !slices.Contains(guest.Archs, runtime.GOARCH) {
 		t.Logf("not running the linux guest binaries on %s/%s", runtime.GOOS, runtime.GOARCH)
