@@ -13,9 +13,27 @@ import (
 const DefaultTarget = "default.target"
 
 // ErrTransaction reports an initial transaction systemd could not build:
-// default.target (and its rescue and emergency fallbacks) unloadable, or a
-// required dependency of the anchor missing or masked.
+// default.target and its rescue.target fallback unloadable, or a unit the
+// anchor requires (directly or through others) missing, masked or refused.
 var ErrTransaction = errors.New("boot transaction fails")
+
+// RescueTarget is what PID 1 isolates when default.target cannot be
+// loaded.
+const RescueTarget = "rescue.target"
+
+// Failure is why systemd cannot queue the initial transaction: PID 1 then
+// freezes, and the machine never reaches a target.
+type Failure struct {
+	// Reason is systemd's own message, as PID 1 logs it: "Failed to
+	// isolate default target: Unit x.service is masked.".
+	Reason string
+	// Unit is the unit that cannot be started, "" when the failure is
+	// not one unit's (conflicting requirements).
+	Unit string
+	// Chain is the edges from default.target to Unit: the requirements
+	// that make Unit block the boot.
+	Chain []unit.Edge
+}
 
 // Boot is the initial boot transaction: the units systemd queues a start
 // job for when it isolates default.target, and the units that only start
@@ -23,10 +41,17 @@ var ErrTransaction = errors.New("boot transaction fails")
 // [Boot.Chain] explains each with the shortest chain of edges from
 // default.target. Names are unit ids ([Unit.Name]).
 type Boot struct {
-	// Root is the unit the transaction is anchored at: default.target's
-	// unit (through its alias), or rescue.target / emergency.target when
-	// default.target cannot be loaded, as systemd falls back.
+	// Default is the unit default.target resolves to through its alias
+	// ("multi-user.target"), or default.target when it has none.
+	Default string
+	// Root is the unit the transaction is anchored at: Default, or
+	// rescue.target when default.target cannot be loaded, as systemd falls
+	// back.
 	Root string
+	// Fallback is why systemd isolates rescue.target instead of
+	// default.target ("Unit default.target is masked."); "" when it does
+	// not fall back.
+	Fallback string
 	// Start are the units with a start job, sorted.
 	Start []string
 	// Activated are the loadable units without a start job that a started
@@ -38,7 +63,11 @@ type Boot struct {
 	// Conflicted maps a unit whose start job a Conflicts= removed (or that
 	// required such a unit) to the unit it conflicted with.
 	Conflicted map[string]string
-	// Err is set when systemd would fail the transaction (ErrTransaction).
+	// Failure says why systemd cannot queue the transaction; then nothing
+	// starts. Nil when it can.
+	Failure *Failure
+	// Err is set when systemd would fail the transaction: an error
+	// wrapping ErrTransaction with Failure's reason.
 	Err error
 
 	start map[string]bool
@@ -131,17 +160,22 @@ func (g *Graph) computeBoot() *Boot {
 		step:        map[string][]unit.Edge{},
 		parent:      map[string]string{},
 	}
-	var root *Unit
-	rootName := ""
-	for _, n := range []string{DefaultTarget, "rescue.target", "emergency.target"} {
-		if u := g.load(n); u != nil && u.State == Loaded {
-			root, rootName = u, n
-			break
+	// do_queue_default_job: default.target, else rescue.target; there is
+	// no further fallback.
+	rootName := DefaultTarget
+	root := g.load(DefaultTarget)
+	b.Default = root.Name
+	if root.State != Loaded {
+		b.Fallback = loadError(root)
+		rootName, root = RescueTarget, g.load(RescueTarget)
+		if root.State != Loaded {
+			reason := "Failed to load " + RescueTarget
+			if root.State == Masked {
+				reason = RescueTarget + " masked"
+			}
+			b.fail(&Failure{Reason: reason, Unit: root.Name, Chain: []unit.Edge{}})
+			return b
 		}
-	}
-	if root == nil {
-		b.Err = fmt.Errorf("load %s: %w", DefaultTarget, ErrTransaction)
-		return b
 	}
 	b.Root = root.Name
 
@@ -155,8 +189,20 @@ func (g *Graph) computeBoot() *Boot {
 	in := map[*Unit]bool{}
 	taken := map[*Unit][]txEdge{}
 	dropped := map[*Unit]bool{}
-	if !g.addJobs(root, in, taken, dropped) {
-		b.Err = fmt.Errorf("start %s: %w: a required dependency cannot be loaded", root.Name, ErrTransaction)
+	// A target without AllowIsolate=yes cannot be isolated: PID 1 starts
+	// it instead (job mode replace), which collects garbage.
+	v, _ := root.Last("Unit", "AllowIsolate")
+	isolate := parseBool(v, false)
+	if f := g.addJobs(root, in, taken, dropped); f != nil {
+		if isolate {
+			f.Reason = "Failed to isolate default target: " + f.Reason
+		} else {
+			f.Reason = "Failed to start default target: " + f.Reason
+		}
+		if rootName != root.Name {
+			f.Chain = append([]unit.Edge{g.aliasEdge(rootName, root)}, f.Chain...)
+		}
+		b.fail(f)
 		return b
 	}
 
@@ -182,9 +228,12 @@ func (g *Graph) computeBoot() *Boot {
 	// (systemd 254 on) have no job; the jobs they added stay, and their
 	// chains still pass through them.
 	jobs := slices.DeleteFunc(slices.Clone(order), func(u *Unit) bool { return dropped[u] })
-	deleted, err := g.resolveConflicts(root, jobs, taken)
-	if err != nil {
-		b.Err = err
+	if !isolate {
+		jobs = collectGarbage(root, jobs, taken)
+	}
+	deleted, f := g.resolveConflicts(root, jobs, taken)
+	if f != nil {
+		b.fail(f)
 		return b
 	}
 	for u, by := range deleted {
@@ -228,6 +277,56 @@ func (g *Graph) computeBoot() *Boot {
 	return b
 }
 
+// collectGarbage is transaction_collect_garbage, which a transaction that
+// does not isolate runs: a job no other job of the transaction pulls in is
+// deleted, until none is left (jobs left only by a job dropped for a
+// failed requirement go; a cycle of jobs pulling each other stays, as in
+// systemd).
+func collectGarbage(root *Unit, jobs []*Unit, taken map[*Unit][]txEdge) []*Unit {
+	alive := make(map[*Unit]bool, len(jobs))
+	for _, u := range jobs {
+		alive[u] = true
+	}
+	for changed := true; changed; {
+		changed = false
+		pulled := map[*Unit]bool{}
+		for u := range alive {
+			for _, e := range taken[u] {
+				if e.to != u {
+					pulled[e.to] = true
+				}
+			}
+		}
+		for u := range alive {
+			if u != root && !pulled[u] {
+				delete(alive, u)
+				changed = true
+			}
+		}
+	}
+	return slices.DeleteFunc(jobs, func(u *Unit) bool { return !alive[u] })
+}
+
+// fail records that systemd cannot queue the transaction.
+func (b *Boot) fail(f *Failure) {
+	b.Failure = f
+	b.Err = fmt.Errorf("%w: %s", ErrTransaction, f.Reason)
+}
+
+// loadError is bus_unit_validate_load_state's message for a unit that is
+// not loaded.
+func loadError(u *Unit) string {
+	switch u.State {
+	case Masked:
+		return fmt.Sprintf("Unit %s is masked.", u.Name)
+	case BadSetting:
+		return fmt.Sprintf("Unit %s has a bad unit file setting.", u.Name)
+	case Error:
+		return fmt.Sprintf("Unit %s failed to load properly, please adjust/correct and reload service manager: %v", u.Name, u.LoadError)
+	}
+	return fmt.Sprintf("Unit %s not found.", u.Name)
+}
+
 // resolveConflicts applies Conflicts= between units of the transaction as
 // transaction_merge_jobs does. When X has a start job and Conflicts=Y, Y
 // gets a stop job that matters to the anchor if X's start does, and X a
@@ -241,8 +340,8 @@ func (g *Graph) computeBoot() *Boot {
 // from run to run (the oracle test showed both outcomes); the model drops
 // Y. Jobs the dropped unit pulled in stay: an isolate transaction collects
 // no garbage. It returns the deleted units and, for each, the unit its
-// conflict was with.
-func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]txEdge) (map[*Unit]*Unit, error) {
+// conflict was with. A conflict between two required units is a Failure.
+func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]txEdge) (map[*Unit]*Unit, *Failure) {
 	matters := map[*Unit]bool{root: true}
 	queue := []*Unit{root}
 	requiredBy := map[*Unit][]*Unit{}
@@ -288,7 +387,8 @@ func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]tx
 			}
 			switch {
 			case matters[x] && matters[y]:
-				return nil, fmt.Errorf("start %s: %w: %s conflicts with %s and both are required", root.Name, ErrTransaction, x.Name, y.Name)
+				return nil, &Failure{Reason: fmt.Sprintf("Failed to isolate default target: Transaction contains conflicting jobs 'stop' and 'start' for %s. "+
+					"Probably contradicting requirement dependencies configured.", y.Name), Unit: y.Name, Chain: []unit.Edge{}}
 			case matters[y]:
 				drop(x, y)
 			default:
@@ -307,9 +407,9 @@ const DropFailedJobs = 254
 
 // addJobs adds root's start job and its dependencies' to the transaction
 // (in), recording the edges taken and, from DropFailedJobs on, the units
-// whose job was dropped again, and reports whether systemd would succeed
-// adding root's job.
-func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge, dropped map[*Unit]bool) bool {
+// whose job was dropped again. It returns why systemd would fail adding
+// root's job, or nil.
+func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge, dropped map[*Unit]bool) *Failure {
 	// frame is one call of transaction_add_job_and_dependencies in
 	// progress: which pass over the unit's dependencies, and where.
 	type frame struct {
@@ -320,31 +420,34 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge,
 	passes := []strength{pull, want, verifyActive}
 	in[root] = true
 	stack := []frame{{u: root}}
-	result := true // the result of the frame that returned last
+	var failed *Failure // the failure of the frame that returned last
 	returned := false
-	// fail returns from the top frame with failure: its job stays before
-	// DropFailedJobs and is deleted from it on.
-	fail := func() {
+	// fail returns from the top frame with failure f: its job stays
+	// before DropFailedJobs and is deleted from it on.
+	fail := func(f *Failure) {
 		if u := stack[len(stack)-1].u; g.version >= DropFailedJobs {
 			dropped[u] = true
 			delete(in, u)
 		}
 		stack = stack[:len(stack)-1]
-		result, returned = false, true
+		failed, returned = f, true
 	}
 	for len(stack) > 0 {
 		f := &stack[len(stack)-1]
 		if returned {
-			// The child at f.i-1 returned result.
+			// The child at f.i-1 returned failed.
 			returned = false
-			if !result && passes[f.pass] != want {
-				fail()
+			if failed != nil && passes[f.pass] != want {
+				d := f.u.Deps[f.i-1]
+				failed.Chain = slices.Concat(g.depEdges(f.u, d, g.load(d.Name)), failed.Chain)
+				fail(failed)
 				continue
 			}
+			failed = nil
 		}
 		if f.pass == len(passes) {
 			stack = stack[:len(stack)-1]
-			result, returned = true, true
+			failed, returned = nil, true
 			continue
 		}
 		if f.i == len(f.u.Deps) {
@@ -365,7 +468,8 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge,
 			if pass == want {
 				continue
 			}
-			fail()
+			fail(&Failure{Reason: fmt.Sprintf("Unit name %s is missing the instance name.", d.Name), Unit: d.Name,
+				Chain: []unit.Edge{{From: f.u.Name, To: d.Name, Kind: d.Kind, Source: d.Source}}})
 			continue
 		}
 		du := g.load(d.Name)
@@ -376,7 +480,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge,
 			if pass == want {
 				continue
 			}
-			fail()
+			fail(&Failure{Reason: loadError(du), Unit: du.Name, Chain: g.depEdges(f.u, d, du)})
 			continue
 		}
 		if pass == verifyActive {
@@ -390,7 +494,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge,
 		delete(dropped, du)
 		stack = append(stack, frame{u: du})
 	}
-	return result
+	return failed
 }
 
 // depEdges are the chain edges for u pulling in to through d: one edge, and

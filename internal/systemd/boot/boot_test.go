@@ -32,7 +32,7 @@ func base() fstest.MapFS {
 	return fstest.MapFS{
 		"lib":                        mlink("usr/lib"),
 		lib + "default.target":       mlink("multi-user.target"),
-		lib + "multi-user.target":    mfile("[Unit]\nRequires=basic.target\n"),
+		lib + "multi-user.target":    mfile("[Unit]\nRequires=basic.target\nAllowIsolate=yes\n"),
 		lib + "basic.target":         mfile("[Unit]\nRequires=sysinit.target\n"),
 		lib + "sysinit.target":       mfile("[Unit]\nDescription=sysinit\n"),
 		lib + "rescue.target":        mfile("[Unit]\nDescription=rescue\n"),
@@ -202,17 +202,146 @@ func TestBootFallsBackToRescue(t *testing.T) {
 	b := load(t, m).Boot()
 	require.NoError(t, b.Err)
 	assert.Equal(t, "rescue.target", b.Root)
+	assert.Equal(t, "default.target", b.Default)
+	assert.Equal(t, "Unit default.target is masked.", b.Fallback)
 	assert.Equal(t, []string{"rescue.target"}, b.Start)
+
+	// A missing default.target falls back too, and so does one aliased to
+	// a unit whose file is empty (a mask).
+	b = load(t, with(base(), lib+"default.target", nil)).Boot()
+	assert.Equal(t, "Unit default.target not found.", b.Fallback)
+	assert.Equal(t, "rescue.target", b.Root)
+	b = load(t, with(base(), lib+"multi-user.target", mfile(""))).Boot()
+	assert.Equal(t, "multi-user.target", b.Default)
+	assert.Equal(t, "Unit multi-user.target is masked.", b.Fallback)
+	assert.Equal(t, "rescue.target", b.Root)
+
+	// There is no fallback after rescue.target: no emergency.target.
+	b = load(t, with(base(), lib+"default.target", nil, lib+"emergency.target", mfile("[Unit]\n"),
+		etc+"rescue.target", mlink("/dev/null"))).Boot()
+	assert.ErrorIs(t, b.Err, ErrTransaction)
+	require.NotNil(t, b.Failure)
+	assert.Equal(t, "rescue.target masked", b.Failure.Reason)
+	assert.Empty(t, b.Start)
 
 	b = load(t, fstest.MapFS{"etc/hostname": mfile("x")}).Boot()
 	assert.ErrorIs(t, b.Err, ErrTransaction)
+	assert.Equal(t, "Failed to load rescue.target", b.Failure.Reason)
 	assert.Empty(t, b.Start)
 }
 
 func TestBootRequiredMissingFailsTransaction(t *testing.T) {
-	m := with(base(), lib+"multi-user.target", mfile("[Unit]\nRequires=basic.target gone.target\n"))
+	m := with(base(), lib+"multi-user.target", mfile("[Unit]\nRequires=basic.target gone.target\nAllowIsolate=yes\n"))
 	b := load(t, m).Boot()
 	assert.ErrorIs(t, b.Err, ErrTransaction)
+	require.NotNil(t, b.Failure)
+	assert.Equal(t, "Failed to isolate default target: Unit gone.target not found.", b.Failure.Reason)
+	assert.Equal(t, "gone.target", b.Failure.Unit)
+	assert.Empty(t, b.Start)
+}
+
+// TestBootFailureChain: the chain names every requirement from
+// default.target to the unit that blocks the transaction, through
+// aliases and .requires links.
+func TestBootFailureChain(t *testing.T) {
+	m := with(base(),
+		etc+"multi-user.target.requires/agent.service", mlink("/usr/lib/systemd/system/agent.service"),
+		lib+"agent.service", mfile("[Unit]\nBindsTo=helper.service\n"+svc0),
+		lib+"helper.service", mlink("real-helper.service"),
+		lib+"real-helper.service", mfile("[Unit]\nRequires=db.service\n"+svc0),
+		etc+"db.service", mlink("/dev/null"),
+	)
+	// Vendor units are found first in /lib/systemd/system up to systemd 254
+	// (Debian's split-usr build), in /usr/lib/systemd/system from 255 on.
+	for v, vendor := range map[int]string{252: "/lib/systemd/system/", 257: "/usr/lib/systemd/system/"} {
+		g, err := Load(rootfs.New(m), v)
+		require.NoError(t, err)
+		b := g.Boot()
+		require.NotNil(t, b.Failure, "systemd %d", v)
+		assert.Equal(t, "Failed to isolate default target: Unit db.service is masked.", b.Failure.Reason)
+		assert.Equal(t, "db.service", b.Failure.Unit)
+		assert.Equal(t, []unit.Edge{
+			{From: "default.target", To: "multi-user.target", Kind: "alias", Source: vendor + "default.target"},
+			{From: "multi-user.target", To: "agent.service", Kind: ".requires", Source: "/etc/systemd/system/multi-user.target.requires/agent.service"},
+			{From: "agent.service", To: "helper.service", Kind: "BindsTo", Source: vendor + "agent.service"},
+			{From: "helper.service", To: "real-helper.service", Kind: "alias", Source: vendor + "helper.service"},
+			{From: "real-helper.service", To: "db.service", Kind: "Requires", Source: vendor + "real-helper.service"},
+		}, b.Failure.Chain)
+		assert.Empty(t, b.Start)
+	}
+}
+
+// TestBootDropsJobsWithFailedRequirements: a merely wanted unit whose
+// requirement is masked starts in systemd 252 and not from 254 on; what it
+// pulled in before the failure starts in both.
+func TestBootDropsJobsWithFailedRequirements(t *testing.T) {
+	m := with(base(),
+		etc+"multi-user.target.wants/agent.service", mlink("/usr/lib/systemd/system/agent.service"),
+		lib+"agent.service", mfile("[Unit]\nRequires=first.service\nRequires=masked.service\n"+svc0),
+		lib+"first.service", mfile(svc0),
+		etc+"masked.service", mlink("/dev/null"),
+	)
+	for v, want := range map[int][]string{
+		252: {"agent.service", "basic.target", "first.service", "multi-user.target", "sysinit.target"},
+		254: {"basic.target", "first.service", "multi-user.target", "sysinit.target"},
+	} {
+		g, err := Load(rootfs.New(m), v)
+		require.NoError(t, err)
+		b := g.Boot()
+		require.NoError(t, b.Err)
+		assert.Equal(t, want, b.Start, "systemd %d", v)
+	}
+
+	// A default target that cannot be isolated is started in job mode
+	// replace, which collects garbage: first.service, left only by the
+	// dropped job, goes too.
+	m = with(m, lib+"multi-user.target", mfile("[Unit]\nRequires=basic.target\n"))
+	for v, want := range map[int][]string{
+		252: {"agent.service", "basic.target", "first.service", "multi-user.target", "sysinit.target"},
+		254: {"basic.target", "multi-user.target", "sysinit.target"},
+	} {
+		g, err := Load(rootfs.New(m), v)
+		require.NoError(t, err)
+		assert.Equal(t, want, g.Boot().Start, "systemd %d", v)
+	}
+	b := load(t, with(m, lib+"multi-user.target", mfile("[Unit]\nRequires=basic.target\nRequires=masked.service\n"))).Boot()
+	require.NotNil(t, b.Failure)
+	assert.Equal(t, "Failed to start default target: Unit masked.service is masked.", b.Failure.Reason)
+}
+
+// TestBootIgnoresRun: at boot /run is an empty tmpfs, so units, links and
+// drop-ins an image ships under it (and through /var/run) play no part.
+func TestBootIgnoresRun(t *testing.T) {
+	m := with(base(),
+		"run/systemd/system/runtime.service", mfile(svc0),
+		"run/systemd/system/multi-user.target.wants/runtime.service", mlink("../runtime.service"),
+		"run/systemd/system/multi-user.target.requires/gone.service", mlink("/nowhere"),
+		"run/systemd/generator/multi-user.target.wants/generated.service", mlink("/usr/lib/systemd/system/generated.service"),
+		lib+"generated.service", mfile(svc0),
+		"run/systemd/system/multi-user.target.d/x.conf", mfile("[Unit]\nWants=generated.service\n"),
+		"var/run", mlink("../run"),
+		etc+"linked-into-run.service", mlink("/var/run/linked.service"),
+		"run/linked.service", mfile(svc0),
+		etc+"multi-user.target.wants/linked-into-run.service", mlink("/etc/systemd/system/linked-into-run.service"),
+		"run/systemd/system/basic.target", mlink("/dev/null"),
+		lib+"vendor.service", mfile(svc0),
+		etc+"multi-user.target.wants/vendor.service", mlink("/usr/lib/systemd/system/vendor.service"),
+		"run/systemd/system/vendor.service", mfile(""),
+		"run/systemd/system/sysinit.target", mfile("[Unit]\nRequires=gone.service\n"),
+	)
+	g := load(t, m)
+	b := g.Boot()
+	require.NoError(t, b.Err)
+	assert.Equal(t, []string{"basic.target", "multi-user.target", "sysinit.target", "vendor.service"}, b.Start)
+	assert.Equal(t, NotFound, g.Unit("runtime.service").State)
+	assert.Equal(t, NotFound, g.Unit("linked-into-run.service").State)
+	assert.Equal(t, "/lib/systemd/system/vendor.service", g.Unit("vendor.service").Fragment)
+
+	// An offline tool reads /run as the tree has it.
+	tree, err := LoadTree(rootfs.New(m), 0)
+	require.NoError(t, err)
+	assert.Equal(t, Loaded, tree.Unit("runtime.service").State)
+	assert.Equal(t, Masked, tree.Unit("vendor.service").State)
 }
 
 func TestChainsAndActivation(t *testing.T) {

@@ -1,20 +1,25 @@
 // Package boot owns the boot-time model of an image's systemd: it loads
 // units the way the system manager does when it starts (fragments through
-// the search path, aliases, templates, drop-ins, masks, .wants and .requires
-// directories, implicit and default dependencies, systemd-sysv-generator's
-// units) and computes the initial boot transaction: the units that get a
-// start job when default.target is isolated, each explained by the
-// shortest chain of edges from default.target, and the units a started
-// socket, timer, path or automount activates later. It is not
+// the search path, aliases, templates, drop-ins, masks, .wants, .requires
+// and .upholds directories, implicit and default dependencies,
+// systemd-sysv-generator's units, with /run an empty tmpfs) and computes
+// the initial boot transaction: the units that get a start job when
+// default.target is isolated (or rescue.target, when default.target cannot
+// be loaded), each explained by the shortest chain of edges from
+// default.target, the units a started socket, timer, path or automount
+// activates later, and, when systemd cannot queue the transaction at all,
+// its reason and the chain of requirements to the unit that blocks it. It
+// follows the systemd version it is given where versions differ. It is not
 // list-unit-files logic (enablement lives elsewhere) and it reads the image
 // only through a rootfs view, never the host.
 //
 // # Reference
 //
-// The reference for every rule here is systemd 252 itself: the oracle tests
-// run `systemd --test --system` chrooted in a Debian 12 root built by
-// fixtures/debian/build.sh, and in variants of it (curated and seeded
-// random trees), and compare its start jobs with [Graph.Boot].
+// The reference for every rule here is systemd itself, 252 and 257: the
+// oracle tests run `systemd --test --system` chrooted in the Debian 12 and
+// Debian 13 roots built by fixtures/debian/build.sh, and in variants of
+// them (curated and seeded random trees), and compare its start jobs,
+// failure reason and fallback with [Graph.Boot].
 //
 // # Limits
 //
@@ -28,8 +33,9 @@
 //     modelled).
 //   - Outcomes systemd itself picks in hash-table order, which change from
 //     run to run: two merely wanted units in Conflicts=, and which other
-//     Requires= of a unit were added before one of them failed. The model
-//     picks one deterministic outcome.
+//     Requires= of a unit were added before one of them failed (and so
+//     which failure systemd reports). The model picks one deterministic
+//     outcome: the file's order.
 //   - Specifiers in a unit known by several names expand with the name the
 //     model first loads; systemd uses the one its load queue dispatches
 //     first.
@@ -172,9 +178,23 @@ type idEntry struct {
 }
 
 // Load builds the unit name map of the image as systemd version sdVersion
-// does (version.Default when 0) and loads default.target's closure lazily.
-// It fails only when the search path cannot be read.
+// does (version.Default when 0) at boot, with nothing under /run (see
+// RunDir), and loads default.target's closure lazily. It fails only when
+// the search path cannot be read.
 func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
+	// PID 1 loads units with an empty tmpfs on /run.
+	return loadGraph(rootfs.New(atBoot{fsys.Source()}), sdVersion)
+}
+
+// LoadTree is Load with the image's /run as it is, the way offline tools
+// read a tree (systemd-analyze --root, systemctl --root): for scoring or
+// describing unit files, not for the boot transaction, which PID 1
+// computes with an empty /run.
+func LoadTree(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
+	return loadGraph(fsys, sdVersion)
+}
+
+func loadGraph(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 	if sdVersion == 0 {
 		sdVersion = version.Default
 	}

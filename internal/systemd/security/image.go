@@ -98,7 +98,8 @@ func ScoreImage(fsys *rootfs.FS, opts Options) (*Report, error) {
 	}
 	g := opts.Graph
 	if g == nil {
-		if g, err = boot.Load(fsys, sv.Major); err != nil {
+		// systemd-analyze reads the tree as it is, /run included.
+		if g, err = boot.LoadTree(fsys, sv.Major); err != nil {
 			return nil, fmt.Errorf("load units: %w", err)
 		}
 	}

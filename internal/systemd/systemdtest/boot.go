@@ -20,7 +20,8 @@ type Transaction struct {
 	Triggers map[string][]string
 	// Failed is systemd's reason when it could not queue the default
 	// target's job ("Failed to isolate default target: Unit x.service is
-	// masked."), "" when it could.
+	// masked."; "rescue.target masked" or "Failed to load rescue.target"
+	// when the fallback cannot be loaded either), "" when it could.
 	Failed string
 	// Fallback names the target systemd fell back to because
 	// default.target could not be loaded ("rescue.target"), "" if none.
@@ -78,8 +79,19 @@ exec chroot --userspec=65534:65534 "$r" "$@"`
 		if m := fallbackLine.FindStringSubmatch(l); m != nil {
 			tr.Fallback = m[1]
 		}
-		if strings.HasPrefix(l, "Failed to ") && tr.Failed == "" && o.Err != nil {
+		if o.Err == nil || tr.Failed != "" {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(l, "Failed to "):
 			tr.Failed = l
+		case tr.Fallback != "" && strings.HasPrefix(l, "Unit "+tr.Fallback+" "):
+			// The fallback cannot be loaded either: PID 1 logs why and
+			// stops with this message (do_queue_default_job).
+			tr.Failed = "Failed to load " + tr.Fallback
+			if strings.HasSuffix(l, " is masked.") {
+				tr.Failed = tr.Fallback + " masked"
+			}
 		}
 	}
 	if o.Err != nil {
