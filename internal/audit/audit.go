@@ -6,6 +6,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -316,9 +317,27 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	return inv, nil
 }
 
+// BootFacts is the boot transaction of an inventory as the facts document
+// carries it.
+func (inv *Inventory) BootFacts() facts.Boot {
+	b := inv.Boot
+	fb := facts.Boot{DefaultTarget: b.Default, Target: b.Root, Fallback: b.Fallback}
+	if b.Fallback != "" {
+		fb.Target = boot.RescueTarget
+	}
+	if f := b.Failure; f != nil {
+		fb.Failed, fb.FailedUnit, fb.FailedChain = f.Reason, f.Unit, f.Chain
+	}
+	return fb
+}
+
+// ErrNoUnits reports an image with no systemd unit at all: not an image of
+// a systemd system (or not an image root), which no rule can judge.
+var ErrNoUnits = errors.New("no systemd unit files: not the root of a systemd image")
+
 // Facts builds the policy input document of an inventory.
 func (a *Auditor) Facts(fsys *rootfs.FS, inv *Inventory) (*facts.Document, error) {
-	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd})
+	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd, Boot: inv.BootFacts()})
 	if err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
@@ -339,12 +358,12 @@ func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) 
 	if err != nil {
 		return nil, err
 	}
-	// An image whose initial transaction systemd cannot build (no
-	// default.target: not an image root, or a broken one) starts nothing;
-	// auditing it would pass it with no findings. A corrupt input never
-	// yields 0 (DESIGN.md): it is an error.
-	if inv.Boot.Err != nil {
-		return nil, fmt.Errorf("model boot of %s: %w", t.Name, inv.Boot.Err)
+	// An image whose boot transaction systemd cannot queue is a critical
+	// finding (boot-transaction-fails), not a failure of the audit. A tree
+	// with no unit file at all is no systemd image: auditing it would pass
+	// it with no findings, and a wrong input never yields 0.
+	if inv.Boot.Err != nil && len(inv.Files) == 0 {
+		return nil, fmt.Errorf("model boot of %s: %w", t.Name, ErrNoUnits)
 	}
 	doc, err := a.Facts(fsys, inv)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/image/rootfs"
-	"github.com/amilint/amilint/internal/systemd/boot"
 )
 
 func view(t *testing.T, name string) *rootfs.FS {
@@ -59,14 +58,34 @@ func TestAuditPointsFindingsAtTheirUnitFile(t *testing.T) {
 	assert.Equal(t, "/lib/systemd/system/ecs.service", res.Report.Findings[i].Evidence["fragment"])
 }
 
-// TestAuditRefusesATreeThatCannotBoot: a directory with no default.target
-// (not an image root) starts nothing, so it must not pass with no findings.
-func TestAuditRefusesATreeThatCannotBoot(t *testing.T) {
+// TestAuditRefusesATreeWithoutUnits: a directory with no unit file at all
+// (not the root of a systemd image) must not pass with no findings.
+func TestAuditRefusesATreeWithoutUnits(t *testing.T) {
+	a, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	tree := fstest.MapFS{"etc/hostname": {Data: []byte("x\n")}}
+	_, err = a.Audit(context.Background(), rootfs.New(tree), finding.Target{Name: "t", Kind: "dir"})
+	assert.ErrorIs(t, err, audit.ErrNoUnits)
+}
+
+// TestAuditFindsABootThatCannotBeQueued: units but no default.target and no
+// rescue.target: systemd cannot queue anything, which is a critical
+// finding (exit 1), not an error of the audit.
+func TestAuditFindsABootThatCannotBeQueued(t *testing.T) {
 	a, err := audit.New(audit.Config{})
 	require.NoError(t, err)
 	tree := fstest.MapFS{"lib/systemd/system/x.service": {Data: []byte("[Service]\nExecStart=/bin/true\n")}}
-	_, err = a.Audit(context.Background(), rootfs.New(tree), finding.Target{Name: "t", Kind: "dir"})
-	assert.ErrorIs(t, err, boot.ErrTransaction)
+	res, err := a.Audit(context.Background(), rootfs.New(tree), finding.Target{Name: "t", Kind: "dir"})
+	require.NoError(t, err)
+	assert.Equal(t, "Failed to load rescue.target", res.Facts.Boot.Failed)
+	assert.Equal(t, "Unit default.target not found.", res.Facts.Boot.Fallback)
+	ids := map[string]finding.Severity{}
+	for _, f := range res.Report.Findings {
+		ids[f.RuleID] = f.Severity
+	}
+	assert.Equal(t, finding.Critical, ids["boot-transaction-fails"])
+	assert.Equal(t, finding.Critical, ids["boot-rescue-fallback"])
+	assert.Equal(t, 1, finding.ExitCode(res.Report.Findings, finding.High))
 }
 
 func TestUnknownProfileIsAnError(t *testing.T) {

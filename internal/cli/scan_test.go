@@ -424,3 +424,88 @@ func TestDiffAgainstTheFixedCopy(t *testing.T) {
 		assert.Contains(t, out, "ecs.service", format)
 	}
 }
+
+// TestScanBootTransactionFails: a masked or missing unit that
+// default.target requires is a critical finding naming the chain, and
+// scan exits 1, never 2; facts carries systemd's reason.
+func TestScanBootTransactionFails(t *testing.T) {
+	dir := materialize(t, "dlami")
+	req := filepath.Join(dir, "etc/systemd/system/multi-user.target.requires")
+	require.NoError(t, os.MkdirAll(req, 0o755))
+	require.NoError(t, os.Symlink("/opt/gone/agent.service", filepath.Join(req, "agent.service")))
+
+	code, rep, stderr := scanJSON(t, dir)
+	require.Equal(t, ExitFindings, code, stderr)
+	f := findingOf(rep, "boot-transaction-fails", "agent.service")
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	assert.Equal(t, finding.Critical, f.Severity)
+	assert.Contains(t, f.Message, "Failed to isolate default target: Unit agent.service not found.")
+	require.NotEmpty(t, f.Chain)
+	assert.Equal(t, "default.target", f.Chain[0].From)
+	assert.Equal(t, unit.Edge{From: "multi-user.target", To: "agent.service", Kind: ".requires",
+		Source: "/etc/systemd/system/multi-user.target.requires/agent.service"}, f.Chain[len(f.Chain)-1])
+
+	code, out, stderr := runCLI(t, "facts", dir)
+	require.Equal(t, ExitOK, code, stderr)
+	var doc struct {
+		Boot struct {
+			Target     string `json:"target"`
+			Failed     string `json:"failed"`
+			FailedUnit string `json:"failed_unit"`
+		} `json:"boot"`
+		Units map[string]struct {
+			StartsAtBoot bool `json:"starts_at_boot"`
+		} `json:"units"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	assert.Equal(t, "graphical.target", doc.Boot.Target, "the DLAMI boots to graphical.target, which requires multi-user.target")
+	assert.Equal(t, "Failed to isolate default target: Unit agent.service not found.", doc.Boot.Failed)
+	assert.Equal(t, "agent.service", doc.Boot.FailedUnit)
+	for name, u := range doc.Units {
+		assert.False(t, u.StartsAtBoot, "%s starts though nothing can", name)
+	}
+
+	// The DLAMI ships its units under /lib/systemd/system on a split /usr:
+	// systemd 257 (no split-usr) finds no default.target and no
+	// rescue.target there.
+	code, rep, stderr = scanJSON(t, "--systemd-version", "257", "fixture:dlami")
+	require.Equal(t, ExitFindings, code, stderr)
+	require.NotNil(t, findingOf(rep, "boot-transaction-fails", "rescue.target"), "findings: %v", rep.Findings)
+	require.NotNil(t, findingOf(rep, "boot-rescue-fallback", "default.target"))
+}
+
+// TestScanRuntimeFiles: units an image ships under /run/systemd are a low
+// finding, and do not start at boot.
+func TestScanRuntimeFiles(t *testing.T) {
+	dir := materialize(t, "hardened")
+	run := filepath.Join(dir, "run/systemd/system")
+	require.NoError(t, os.MkdirAll(filepath.Join(run, "multi-user.target.wants"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(run, "runtime-agent.service"), []byte("[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n"), 0o644))
+	require.NoError(t, os.Symlink("../runtime-agent.service", filepath.Join(run, "multi-user.target.wants/runtime-agent.service")))
+
+	code, rep, stderr := scanJSON(t, "--fail-on", "critical", dir)
+	require.Equal(t, ExitOK, code, stderr)
+	f := findingOf(rep, "runtime-files-shipped", "")
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	assert.Equal(t, finding.Low, f.Severity)
+	assert.Contains(t, f.Message, "/run/systemd/system/multi-user.target.wants/runtime-agent.service")
+
+	code, out, stderr := runCLI(t, "units", "-o", "tsv", dir)
+	require.Equal(t, ExitOK, code, stderr)
+	assert.Contains(t, out, "runtime-agent.service\tenabled-runtime\n", "units keeps systemctl's spelling")
+	code, out, stderr = runCLI(t, "units", "-o", "json", dir)
+	require.Equal(t, ExitOK, code, stderr)
+	var doc struct {
+		Units []struct {
+			Name         string `json:"name"`
+			StartsAtBoot *bool  `json:"starts_at_boot"`
+		} `json:"units"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	for _, u := range doc.Units {
+		if u.Name == "runtime-agent.service" {
+			require.NotNil(t, u.StartsAtBoot)
+			assert.False(t, *u.StartsAtBoot)
+		}
+	}
+}

@@ -77,6 +77,8 @@ type Options struct {
 	ConfigFiles []ConfigRequest
 	// Systemd is the systemd version the unit model followed.
 	Systemd version.Info
+	// Boot is the boot transaction as a whole.
+	Boot Boot
 }
 
 // Document is the policy input.
@@ -84,9 +86,33 @@ type Document struct {
 	Schema      string                 `json:"schema"`
 	Image       Image                  `json:"image"`
 	Systemd     version.Info           `json:"systemd"`
+	Boot        Boot                   `json:"boot"`
 	Manager     Manager                `json:"manager"`
 	Units       map[string]*Unit       `json:"units"`
 	ConfigFiles map[string]*ConfigFile `json:"config_files"`
+}
+
+// Boot is the initial boot transaction as a whole: what PID 1 isolates,
+// and whether it can.
+type Boot struct {
+	// DefaultTarget is the unit default.target resolves to through its
+	// alias ("graphical.target").
+	DefaultTarget string `json:"default_target"`
+	// Target is the unit PID 1 isolates: DefaultTarget, or rescue.target
+	// when default.target cannot be loaded.
+	Target string `json:"target"`
+	// Fallback is systemd's reason for falling back to rescue.target
+	// ("Unit default.target is masked."); "" when it does not.
+	Fallback string `json:"fallback,omitempty"`
+	// Failed is systemd's reason when it cannot queue the transaction
+	// ("Failed to isolate default target: Unit x.service is masked."):
+	// the machine then reaches no target and no unit starts at boot. ""
+	// when it can.
+	Failed string `json:"failed,omitempty"`
+	// FailedUnit is the unit that blocks the transaction.
+	FailedUnit string `json:"failed_unit,omitempty"`
+	// FailedChain is the requirements from default.target to FailedUnit.
+	FailedChain []unit.Edge `json:"failed_chain,omitempty"`
 }
 
 // Image is the image's identity.
@@ -104,6 +130,10 @@ type Image struct {
 	// ostree/bootc image that keeps its default /etc under /usr/etc and has
 	// no /etc (that /usr/etc is read as /etc), or "none".
 	EtcLayout string `json:"etc_layout"`
+	// RuntimeFiles are the files and links the image ships under
+	// /run/systemd (sorted, at most maxRuntimeFiles): a tmpfs replaces
+	// /run at boot, so PID 1 never sees them.
+	RuntimeFiles []string `json:"runtime_files"`
 	// Warnings say, one line each, why the tree read may not be the state
 	// the image boots with (an XFS log left dirty by a snapshot of a
 	// running system); empty when there is nothing to say.
@@ -214,6 +244,7 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 	d := &Document{
 		Schema:      Schema,
 		Systemd:     opts.Systemd,
+		Boot:        opts.Boot,
 		Units:       make(map[string]*Unit, len(units)),
 		ConfigFiles: map[string]*ConfigFile{},
 	}

@@ -67,6 +67,9 @@ func readImage(fsys *rootfs.FS) (Image, error) {
 	// reading /etc/machine-id fails or it says "uninitialized" (an empty
 	// file is not a first boot), and then applies presets to every unit.
 	im.FirstBootPresets = im.MachineID == "missing" || im.MachineID == "uninitialized" || im.MachineID == "unreadable"
+	if im.RuntimeFiles, err = runtimeFiles(fsys); err != nil {
+		return im, err
+	}
 	im.EtcLayout = ostree.Layout(fsys)
 	// A filesystem reader says when its tree may be stale (xfs.FS.Warnings).
 	if w, ok := fsys.Source().(interface{ Warnings() []string }); ok {
