@@ -22,8 +22,10 @@ import (
 	"github.com/amilint/amilint/internal/audit/waiver"
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/boot"
+	"github.com/amilint/amilint/internal/systemd/condition"
 	"github.com/amilint/amilint/internal/systemd/install"
 	"github.com/amilint/amilint/internal/systemd/security"
+	"github.com/amilint/amilint/internal/systemd/unit"
 	"github.com/amilint/amilint/internal/systemd/version"
 	"github.com/amilint/amilint/rules"
 )
@@ -66,6 +68,9 @@ type ModelOptions struct {
 	// SecurityPolicy weighs the services' exposure (--security-policy);
 	// nil uses the image's own systemd-analyze-security.policy, if any.
 	SecurityPolicy *security.Policy
+	// Assume states what the image cannot say about the machine that
+	// boots it (--assume KEY=VALUE), for Condition*= verdicts.
+	Assume condition.Assumptions
 }
 
 // Auditor holds the compiled policies and loaded rules; it is reused for
@@ -229,6 +234,8 @@ type Inventory struct {
 	// Systemd is the systemd version modelled: the image's, or the
 	// override of ModelOptions.
 	Systemd version.Info
+	// Conditions decides the units' Condition*= and Assert*= settings.
+	Conditions *condition.Env
 	// Units is the join, sorted by name: every unit file, plus every unit
 	// that starts or is activated without a file of its own name
 	// (instances such as getty@tty1.service).
@@ -277,7 +284,12 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		return nil, fmt.Errorf("load units: %w", err)
 	}
 	b := g.Boot()
-	inv := &Inventory{Files: files, Boot: b, Graph: g, Presets: presets, FirstBoot: install.FirstBoot(fsys), Systemd: sv}
+	first := install.FirstBoot(fsys)
+	env, err := condition.NewEnv(fsys, first, opts.Assume)
+	if err != nil {
+		return nil, fmt.Errorf("read the machine the image boots: %w", err)
+	}
+	inv := &Inventory{Files: files, Boot: b, Graph: g, Presets: presets, FirstBoot: first, Systemd: sv, Conditions: env}
 	seen := map[string]bool{}
 	add := func(in facts.UnitInput) {
 		name := in.Name
@@ -287,6 +299,11 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 			if in.DropIns == nil {
 				in.DropIns = u.DropIns
 			}
+			sources := make([][]*unit.Option, len(u.Sources))
+			for i, s := range u.Sources {
+				sources[i] = s.Options
+			}
+			in.Conditions = env.Unit(u.Name, sources)
 		}
 		in.StartsAtBoot = b.StartsAtBoot(name)
 		in.Chain = b.Chain(name)
@@ -337,7 +354,8 @@ var ErrNoUnits = errors.New("no systemd unit files: not the root of a systemd im
 
 // Facts builds the policy input document of an inventory.
 func (a *Auditor) Facts(fsys *rootfs.FS, inv *Inventory) (*facts.Document, error) {
-	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd, Boot: inv.BootFacts()})
+	machine := inv.Conditions.Host
+	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd, Boot: inv.BootFacts(), Machine: machine})
 	if err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}

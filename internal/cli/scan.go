@@ -17,6 +17,7 @@ import (
 	"github.com/amilint/amilint/internal/audit/waiver"
 	"github.com/amilint/amilint/internal/image/target"
 	"github.com/amilint/amilint/internal/report"
+	"github.com/amilint/amilint/internal/systemd/condition"
 	sdversion "github.com/amilint/amilint/internal/systemd/version"
 )
 
@@ -119,6 +120,8 @@ type modelFlags struct {
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
+	m.opts.Assume = condition.Assumptions{}
+	fs.Func("assume", "state what the image cannot say about the machine that boots it, for Condition*= verdicts: `KEY=VALUE` (virtualization=amazon, memory=16G, cpus=4, kernel-command-line=..., architecture=arm64, first-boot=no, ...); repeatable", m.opts.Assume.Set)
 	fs.Func("systemd-version", "model systemd `N` (e.g. 257) instead of the version the image ships", func(v string) error {
 		info, err := sdversion.Override(v)
 		if err != nil {

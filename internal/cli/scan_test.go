@@ -509,3 +509,70 @@ func TestScanRuntimeFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestScanConditions: a unit that starts at boot but whose
+// ConditionKernelCommandLine= fails on the command line the image's GRUB
+// passes never runs, so the missing-executable finding about it is
+// softened to info and says why; --assume decides it the other way.
+func TestScanConditions(t *testing.T) {
+	dir := materialize(t, "dlami")
+	write := func(p, s string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644))
+	}
+	write("boot/grub/grub.cfg", "menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-5.15.0-1051-aws root=LABEL=cloudimg-rootfs ro console=tty1 console=ttyS0 nvme_core.io_timeout=4294967295\n}\n")
+	write("lib/systemd/system/recovery-agent.service",
+		"[Unit]\nConditionKernelCommandLine=snapd_recovery_mode\n[Service]\nExecStart=/usr/lib/vendor/recovery-agent listen\n[Install]\nWantedBy=multi-user.target\n")
+	require.NoError(t, os.Symlink("/lib/systemd/system/recovery-agent.service",
+		filepath.Join(dir, "etc/systemd/system/multi-user.target.wants/recovery-agent.service")))
+	const name = "recovery-agent.service"
+
+	code, rep, stderr := scanJSON(t, "--fail-on", "critical", dir)
+	require.NotEqual(t, ExitError, code, stderr)
+	f := findingOf(rep, "exec-missing", name)
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	assert.Equal(t, finding.Info, f.Severity)
+	assert.Contains(t, f.Message, "never runs: its conditions fail in the image (ConditionKernelCommandLine=snapd_recovery_mode: snapd_recovery_mode is not on the kernel command line the image boots with (/boot/grub/grub.cfg))")
+
+	code, out, stderr := runCLI(t, "facts", dir)
+	require.Equal(t, ExitOK, code, stderr)
+	var doc struct {
+		Image struct {
+			Machine struct {
+				CmdLines []struct {
+					Value, Source string
+				} `json:"kernel_command_lines"`
+				Architecture string `json:"architecture"`
+			} `json:"machine"`
+		} `json:"image"`
+		Units map[string]struct {
+			StartsAtBoot  bool   `json:"starts_at_boot"`
+			ConditionsMet string `json:"conditions_met"`
+			WouldRun      string `json:"would_run"`
+			Conditions    []struct {
+				Setting, Value, Verdict, Reason string
+			} `json:"conditions"`
+		} `json:"units"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Len(t, doc.Image.Machine.CmdLines, 1)
+	assert.Equal(t, "/boot/grub/grub.cfg", doc.Image.Machine.CmdLines[0].Source)
+	u := doc.Units[name]
+	assert.True(t, u.StartsAtBoot, "systemd still queues its start job")
+	assert.Equal(t, "false", u.ConditionsMet)
+	assert.Equal(t, "false", u.WouldRun)
+	require.Len(t, u.Conditions, 1)
+	assert.Equal(t, "ConditionKernelCommandLine", u.Conditions[0].Setting)
+	assert.Equal(t, "false", u.Conditions[0].Verdict)
+	assert.Equal(t, "true", doc.Units["ecs.service"].WouldRun)
+
+	code, rep, stderr = scanJSON(t, "--fail-on", "critical", "--assume", "kernel-command-line=ro snapd_recovery_mode=install", dir)
+	require.NotEqual(t, ExitError, code, stderr)
+	f = findingOf(rep, "exec-missing", name)
+	require.NotNil(t, f)
+	assert.Equal(t, finding.Medium, f.Severity, "assumed on the command line, the unit runs")
+
+	code, _, stderr = runCLI(t, "scan", "--assume", "virtualisation=kvm", dir)
+	assert.Equal(t, ExitError, code)
+	assert.Contains(t, stderr, "unknown key")
+}

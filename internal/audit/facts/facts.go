@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/condition"
 	"github.com/amilint/amilint/internal/systemd/security"
 	"github.com/amilint/amilint/internal/systemd/unit"
 	"github.com/amilint/amilint/internal/systemd/version"
@@ -55,6 +56,9 @@ type UnitInput struct {
 	// Preset is the preset verdict for the unit ("enable", "disable", or
 	// "" when no preset file speaks of it).
 	Preset string
+	// Conditions are the unit's Condition*= and Assert*= assignments
+	// decided against the image (condition.Env.Unit).
+	Conditions []condition.Check
 	// Security is the service's assessment (security.go), or
 	// SecurityError why it has none; both empty for units not assessed.
 	Security      *security.Assessment
@@ -79,6 +83,8 @@ type Options struct {
 	Systemd version.Info
 	// Boot is the boot transaction as a whole.
 	Boot Boot
+	// Machine is what the image says about the machine it boots.
+	Machine condition.Host
 }
 
 // Document is the policy input.
@@ -134,6 +140,10 @@ type Image struct {
 	// /run/systemd (sorted, at most maxRuntimeFiles): a tmpfs replaces
 	// /run at boot, so PID 1 never sees them.
 	RuntimeFiles []string `json:"runtime_files"`
+	// Machine is what the image says about the machine that boots it:
+	// the kernel command lines its boot loader passes, its architecture,
+	// its kernels, and what the user assumed (--assume).
+	Machine condition.Host `json:"machine"`
 	// Warnings say, one line each, why the tree read may not be the state
 	// the image boots with (an XFS log left dirty by a snapshot of a
 	// running system); empty when there is nothing to say.
@@ -193,6 +203,17 @@ type Unit struct {
 	ActiveAtBoot bool        `json:"active_at_boot"`
 	Chain        []unit.Edge `json:"chain"`
 	Preset       string      `json:"preset,omitempty"`
+	// Conditions are the unit's Condition*= and Assert*= assignments, each
+	// decided against the image: true, false or unknown, and why.
+	Conditions []condition.Check `json:"conditions"`
+	// ConditionsMet combines them as systemd does: every non-trigger check
+	// holds, and one trigger check if there are any.
+	ConditionsMet condition.Verdict `json:"conditions_met"`
+	// ConditionsReason says which checks fail, when ConditionsMet is false.
+	ConditionsReason string `json:"conditions_reason,omitempty"`
+	// WouldRun is whether the unit runs at boot given those verdicts:
+	// false when it is not active at boot or its checks fail.
+	WouldRun condition.Verdict `json:"would_run"`
 
 	ServiceType              string            `json:"type,omitempty"`
 	ExecStart                *Exec             `json:"exec_start"`
@@ -257,6 +278,13 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 	if d.Image, err = readImage(fsys); err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
+	d.Image.Machine = opts.Machine
+	if d.Image.Machine.CmdLines == nil {
+		d.Image.Machine.CmdLines = []condition.CmdLine{}
+	}
+	if d.Image.Machine.Kernels == nil {
+		d.Image.Machine.Kernels = []string{}
+	}
 	if d.Manager, err = readManager(fsys); err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
@@ -286,6 +314,36 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 			}
 			break
 		}
+	}
+	// Whether each unit runs given its conditions: a started unit runs when
+	// its own conditions and assertions hold; a unit only activated, when
+	// they hold and one of its started activators runs.
+	for _, u := range d.Units {
+		switch {
+		case !u.ActiveAtBoot:
+			u.WouldRun = condition.False
+		case u.StartsAtBoot:
+			u.WouldRun = u.ConditionsMet
+		}
+	}
+	for _, u := range d.Units {
+		if !u.ActiveAtBoot || u.StartsAtBoot {
+			continue
+		}
+		via := condition.False
+		for _, a := range u.ActivatedBy {
+			if au, ok := d.Units[a]; ok && au.StartsAtBoot {
+				switch au.WouldRun {
+				case condition.True:
+					via = condition.True
+				case condition.Unknown:
+					if via == condition.False {
+						via = condition.Unknown
+					}
+				}
+			}
+		}
+		u.WouldRun = condition.Result([]condition.Check{{Verdict: u.ConditionsMet}, {Verdict: via}})
 	}
 	reqs := slices.Clone(opts.ConfigFiles)
 	for _, u := range d.Units {

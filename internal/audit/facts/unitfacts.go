@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/condition"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
@@ -59,6 +60,11 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager) *Unit {
 	}
 	if u.Chain == nil {
 		u.Chain = []unit.Edge{}
+	}
+	u.Conditions = append([]condition.Check{}, in.Conditions...)
+	u.ConditionsMet = condition.Result(in.Conditions)
+	if u.ConditionsMet == condition.False {
+		u.ConditionsReason = condition.Explain(in.Conditions)
 	}
 	u.Security = securityOf(in)
 	opts := in.Options

@@ -218,17 +218,42 @@ commands(action, _) := [] if not action in {"disable", "mask"}
 
 # METADATA
 # title: Finding
-# description: A finding object for a rule about a unit.
+# description: |
+#   A finding object for a rule about a unit. A unit that is active at
+#   boot but whose Condition*= or Assert*= settings fail in the image never
+#   runs: its finding is softened to info and says why (every rule about
+#   what runs gets this through finding).
 finding(rule, unit, message, chain) := {
 	"rule_id": rule.id,
 	"title": object.get(rule, "title", ""),
-	"severity": object.get(rule, "severity", "medium"),
+	"severity": finding_severity(rule, unit),
 	"unit": unit,
-	"message": message,
+	"message": concat("", [message, skipped_note(unit)]),
 	"chain": chain,
 	"remediation": remediation(rule, unit),
 	"references": object.get(rule, "references", []),
 }
+
+# METADATA
+# title: Skipped at boot
+# description: |
+#   The unit starts at boot (or is activated) but its conditions or
+#   assertions fail in the image (facts: conditions_met), so systemd never
+#   runs it. Not on a live host, whose units are seen running or not.
+skipped(unit) if {
+	not input.live
+	u := input.units[unit]
+	u.active_at_boot
+	u.conditions_met == "false"
+}
+
+finding_severity(rule, unit) := "info" if skipped(unit)
+
+finding_severity(rule, unit) := object.get(rule, "severity", "medium") if not skipped(unit)
+
+skipped_note(unit) := sprintf("; but it never runs: its conditions fail in the image (%s), so the finding is informational", [input.units[unit].conditions_reason]) if skipped(unit)
+
+skipped_note(unit) := "" if not skipped(unit)
 
 # METADATA
 # title: Rule tuning

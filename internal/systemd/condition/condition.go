@@ -1,0 +1,371 @@
+// Package condition decides a unit's Condition*= and Assert*= settings the
+// way systemd tests them when the unit's job runs, from what an image
+// holds: paths in the image (not under /run, /proc, /sys, /dev or /tmp,
+// which are filled at boot), whether the boot is a first boot (the
+// machine-id), the kernel command line the image's boot loader passes
+// (GRUB, Boot Loader Specification entries, /etc/kernel/cmdline), the
+// architecture of the image's binaries, its os-release and installed
+// kernel. What only the machine that boots it knows (virtualization,
+// memory, CPUs, firmware, ...) is unknown unless the user states it
+// (Assumptions). Each verdict says why. It reads the image only through a
+// rootfs view, never the host, and never writes.
+package condition
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// Verdict is a three-valued truth.
+type Verdict string
+
+// Verdicts.
+const (
+	True    Verdict = "true"
+	False   Verdict = "false"
+	Unknown Verdict = "unknown"
+)
+
+func verdictOf(b bool) Verdict {
+	if b {
+		return True
+	}
+	return False
+}
+
+// not is negation; Unknown stays Unknown.
+func (v Verdict) not() Verdict {
+	switch v {
+	case True:
+		return False
+	case False:
+		return True
+	}
+	return Unknown
+}
+
+// Check is one Condition*= or Assert*= assignment of a unit and its
+// verdict.
+type Check struct {
+	// Setting is the assignment's name: "ConditionPathExists",
+	// "AssertKernelCommandLine", ...
+	Setting string `json:"setting"`
+	// Value is the parameter as systemd tests it: the "|" and "!"
+	// prefixes removed, specifiers expanded.
+	Value string `json:"value"`
+	// Trigger is the "|" prefix: one trigger check of the list suffices.
+	Trigger bool `json:"trigger"`
+	// Negate is the "!" prefix.
+	Negate bool `json:"negate"`
+	// Verdict is the check's result, negation applied.
+	Verdict Verdict `json:"verdict"`
+	// Reason says what decided it, or why it cannot be decided.
+	Reason string `json:"reason"`
+}
+
+// Assert reports whether the check is an Assert*= (a failing assertion
+// fails the unit's job; a failing condition only skips the unit).
+func (c Check) Assert() bool { return strings.HasPrefix(c.Setting, "Assert") }
+
+// kinds are the condition types systemd 252 to 257 know, by the name after
+// the Condition or Assert prefix.
+var kinds = map[string]bool{
+	"Architecture": true, "Firmware": true, "Virtualization": true, "Host": true,
+	"KernelCommandLine": true, "KernelVersion": true, "Credential": true, "Security": true,
+	"Capability": true, "ACPower": true, "NeedsUpdate": true, "FirstBoot": true,
+	"PathExists": true, "PathExistsGlob": true, "PathIsDirectory": true, "PathIsSymbolicLink": true,
+	"PathIsMountPoint": true, "PathIsReadWrite": true, "PathIsEncrypted": true,
+	"DirectoryNotEmpty": true, "FileNotEmpty": true, "FileIsExecutable": true,
+	"User": true, "Group": true, "ControlGroupController": true, "CPUs": true, "Memory": true,
+	"Environment": true, "CPUFeature": true, "OSRelease": true,
+	"MemoryPressure": true, "CPUPressure": true, "IOPressure": true,
+}
+
+// pathKinds take an absolute path, which systemd simplifies and which
+// specifiers expand as paths.
+func pathKind(kind string) bool {
+	switch kind {
+	case "PathExists", "PathExistsGlob", "PathIsDirectory", "PathIsSymbolicLink", "PathIsMountPoint",
+		"PathIsReadWrite", "PathIsEncrypted", "DirectoryNotEmpty", "FileNotEmpty", "FileIsExecutable", "NeedsUpdate":
+		return true
+	}
+	return false
+}
+
+// split names a setting: ("Condition", "PathExists") for
+// ConditionPathExists, ok false for anything else.
+func split(name string) (prefix, kind string, ok bool) {
+	for _, p := range []string{"Condition", "Assert"} {
+		if k, found := strings.CutPrefix(name, p); found && kinds[k] {
+			return p, k, true
+		}
+	}
+	return "", "", false
+}
+
+// Unit decides the Condition*= and Assert*= assignments of the unit id
+// (for specifiers) read from sources, its unit file and drop-ins in the
+// order systemd reads them, each the list of its assignments as written.
+// An empty assignment of any Condition*= setting empties the conditions
+// read so far (all of them, whatever their type, as systemd does), and
+// one of any Assert*= setting the assertions.
+func (e *Env) Unit(id string, sources [][]*unit.Option) []Check {
+	var conds, asserts []Check
+	for _, opts := range sources {
+		for _, o := range opts {
+			if o.Section != "Unit" {
+				continue
+			}
+			prefix, kind, ok := split(o.Name)
+			if !ok {
+				continue
+			}
+			list := &conds
+			if prefix == "Assert" {
+				list = &asserts
+			}
+			v := strings.TrimSpace(o.Value)
+			if v == "" {
+				*list = nil
+				continue
+			}
+			c, ok := e.check(id, o.Name, kind, v)
+			if ok {
+				*list = append(*list, c)
+			}
+		}
+	}
+	return append(conds, asserts...)
+}
+
+// check parses and decides one assignment; ok is false when systemd
+// ignores it (a path that is not absolute).
+func (e *Env) check(id, setting, kind, v string) (Check, bool) {
+	c := Check{Setting: setting}
+	if rest, ok := strings.CutPrefix(v, "|"); ok {
+		c.Trigger, v = true, strings.TrimLeft(rest, " \t\n")
+	}
+	if rest, ok := strings.CutPrefix(v, "!"); ok {
+		c.Negate, v = true, strings.TrimLeft(rest, " \t\n")
+	}
+	expanded, err := expand(id, v, pathKind(kind))
+	c.Value = expanded
+	if err != nil {
+		c.Value = v
+		c.Verdict, c.Reason = Unknown, err.Error()
+		return c, true
+	}
+	if pathKind(kind) {
+		if !strings.HasPrefix(expanded, "/") {
+			return c, false // systemd ignores it with a warning
+		}
+		c.Value = cleanPath(expanded)
+	}
+	r, reason := e.test(kind, c.Value)
+	if c.Negate {
+		r = r.not()
+	}
+	c.Verdict, c.Reason = r, reason
+	return c, true
+}
+
+// Result combines checks as condition_test_list does, for conditions and
+// assertions alike: every non-trigger check must hold, and one trigger
+// check if there are any. A check that cannot be decided makes the
+// result unknown only where it could change it.
+func Result(checks []Check) Verdict {
+	result := True
+	var triggers []Verdict
+	for _, c := range checks {
+		if c.Trigger {
+			triggers = append(triggers, c.Verdict)
+			continue
+		}
+		switch c.Verdict {
+		case False:
+			return False
+		case Unknown:
+			result = Unknown
+		}
+	}
+	if len(triggers) == 0 {
+		return result
+	}
+	trig := False
+	for _, v := range triggers {
+		if v == True {
+			trig = True
+			break
+		}
+		if v == Unknown {
+			trig = Unknown
+		}
+	}
+	switch {
+	case trig == False:
+		return False
+	case trig == Unknown:
+		return Unknown
+	}
+	return result
+}
+
+// Explain is one line saying why checks do not all hold, for messages:
+// the failing non-trigger checks, or that no trigger check holds.
+func Explain(checks []Check) string {
+	var parts []string
+	for _, c := range checks {
+		if !c.Trigger && c.Verdict == False {
+			parts = append(parts, c.String()+": "+c.Reason)
+		}
+	}
+	if len(parts) == 0 {
+		var trig []string
+		for _, c := range checks {
+			if c.Trigger {
+				trig = append(trig, c.String())
+			}
+		}
+		if len(trig) > 0 && Result(checks) == False {
+			parts = append(parts, "none of "+strings.Join(trig, ", ")+" holds")
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// String is the assignment as written, specifiers expanded.
+func (c Check) String() string {
+	var b strings.Builder
+	b.WriteString(c.Setting + "=")
+	if c.Trigger {
+		b.WriteString("|")
+	}
+	if c.Negate {
+		b.WriteString("!")
+	}
+	b.WriteString(c.Value)
+	return b.String()
+}
+
+// cleanPath is path_simplify: duplicate and trailing slashes and "."
+// components removed ("..", kept by systemd, resolve inside the image).
+func cleanPath(p string) string {
+	parts := strings.Split(p, "/")
+	out := parts[:0]
+	for _, c := range parts {
+		if c == "" || c == "." {
+			continue
+		}
+		out = append(out, c)
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+// expand expands the specifiers of the system manager that an image
+// determines (%n %N %p %P %i %I %j %J %f, the fixed directories and
+// credentials of the system manager, %%); the ones that depend on the
+// running machine (%H %m %b %v %a %o %w %W %A %B %l %q) make it an error.
+func expand(id, s string, asPath bool) (string, error) {
+	if !strings.Contains(s, "%") {
+		return s, nil
+	}
+	inst, _ := unit.Instance(id)
+	prefix := unit.Prefix(id)
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 >= len(s) {
+			return "", fmt.Errorf("a lone %% ends %q", s)
+		}
+		i++
+		switch s[i] {
+		case '%':
+			b.WriteByte('%')
+		case 'n':
+			b.WriteString(id)
+		case 'N':
+			b.WriteString(strings.TrimSuffix(id, "."+unit.Type(id)))
+		case 'p':
+			b.WriteString(prefix)
+		case 'P':
+			b.WriteString(unescape(prefix, false))
+		case 'i':
+			b.WriteString(inst)
+		case 'I':
+			b.WriteString(unescape(inst, false))
+		case 'f':
+			if inst != "" {
+				b.WriteString(unescape(inst, true))
+			} else {
+				b.WriteString(unescape(prefix, true))
+			}
+		case 'j':
+			b.WriteString(lastDash(prefix))
+		case 'J':
+			b.WriteString(unescape(lastDash(prefix), false))
+		case 't':
+			b.WriteString("/run")
+		case 'S':
+			b.WriteString("/var/lib")
+		case 'C':
+			b.WriteString("/var/cache")
+		case 'L':
+			b.WriteString("/var/log")
+		case 'E':
+			b.WriteString("/etc")
+		case 'T':
+			b.WriteString("/tmp")
+		case 'V':
+			b.WriteString("/var/tmp")
+		case 'h':
+			b.WriteString("/root")
+		case 'u', 'g':
+			b.WriteString("root")
+		case 'U', 'G':
+			b.WriteString("0")
+		case 's':
+			b.WriteString("/bin/sh")
+		default:
+			return "", fmt.Errorf("specifier %%%c depends on the machine that boots the image", s[i])
+		}
+	}
+	return b.String(), nil
+}
+
+func lastDash(p string) string {
+	if k := strings.LastIndexByte(p, '-'); k >= 0 {
+		return p[k+1:]
+	}
+	return p
+}
+
+// unescape is unit_name_unescape ("\x2d" → "-"), and for a path
+// unit_name_path_unescape too ("-" → "/", a leading "/").
+func unescape(s string, asPath bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x':
+			var c byte
+			if _, err := fmt.Sscanf(s[i+2:i+4], "%02x", &c); err == nil {
+				b.WriteByte(c)
+				i += 3
+				continue
+			}
+			b.WriteByte(s[i])
+		case asPath && s[i] == '-':
+			b.WriteByte('/')
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	if asPath {
+		return "/" + strings.TrimPrefix(b.String(), "/")
+	}
+	return b.String()
+}
