@@ -161,3 +161,8 @@ e2e-image: image ## push the image to an in-process registry, pull it, run it as
 lint-actions: ## actionlint (v1.7.12, with shellcheck) on the workflows, the Action and the example pipeline; shellcheck on the Action's scripts
 	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 .github/workflows/*.yml integrations/github/golden-image.yml
 	shellcheck integrations/github/*.sh scripts/test-prereqs.sh
+
+ORACLE_TREES ?= 5000
+.PHONY: oracle
+oracle: ## the systemd 252 and 257 differential tests over ORACLE_TREES seeded random trees each (default 5000; make test runs 500 boot and 200 enablement trees); root
+	AMILINT_ORACLE_SEEDS=$(ORACLE_TREES) AMILINT_RANDOM_TREES=$(ORACLE_TREES) $(GO) test -count=1 -timeout 12h -run 'TestOracleRandom|TestRandomTreesMatchSystemctl' ./internal/systemd/boot ./internal/systemd/install
