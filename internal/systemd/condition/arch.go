@@ -2,10 +2,12 @@ package condition
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 
+	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -25,8 +27,8 @@ func readArchitecture(fsys *rootfs.FS) (arch, source string, err error) {
 	for _, p := range archBinaries {
 		f, err := fsys.Open(p)
 		if err != nil {
-			if absent(err) {
-				continue
+			if absent(err) || errors.Is(err, tarfs.ErrNotKept) {
+				continue // the next binary may be readable
 			}
 			return "", "", fmt.Errorf("open /%s: %w", p, err)
 		}

@@ -3,19 +3,27 @@ package condition
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 
 	"slices"
 	"strings"
 
+	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
 // maxConfigFile bounds what is read of one boot loader configuration file.
 const maxConfigFile = 1 << 20
 
+// errNotKept reports a file whose metadata the image reader has but not
+// its content (a tarball read once from a stream keeps configuration
+// only): what depends on it cannot be decided.
+var errNotKept = errors.New("not kept")
+
 // readSmall reads an image file of at most maxConfigFile bytes; ok is
-// false when it is missing, not a file, or larger.
+// false when it is missing, not a file, or larger. A file whose content
+// the reader did not keep is errNotKept.
 func readSmall(fsys *rootfs.FS, name string) ([]byte, bool, error) {
 	fi, err := fsys.Stat(name)
 	if err != nil {
@@ -29,8 +37,11 @@ func readSmall(fsys *rootfs.FS, name string) ([]byte, bool, error) {
 	}
 	b, err := fsys.ReadFile(name)
 	if err != nil {
-		if absent(err) {
+		switch {
+		case absent(err):
 			return nil, false, nil
+		case errors.Is(err, tarfs.ErrNotKept):
+			return nil, false, fmt.Errorf("read /%s: %w", name, errNotKept)
 		}
 		return nil, false, fmt.Errorf("read /%s: %w", name, err)
 	}
@@ -296,6 +307,9 @@ func hasArg(cmdline, want string) bool {
 
 func (e *Env) testCmdLine(want string) (Verdict, string) {
 	cands := e.cmdLines()
+	if len(cands) == 0 && e.Host.CmdLinesUnread != "" {
+		return Unknown, "the boot loader configuration could not be read: " + e.Host.CmdLinesUnread + "; --assume kernel-command-line=... decides it"
+	}
 	if len(cands) == 0 {
 		return Unknown, "the image has no boot loader configuration (GRUB, BLS entries, /etc/kernel/cmdline); --assume kernel-command-line=... decides it"
 	}
@@ -323,6 +337,9 @@ func dashes(k string) string { return strings.ReplaceAll(k, "_", "-") }
 // none does, Unknown otherwise.
 func (e *Env) cmdLineArg(key string) (value, source string, found Verdict) {
 	cands := e.cmdLines()
+	if len(cands) == 0 && e.Host.CmdLinesUnread != "" {
+		return "", "", Unknown
+	}
 	if len(cands) == 0 {
 		return "", "", Unknown
 	}

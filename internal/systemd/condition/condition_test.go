@@ -1,6 +1,8 @@
 package condition
 
 import (
+	"archive/tar"
+	"bytes"
 	"io/fs"
 	"testing"
 	"testing/fstest"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
@@ -440,4 +443,31 @@ func TestFnmatch(t *testing.T) {
 	assert.True(t, fnmatch("a?b", "a/b"))
 	assert.False(t, fnmatch("a*c", "a/b"))
 	assert.False(t, fnmatch("[", "["))
+}
+
+// TestStreamedTarball: a tarball read once from a stream keeps only
+// configuration files, so a grubenv or a binary it did not keep leaves the
+// command line and the architecture unknown rather than failing or
+// deciding from half the configuration.
+func TestStreamedTarball(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	add := func(name, body string, mode int64) {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body)), Typeflag: tar.TypeReg}))
+		_, err := tw.Write([]byte(body))
+		require.NoError(t, err)
+	}
+	add("boot/loader/entries/a.conf", "options $kernelopts\n", 0o644)
+	add("boot/grub2/grubenv", "kernelopts=root=/dev/vda1 ro snapd_recovery_mode\n", 0o644)
+	add("bin/sh", string(elf(true, true, emX8664).Data), 0o755)
+	require.NoError(t, tw.Close())
+	src, err := tarfs.OpenStream(&buf, tarfs.StreamOptions{})
+	require.NoError(t, err)
+	e, err := NewEnv(rootfs.New(src), false, Assumptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, e.Host.CmdLinesUnread)
+	assert.Empty(t, e.Host.Architecture)
+	c := one(e, "x.service", "ConditionKernelCommandLine", "snapd_recovery_mode")
+	assert.Equal(t, Unknown, c.Verdict)
+	assert.Contains(t, c.Reason, "stream")
 }

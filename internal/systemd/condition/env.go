@@ -42,6 +42,10 @@ type Host struct {
 	// configuration passes, each with its source; empty when the image
 	// has none (a container image).
 	CmdLines []CmdLine `json:"kernel_command_lines"`
+	// CmdLinesUnread says why the boot loader configuration could not be
+	// read whole (a tarball read from a stream keeps only some files);
+	// the command line is then unknown.
+	CmdLinesUnread string `json:"kernel_command_lines_unread,omitempty"`
 	// Architecture is systemd's name for the architecture of the image's
 	// binaries ("x86-64", "arm64"), "" when none could be read.
 	Architecture string `json:"architecture,omitempty"`
@@ -75,7 +79,11 @@ func NewEnv(fsys *rootfs.FS, firstBoot bool, assume Assumptions) (*Env, error) {
 	e := &Env{fsys: fsys, assume: assume, Host: Host{FirstBoot: firstBoot, Kernels: []string{}, CmdLines: []CmdLine{}, Assumed: assume}}
 	var err error
 	if e.Host.CmdLines, err = readCmdLines(fsys); err != nil {
-		return nil, err
+		if !errors.Is(err, errNotKept) {
+			return nil, err
+		}
+		e.Host.CmdLines = []CmdLine{}
+		e.Host.CmdLinesUnread = err.Error() + " (the image was read from a stream, which keeps configuration files only)"
 	}
 	if e.Host.Architecture, e.Host.ArchitectureSource, err = readArchitecture(fsys); err != nil {
 		return nil, err

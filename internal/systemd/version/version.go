@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -211,8 +212,8 @@ var dpkgPackages = []string{"systemd", "libsystemd-shared"}
 func fromDpkg(fsys *rootfs.FS) (Info, error) {
 	f, err := fsys.Open(statusFile)
 	if err != nil {
-		if absent(err) {
-			return Info{}, nil
+		if absent(err) || errors.Is(err, tarfs.ErrNotKept) {
+			return Info{}, nil // a tarball read from a stream may not keep it
 		}
 		return Info{}, fmt.Errorf("open /%s: %w", statusFile, err)
 	}
