@@ -377,9 +377,7 @@ func (r Rule) Validate() error {
 			bad("remediation unit %q: not a unit name", u)
 		}
 	}
-	for _, err := range unitParamProblems(r.UnitParams, r.Params) {
-		errs = append(errs, err)
-	}
+	errs = append(errs, unitParamProblems(r.UnitParams, r.Params)...)
 	for _, p := range r.Profiles {
 		if !idPattern.MatchString(p) {
 			bad("profile %q: want a slug", p)

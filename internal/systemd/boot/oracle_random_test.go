@@ -68,9 +68,6 @@ func (g *treeGen) dir() string {
 }
 func (g *treeGen) link(from, to string) op { return link(from, to) }
 func (g *treeGen) file(p, text string) op  { return file(p, text) }
-func (g *treeGen) enable(d, kind, n string) op {
-	return link(etcDir+d+kind+"/"+n, "/etc/systemd/system/"+n)
-}
 
 const (
 	etcDir = "/etc/systemd/system/"

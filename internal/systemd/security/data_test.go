@@ -262,3 +262,18 @@ func checksSource(cs []CheckSpec) string {
 	b.WriteString("\t}\n}\n")
 	return b.String()
 }
+
+// familyClass names which RestrictAddressFamilies check a family falls under.
+func familyClass(af int) string {
+	switch af {
+	case 2, 10:
+		return "AF_INET_INET6"
+	case 1:
+		return "AF_UNIX"
+	case 16:
+		return "AF_NETLINK"
+	case 17:
+		return "AF_PACKET"
+	}
+	return "OTHER"
+}

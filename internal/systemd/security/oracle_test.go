@@ -3,11 +3,9 @@ package security
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -136,17 +134,3 @@ func writeTree(t testing.TB, files map[string]string) string {
 	}
 	return dir
 }
-
-// tenths parses "9.6" as 96.
-func tenths(t testing.TB, s string) int {
-	t.Helper()
-	whole, frac, ok := strings.Cut(s, ".")
-	require.True(t, ok, "exposure %q", s)
-	w, err := strconv.Atoi(whole)
-	require.NoError(t, err)
-	f, err := strconv.Atoi(frac)
-	require.NoError(t, err)
-	return w*10 + f
-}
-
-func fmtTenths(n int) string { return fmt.Sprintf("%d.%d", n/10, n%10) }

@@ -668,21 +668,6 @@ func (t *Tables) family(name string) (int, bool) {
 	return n, ok
 }
 
-// familyClass names which RestrictAddressFamilies check a family falls under.
-func familyClass(af int) string {
-	switch af {
-	case 2, 10:
-		return "AF_INET_INET6"
-	case 1:
-		return "AF_UNIX"
-	case 16:
-		return "AF_NETLINK"
-	case 17:
-		return "AF_PACKET"
-	}
-	return "OTHER"
-}
-
 // mountImagesAssign is config_parse_mount_images, as far as whether any
 // image is configured: "SOURCE:DEST[:OPTIONS]" entries, "-" before an
 // optional source.
