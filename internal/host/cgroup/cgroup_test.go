@@ -204,7 +204,8 @@ func TestReadHost(t *testing.T) {
 }
 
 // TestRealZombies makes real zombie memory cgroups on this machine's v1
-// memory hierarchy, as MACHINE-NOTES describes, and checks the reader
+// memory hierarchy (a page-cache-holding process in a cgroup removed after
+// it exits leaves a zombie), and checks the reader
 // counts them, then that they drain when their page cache is dropped.
 func TestRealZombies(t *testing.T) {
 	cgrouptest.Hierarchy(t)

@@ -26,7 +26,8 @@ import (
 const FixturePrefix = "fixture:"
 
 // DefaultTarget is what the CLI audits when the user gives no target: the
-// DLAMI-like fixture whose ecs.service is the incident of INCIDENT.md.
+// DLAMI-like fixture whose enabled ecs.service is the incident the README
+// tells.
 const DefaultTarget = FixturePrefix + fixtures.Default
 
 // StdinTarget is the TARGET that reads a root filesystem tarball from
