@@ -34,13 +34,7 @@ var (
 // Marshalers and the repair of invalid UTF-8 included (the tests compare
 // the two on every document type amilint evaluates).
 func goValue(v any) (ast.Value, error) {
-	e := goEncoder{
-		types:  map[reflect.Type]*goType{},
-		strs:   map[string]strNode{},
-		nums:   map[string]node{},
-		shared: map[string]node{},
-		next:   firstID,
-	}
+	e := newGoEncoder()
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() {
 		return ast.NullValue, nil
@@ -72,6 +66,16 @@ type goEncoder struct {
 	terms []*ast.Term
 	key   []byte
 	pairs [][2]*ast.Term
+}
+
+func newGoEncoder() *goEncoder {
+	return &goEncoder{
+		types:  map[reflect.Type]*goType{},
+		strs:   map[string]strNode{},
+		nums:   map[string]node{},
+		shared: map[string]node{},
+		next:   firstID,
+	}
 }
 
 // node is a term and, when it is shared, its number (0: not shared, its

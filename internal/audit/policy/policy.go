@@ -79,6 +79,8 @@ type Engine struct {
 	query   rego.PreparedEvalQuery
 	modules int
 	budget
+	// catalogOnly: the input leaves out what the catalog does not read.
+	catalogOnly bool
 }
 
 // Module is one Rego source file.
@@ -223,6 +225,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 // evaluates.
 type Compiled struct {
 	compiler *ast.Compiler
+	// catalogOnly: no user policy is loaded, so no policy reads what the
+	// catalog does not (unreadByCatalog).
+	catalogOnly bool
 }
 
 // Load loads and compiles the policies cfg names: PolicyDirs and
@@ -236,7 +241,7 @@ func Load(cfg Config) (*Compiled, error) {
 			return nil, err
 		}
 		if ok {
-			return &Compiled{compiler: c}, nil
+			return &Compiled{compiler: c, catalogOnly: true}, nil
 		}
 	}
 	srcs, err := DefaultModules(false)
@@ -271,7 +276,7 @@ func Load(cfg Config) (*Compiled, error) {
 	if len(c.GetRulesForVirtualDocument(ast.MustParseRef(EntryPoint))) == 0 {
 		return nil, fmt.Errorf("load policies: no rule defines %s", EntryPoint)
 	}
-	return &Compiled{compiler: c}, nil
+	return &Compiled{compiler: c, catalogOnly: len(cfg.PolicyDirs) == 0}, nil
 }
 
 // Engine prepares the compiled policies for the data and query of cfg
@@ -294,7 +299,7 @@ func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prepare policies: %w", err)
 	}
-	return &Engine{query: pq, modules: len(p.compiler.Modules), budget: b}, nil
+	return &Engine{query: pq, modules: len(p.compiler.Modules), budget: b, catalogOnly: p.catalogOnly}, nil
 }
 
 // rulesPackage is where findings are gathered from; parsed on first use,
@@ -414,7 +419,11 @@ func mergeInto(dst, src map[string]any) error {
 // value with its JSON form, or that form as json.RawMessage) and returns
 // the findings, sorted by rule id, unit and message.
 func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, error) {
-	v, err := inputValue(input)
+	var omit []string
+	if e.catalogOnly {
+		omit = unreadByCatalog
+	}
+	v, err := inputValue(input, omit)
 	if err != nil {
 		return nil, err
 	}
@@ -438,10 +447,10 @@ func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, er
 }
 
 // inputValue converts input to the Rego value of its JSON form: Go values
-// directly (goValue), json.RawMessage through the fast decoder; both are
-// several times cheaper than OPA's generic round trip. An ast.Value is
-// used as is.
-func inputValue(input any) (ast.Value, error) {
+// directly (goValue; without the member at path omit, if any),
+// json.RawMessage through the fast decoder; both are several times
+// cheaper than OPA's generic round trip. An ast.Value is used as is.
+func inputValue(input any, omit []string) (ast.Value, error) {
 	var b []byte
 	switch in := input.(type) {
 	case ast.Value:
@@ -449,7 +458,11 @@ func inputValue(input any) (ast.Value, error) {
 	case json.RawMessage:
 		b = in
 	default:
-		v, err := goValue(input)
+		convert := goValue
+		if omit != nil {
+			convert = func(v any) (ast.Value, error) { return prunedGoValue(v, omit) }
+		}
+		v, err := convert(input)
 		if err == nil {
 			return v, nil
 		}

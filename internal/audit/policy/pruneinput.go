@@ -1,0 +1,126 @@
+package policy
+
+import (
+	"reflect"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// unreadByCatalog is the member path (JSON names; "*" is every key of a
+// map) of the part of the facts document the built-in catalog never reads:
+// the 81 security checks of every service, most of the document (the
+// catalog reads units.NAME.security's exposure, level and top).
+// TestCatalogReadsNoChecks holds the catalog to it. When the catalog is
+// all an engine evaluates, its input leaves them out; a user's policy
+// (--policy) gets the whole document.
+//
+// OPA's ast.LazyObject, which converts a member when it is first read,
+// does not serve instead: a lazy object inside an ordinary one is
+// converted whole when its parent is built (objects hash their members),
+// any function call with a unit as argument converts that unit (the call
+// cache hashes arguments: the catalog's exposure rule alone converted the
+// checks of more services than the Debian root has), and OPA hands a lazy
+// object's native Go map, unconverted, to whatever reads the results.
+var unreadByCatalog = []string{"units", "*", "security", "checks"}
+
+// prunedGoValue is goValue(v) without the member at path. Where the path
+// meets a value whose JSON form goValue does not build member by member
+// (a Marshaler, map keys that may collide once invalid UTF-8 is
+// repaired), that value is whole.
+func prunedGoValue(v any, path []string) (ast.Value, error) {
+	e := newGoEncoder()
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return ast.NullValue, nil
+	}
+	n, err := e.pruned(rv, e.typ(rv.Type()), path, 0)
+	if err != nil {
+		return nil, err
+	}
+	return n.t.Value, nil
+}
+
+// pruned is the node of v (of type g) without the member at path, which
+// is not empty.
+func (e *goEncoder) pruned(v reflect.Value, g *goType, path []string, depth int) (node, error) {
+	for g.kind == reflect.Pointer || g.kind == reflect.Interface {
+		if depth > maxJSONDepth || g.json || g.text || v.IsNil() {
+			return e.value(v, g, depth)
+		}
+		v, depth = v.Elem(), depth+1
+		if g.kind == reflect.Interface {
+			g = e.typ(v.Type())
+		} else {
+			g = g.elem
+		}
+	}
+	if depth > maxJSONDepth || g.json || g.text || v.CanAddr() && (g.addrJSON || g.addrText) {
+		return e.value(v, g, depth)
+	}
+	switch g.kind {
+	case reflect.Struct:
+		if g.err != nil {
+			return node{}, g.err
+		}
+		base, tbase := len(e.ids), len(e.terms)
+		for _, f := range g.fields {
+			fv, ok := fieldByIndex(v, f.index)
+			if !ok || f.omitEmpty && isEmpty(fv) || f.omitZero && isZero(fv) {
+				continue
+			}
+			x, keep, err := e.prunedMember(fv, f.typ, f.name, path, depth)
+			if err != nil {
+				return node{}, err
+			}
+			if keep {
+				e.push(f.key, x)
+			}
+		}
+		if len(e.ids) == base {
+			return emptyObjectNode, nil
+		}
+		return e.share('o', base, tbase), nil
+	case reflect.Map:
+		if g.t.Key().Kind() != reflect.String || v.IsNil() || v.Len() == 0 {
+			return e.value(v, g, depth)
+		}
+		for it := v.MapRange(); it.Next(); {
+			if !utf8.ValidString(it.Key().String()) {
+				return e.value(v, g, depth) // keys that may collide once repaired
+			}
+		}
+		base, tbase := len(e.ids), len(e.terms)
+		for it := v.MapRange(); it.Next(); {
+			k := it.Key().String()
+			x, keep, err := e.prunedMember(it.Value(), g.elem, k, path, depth)
+			if err != nil {
+				return node{}, err
+			}
+			if keep {
+				e.push(e.str(k), x)
+			}
+		}
+		if len(e.ids) == base {
+			return emptyObjectNode, nil
+		}
+		slices.Sort(e.ids[base:]) // the map's order: the members' numbers key the object
+		return e.share('o', base, tbase), nil
+	}
+	return e.value(v, g, depth)
+}
+
+// prunedMember is the node of member name (value v, of type g) of an
+// object on path, and whether it is kept.
+func (e *goEncoder) prunedMember(v reflect.Value, g *goType, name string, path []string, depth int) (node, bool, error) {
+	if path[0] != "*" && path[0] != name {
+		n, err := e.value(v, g, depth+1)
+		return n, true, err
+	}
+	if len(path) == 1 {
+		return node{}, false, nil
+	}
+	n, err := e.pruned(v, g, path[1:], depth+1)
+	return n, true, err
+}
