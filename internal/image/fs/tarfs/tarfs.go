@@ -6,7 +6,9 @@
 // name replaces an earlier one, as extraction would. Contents of an
 // uncompressed tarball are re-read from their offsets; a compressed one's
 // small files are kept in memory (up to a cap) and larger ones are streamed
-// again from the tarball when opened. A tarball that can be read only once
+// again from the tarball when opened, and every chunk of such a re-read is
+// checked against what the first, verified reading saw before any byte of
+// it is returned. A tarball that can be read only once
 // (standard input) is indexed by OpenStream, which keeps the contents of
 // configuration files and the metadata of everything else. It never writes
 // anything.
@@ -18,6 +20,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"path"
@@ -131,18 +134,27 @@ type FS struct {
 	ra   io.ReaderAt       // the tarball, for contents of an uncompressed one
 	sec  *io.SectionReader // the tarball, to stream a compressed one again
 	comp Compression       // how sec is compressed
+	// seed keys the sums of streamed files' chunks: a file changed after
+	// the tarball was opened cannot be made to match them without it.
+	seed maphash.Seed
 }
+
+// sumChunk is the size of the chunks of a streamed file whose sums the
+// first reading keeps (8 bytes a chunk: 1/8192 of the content).
+const sumChunk = 64 << 10
 
 type node struct {
 	name     string
 	mode     fs.FileMode
 	size     int64
 	mtime    time.Time
-	link     string // symbolic link target
-	data     []byte // content held in memory
-	off      int64  // content offset in an uncompressed tarball; -1 otherwise
-	entry    int    // ordinal of the entry holding the content, to stream it again
-	notKept  bool   // read from a stream that did not keep the content
+	link     string   // symbolic link target
+	data     []byte   // content held in memory
+	off      int64    // content offset in an uncompressed tarball; -1 otherwise
+	entry    int      // ordinal of the entry holding the content, to stream it again
+	notKept  bool     // read from a stream that did not keep the content
+	sums     []uint64 // of each sumChunk of a streamed file's content, as first read
+	sparse   bool     // a sparse member: its stream is checked to its end instead
 	children map[string]*node
 }
 
@@ -162,7 +174,7 @@ func Open(r io.ReaderAt, size int64, opt Options) (*FS, error) {
 		return nil, fmt.Errorf("open tarball: %w: no tar header", ErrCorrupt)
 	}
 	sec := io.NewSectionReader(r, 0, size)
-	t := &FS{root: &node{mode: fs.ModeDir | 0o755, children: map[string]*node{}}, sec: sec, comp: comp}
+	t := &FS{root: &node{mode: fs.ModeDir | 0o755, children: map[string]*node{}}, sec: sec, comp: comp, seed: maphash.MakeSeed()}
 	var stream io.Reader
 	if comp == Plain {
 		t.ra = r
@@ -200,20 +212,126 @@ func Decompress(r io.Reader, comp Compression) (io.ReadCloser, error) {
 	return decompressor(r, comp)
 }
 
-// stream reads the tarball again up to entry and returns its content.
-func (t *FS) stream(entry int, size int64) (io.Reader, io.Closer, error) {
-	zr, err := t.decompress()
-	if err != nil {
-		return nil, nil, err
-	}
-	tr := tar.NewReader(zr)
-	for i := 0; i <= entry; i++ {
-		if _, err := tr.Next(); err != nil {
-			zr.Close()
-			return nil, nil, fmt.Errorf("%w: entry %d on a second reading: %w", ErrCorrupt, entry+1, err)
+// stream reads the tarball again up to n's entry and returns its
+// content, checked against the sums of the first reading.
+func (t *FS) stream(n *node) (io.Reader, io.Closer, error) {
+	var zr io.ReadCloser
+	if t.comp == Plain {
+		// A sparse member of a plain tarball: no stream to decompress.
+		zr = io.NopCloser(io.NewSectionReader(t.sec, 0, t.sec.Size()))
+	} else {
+		var err error
+		if zr, err = t.decompress(); err != nil {
+			return nil, nil, err
 		}
 	}
-	return io.LimitReader(tr, size), zr, nil
+	tr := tar.NewReader(zr)
+	for i := 0; i <= n.entry; i++ {
+		if _, err := tr.Next(); err != nil {
+			zr.Close()
+			return nil, nil, fmt.Errorf("%w: entry %d on a second reading: %w", ErrCorrupt, n.entry+1, err)
+		}
+	}
+	if n.sparse {
+		return &tailChecked{r: io.LimitReader(tr, n.size), left: n.size, tr: tr, zr: zr, plain: t.comp == Plain}, zr, nil
+	}
+	return &checkedReader{r: io.LimitReader(tr, n.size), sums: n.sums, seed: t.seed}, zr, nil
+}
+
+// tailChecked serves a sparse member's content and, before the read that
+// completes it returns, reads the rest of the tarball, so the
+// decompressor checks its trailers: a reader that stops at the size it
+// was told (io.ReadFull) still gets the error, and the last bytes are
+// withheld with it.
+type tailChecked struct {
+	r     io.Reader
+	left  int64
+	tr    *tar.Reader
+	zr    io.Reader
+	plain bool
+}
+
+func (c *tailChecked) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	if c.left > 0 || c.plain || c.tr == nil {
+		return n, err
+	}
+	tr := c.tr
+	c.tr = nil
+	for {
+		if _, err := tr.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			return 0, fmt.Errorf("%w: after the file on a second reading: %w", ErrCorrupt, err)
+		}
+	}
+	if err := finish(c.zr); err != nil {
+		return 0, err
+	}
+	return n, err
+}
+
+// sumChunks reads a streamed file's content (size bytes) on the first
+// reading and returns the sums of its chunks.
+func sumChunks(r io.Reader, size int64, seed maphash.Seed) ([]uint64, error) {
+	var sums []uint64
+	buf := make([]byte, sumChunk)
+	for size > 0 {
+		n := min(size, sumChunk)
+		if _, err := io.ReadFull(r, buf[:n]); err != nil {
+			return nil, err
+		}
+		sums = append(sums, maphash.Bytes(seed, buf[:n]))
+		size -= n
+	}
+	return sums, nil
+}
+
+// checkedReader serves a streamed file's content one chunk at a time, each
+// chunk read whole and compared with the first reading's sum before any of
+// it is returned: the gzip trailer or zstd checksum that vouched for the
+// first reading is too far on to vouch for this one, so a tarball changed
+// or damaged after it was opened fails here instead of being read as
+// good.
+type checkedReader struct {
+	r     io.Reader
+	sums  []uint64
+	seed  maphash.Seed
+	chunk int    // index of the next chunk to read
+	buf   []byte // what is left of the current chunk
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	if len(c.buf) == 0 {
+		if c.chunk == len(c.sums) {
+			return 0, io.EOF
+		}
+		if cap(c.buf) < sumChunk {
+			c.buf = make([]byte, sumChunk)
+		}
+		b := c.buf[:sumChunk]
+		n, err := io.ReadFull(c.r, b)
+		if err == io.ErrUnexpectedEOF || (err == io.EOF && n == 0) {
+			// The last chunk is short, or the content ends early (the
+			// sum of the chunk tells which).
+			err = nil
+		}
+		if err != nil {
+			c.buf = nil
+			return 0, err
+		}
+		if n == 0 || maphash.Bytes(c.seed, b[:n]) != c.sums[c.chunk] {
+			c.buf, c.chunk = nil, len(c.sums)
+			return 0, fmt.Errorf("%w: bytes %d to %d differ from the first, verified reading (the tarball changed or is damaged since it was opened)",
+				ErrCorrupt, int64(c.chunk)*sumChunk, int64(c.chunk)*sumChunk+int64(n))
+		}
+		c.chunk++
+		c.buf = b[:n]
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
 }
 
 // index reads every header once. For a plain tarball sec is also the
@@ -267,7 +385,18 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, keep fun
 				continue
 			}
 			if keep == nil && hdr.Size > opt.MaxHeld {
-				place(t, name, n) // streamed again when opened
+				// Streamed again when opened, and checked then against
+				// the sums of this reading. A sparse member's holes cost
+				// nothing to skip here but would have to be read to be
+				// summed (a few bytes may declare terabytes of them): its
+				// second reading goes on to the end of the stream instead.
+				n.sparse = sparse
+				if !sparse {
+					if n.sums, err = sumChunks(tr, hdr.Size, t.seed); err != nil {
+						return fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err)
+					}
+				}
+				place(t, name, n)
 				continue
 			}
 			if held+hdr.Size > opt.MaxMemory || hdr.Size < 0 {
@@ -461,7 +590,7 @@ func (t *FS) Open(name string) (fs.File, error) {
 	case n.mode.IsRegular() && n.off >= 0:
 		f.r = io.NewSectionReader(t.ra, n.off, n.size)
 	case n.mode.IsRegular():
-		r, c, err := t.stream(n.entry, n.size)
+		r, c, err := t.stream(n)
 		if err != nil {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
