@@ -360,6 +360,17 @@ func (t *Tree) swap(scope, stage string, mode int) error {
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 			return fmt.Errorf("apply: %s /%s atomically: the filesystem of %s does not support renameat2 (%w); nothing was changed", what, scope, t.dir, err)
 		}
+		if errors.Is(err, unix.EXDEV) {
+			var st unix.Statfs_t
+			if unix.Fstatfs(fd, &st) == nil && st.Type == unix.OVERLAYFS_SUPER_MAGIC {
+				// overlayfs renames a directory it merges from a lower
+				// layer only with redirect_dir=on (it then records the
+				// move in the upper layer); otherwise EXDEV, so that
+				// tools fall back to copying, which would not be atomic.
+				return fmt.Errorf("apply: %s /%s atomically: it is an overlayfs directory from a lower layer, which the kernel renames only on an overlay mounted with redirect_dir=on (%w); nothing was changed: remount the overlay with redirect_dir=on, or fix a copy of the image that is not an overlay", what, scope, err)
+			}
+			return fmt.Errorf("apply: %s /%s atomically: it is not on the same filesystem as /%s (a mount point?) (%w); nothing was changed: fix the image where the directory and its parent are one filesystem", what, scope, path.Dir(scope), err)
+		}
 		return fmt.Errorf("apply: %s /%s with its planned copy: %w", what, scope, err)
 	}
 	// Make the swap durable before the old tree goes.
