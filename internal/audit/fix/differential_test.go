@@ -49,9 +49,13 @@ type entry struct {
 // build writes entries under dir in order, parents as needed.
 func build(t *testing.T, dir string, es []entry) {
 	t.Helper()
+	made := map[string]bool{}
 	for _, e := range es {
 		p := filepath.Join(dir, e.path)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		if parent := filepath.Dir(p); !made[parent] {
+			require.NoError(t, os.MkdirAll(parent, 0o755))
+			made[parent] = true
+		}
 		switch e.kind {
 		case 'f':
 			require.NoError(t, os.WriteFile(p, []byte(e.data), 0o644))

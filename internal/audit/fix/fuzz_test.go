@@ -2,9 +2,11 @@ package fix
 
 import (
 	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -16,7 +18,8 @@ import (
 // FuzzPlanApply plans and applies disable or mask on generated hostile
 // trees: planning never fails on what the image holds, Apply either
 // succeeds or refuses an unsafe path, and a second mask plan is empty.
-// Each execution writes its tree on a tmpfs (see tmpfsDir).
+// Each execution plans over the tree in memory and applies the plan to
+// the same tree written on a tmpfs (see tmpfsDir).
 func FuzzPlanApply(f *testing.F) {
 	for seed := range uint64(8) {
 		f.Add(seed, uint8(seed))
@@ -36,7 +39,10 @@ func FuzzPlanApply(f *testing.F) {
 			action = Mask
 		}
 		units := []string{all[int(pick)%len(all)], all[int(seed%uint64(len(all)))]}
-		p := planDir(t, dir, []Step{{action, units}})
+		// The planner reads the tree from memory; Apply writes the real
+		// one, and the second plan reads what Apply wrote.
+		p, err := NewPlanSteps(rootfs.New(memTree(es)), []Step{{action, units}})
+		require.NoError(t, err)
 		if err := Apply(dir, p); err != nil {
 			require.True(t, errors.Is(err, ErrUnsafePath), "%v", err)
 			return
@@ -45,6 +51,22 @@ func FuzzPlanApply(f *testing.F) {
 			require.Empty(t, planDir(t, dir, []Step{{action, units}}).Changes)
 		}
 	})
+}
+
+// memTree is the tree of es in memory, links and all.
+func memTree(es []entry) fstest.MapFS {
+	m := fstest.MapFS{}
+	for _, e := range es {
+		switch e.kind {
+		case 'f':
+			m[e.path] = &fstest.MapFile{Data: []byte(e.data), Mode: 0o644}
+		case 'l':
+			m[e.path] = &fstest.MapFile{Data: []byte(e.data), Mode: fs.ModeSymlink | 0o777}
+		case 'd':
+			m[e.path] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
+		}
+	}
+	return m
 }
 
 // tmpfsDir returns an empty directory removed after the test, on /dev/shm
