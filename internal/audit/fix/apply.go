@@ -361,8 +361,7 @@ func (t *Tree) swap(scope, stage string, mode int) error {
 			return fmt.Errorf("apply: %s /%s atomically: the filesystem of %s does not support renameat2 (%w); nothing was changed", what, scope, t.dir, err)
 		}
 		if errors.Is(err, unix.EXDEV) {
-			var st unix.Statfs_t
-			if unix.Fstatfs(fd, &st) == nil && st.Type == unix.OVERLAYFS_SUPER_MAGIC {
+			if onOverlayfs(fd) {
 				// overlayfs renames a directory it merges from a lower
 				// layer only with redirect_dir=on (it then records the
 				// move in the upper layer); otherwise EXDEV, so that

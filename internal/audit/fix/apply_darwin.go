@@ -22,3 +22,7 @@ func renameat(fromfd int, from string, tofd int, to string, mode int) error {
 func statTimes(st *syscall.Stat_t) (atime, mtime time.Time) {
 	return time.Unix(st.Atimespec.Unix()), time.Unix(st.Mtimespec.Unix())
 }
+
+// onOverlayfs reports whether the open directory fd is on overlayfs,
+// which macOS does not have.
+func onOverlayfs(int) bool { return false }

@@ -22,3 +22,9 @@ func renameat(fromfd int, from string, tofd int, to string, mode int) error {
 func statTimes(st *syscall.Stat_t) (atime, mtime time.Time) {
 	return time.Unix(st.Atim.Unix()), time.Unix(st.Mtim.Unix())
 }
+
+// onOverlayfs reports whether the open directory fd is on overlayfs.
+func onOverlayfs(fd int) bool {
+	var st unix.Statfs_t
+	return unix.Fstatfs(fd, &st) == nil && st.Type == unix.OVERLAYFS_SUPER_MAGIC
+}
