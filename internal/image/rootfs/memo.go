@@ -120,3 +120,37 @@ func (f *FS) readFile(name, shown string) ([]byte, error) {
 	})
 	return slices.Clone(r.data), r.err
 }
+
+// Raw is the source under the view, for a reader that resolves names
+// itself (install's index, which follows links as systemctl does). Under a
+// view that remembers (Memo) it answers from the same memory as the view:
+// what the enablement, the boot model and the facts of one run ask by the
+// same resolved name is asked of the image once. Its ReadFile is bounded
+// as the view's (ErrTooLarge).
+func (f *FS) Raw() Source {
+	if f.memo == nil {
+		return f.src
+	}
+	return memoSource{f}
+}
+
+// memoSource is the source of a remembering view, answering from its
+// memory. Open, which streams, is the source's own.
+type memoSource struct{ f *FS }
+
+func (m memoSource) Open(name string) (fs.File, error) { return m.f.src.Open(name) }
+
+func (m memoSource) ReadDir(name string) ([]fs.DirEntry, error) { return m.f.readDir(name) }
+
+func (m memoSource) ReadLink(name string) (string, error) { return m.f.readLink(name) }
+
+func (m memoSource) Lstat(name string) (fs.FileInfo, error) { return m.f.lstat(name) }
+
+// ReadFile reads name whole, as the view's ReadFile reads a resolved name.
+func (m memoSource) ReadFile(name string) ([]byte, error) { return m.f.readFile(name, name) }
+
+// IsRaw reports whether src is the Raw source of a remembering view.
+func IsRaw(src Source) bool {
+	_, ok := src.(memoSource)
+	return ok
+}

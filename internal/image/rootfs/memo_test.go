@@ -94,3 +94,53 @@ func TestMemoAsksOnce(t *testing.T) {
 	}
 	assert.NotZero(t, c.n["lstat lib/systemd/system/b.service"])
 }
+
+// TestRawSharesTheMemo: the raw source of a remembering view answers from
+// the view's memory (what either asks is asked of the source once) and as
+// the source does; that of a plain view is the source itself.
+func TestRawSharesTheMemo(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "lib/systemd/system"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lib/systemd/system/a.service"), []byte("[Service]\n"), 0o644))
+	require.NoError(t, os.Symlink("a.service", filepath.Join(dir, "lib/systemd/system/b.service")))
+	src, err := rootfs.OpenDir(dir)
+	require.NoError(t, err)
+	defer src.Close()
+	assert.Same(t, src, rootfs.New(src).Raw().(*rootfs.Dir))
+	assert.False(t, rootfs.IsRaw(src))
+
+	c := &counting{Source: src, n: map[string]int{}}
+	view := rootfs.New(c).Memo()
+	raw := view.Raw()
+	assert.True(t, rootfs.IsRaw(raw))
+	const a, b, d = "lib/systemd/system/a.service", "lib/systemd/system/b.service", "lib/systemd/system"
+	for range 2 {
+		data, err := raw.(fs.ReadFileFS).ReadFile(a)
+		require.NoError(t, err)
+		assert.Equal(t, "[Service]\n", string(data))
+		data[0] = 'X' // the caller owns its copy
+		data, err = view.ReadFile(a)
+		require.NoError(t, err)
+		assert.Equal(t, "[Service]\n", string(data))
+		target, err := raw.ReadLink(b)
+		require.NoError(t, err)
+		assert.Equal(t, "a.service", target)
+		_, err = view.ReadLink(b)
+		require.NoError(t, err)
+		fi, err := raw.Lstat(b)
+		require.NoError(t, err)
+		assert.Equal(t, fs.ModeSymlink, fi.Mode().Type())
+		ents, err := raw.ReadDir(d)
+		require.NoError(t, err)
+		assert.Len(t, ents, 2)
+		_, err = view.ReadDir(d)
+		require.NoError(t, err)
+		_, err = raw.Lstat("lib/none")
+		assert.ErrorIs(t, err, fs.ErrNotExist)
+	}
+	for q, n := range c.n {
+		assert.Equal(t, 1, n, "%s asked %d times", q, n)
+	}
+	assert.Equal(t, 1, c.n["readdir "+d])
+	assert.Equal(t, 1, c.n["readlink "+b])
+}

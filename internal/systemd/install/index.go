@@ -107,7 +107,7 @@ type index struct {
 
 // newBareIndex returns an index that has read nothing yet.
 func newBareIndex(fsys *rootfs.FS) *index {
-	return &index{src: fsys.Source(), dirs: map[string]*dirListing{}, dirsResolved: map[string]*dirListing{}, files: map[string]fileData{},
+	return &index{src: fsys.Raw(), dirs: map[string]*dirListing{}, dirsResolved: map[string]*dirListing{}, files: map[string]fileData{},
 		lstats: map[string]lstatResult{}, links: map[string]linkResult{}, byPath: map[string]*searchDir{}}
 }
 
@@ -299,9 +299,11 @@ func (x *index) readFile(r string) ([]byte, error) {
 // readRaw reads the regular file at the resolved path r, uncached. It is
 // safe for concurrent use when the Source is.
 func (x *index) readRaw(r string) ([]byte, error) {
-	if d, ok := x.src.(*rootfs.Dir); ok {
+	if d, ok := x.src.(fs.ReadFileFS); ok && isBounded(x.src) {
 		// A host directory reads a file whole in one buffer sized from
-		// its fstat, bounded like the generic path below.
+		// its fstat, bounded like the generic path below; a run's
+		// remembering view (rootfs.FS.Raw) reads each file once for
+		// enablement, boot and facts, bounded the same.
 		data, err := d.ReadFile(fsName(r))
 		var pe *fs.PathError
 		switch {
@@ -325,6 +327,18 @@ func (x *index) readRaw(r string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: %w", r, errTooLarge)
 	}
 	return data, nil
+}
+
+// isBounded reports whether src's ReadFile refuses what is larger than
+// maxFileSize with rootfs.ErrTooLarge (and says a failed read with a
+// *fs.PathError of Op "read"): a host directory and a run's remembering
+// view.
+func isBounded(src rootfs.Source) bool {
+	switch src.(type) {
+	case *rootfs.Dir:
+		return true
+	}
+	return rootfs.IsRaw(src)
 }
 
 // maxFileSize bounds what is read of one unit, drop-in or preset file. A
