@@ -182,8 +182,10 @@ type idEntry struct {
 // RunDir), and loads default.target's closure lazily. It fails only when
 // the search path cannot be read.
 func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
-	// PID 1 loads units with an empty tmpfs on /run.
-	return loadGraph(rootfs.New(atBoot{fsys.Source()}), sdVersion)
+	// PID 1 loads units with an empty tmpfs on /run. Under a run's
+	// remembering view the image is read through its memory (Raw), shared
+	// with the enablement and the facts.
+	return loadGraph(rootfs.New(atBoot{fsys.Raw()}), sdVersion)
 }
 
 // LoadTree is Load with the image's /run as it is, the way offline tools
