@@ -84,8 +84,9 @@ e2e-release: release-snapshot arm64-root ## check the release as Packer consumes
 	cd packer-plugin && PACKER_BIN=$(PACKER_BIN) AMILINT_RELEASE_DIR=$(CURDIR)/dist/release AMILINT_RELEASE_VERSION=$(RELEASE_VERSION) \
 	  AMILINT_ARM64_ROOT=$(abspath $(ARM64_ROOT)) $(GO) test -count=1 -tags e2e -timeout 30m -run TestRelease -v ./e2e/
 
-lint: lint-actions ## gofmt, go vet, staticcheck, actionlint and shellcheck; fails on any finding
+lint: lint-actions ## gofmt, go mod tidy, go vet, staticcheck, actionlint and shellcheck; fails on any finding
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags amilint_guest $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 $(PKGS)
