@@ -81,6 +81,19 @@ func New(src Source) *FS { return &FS{src: src} }
 // Source returns the raw tree under the view.
 func (f *FS) Source() Source { return f.src }
 
+// Damaged returns the first error f's source met reading the image's own
+// structures (a block that fails its checksum, an inode pointing outside
+// the device, a failed read), when the source keeps one, as the readers of
+// disk image filesystems do; nil otherwise. Code that treats an unreadable
+// directory as absent, as systemd does, asks it when done reading: a
+// damaged image must not be audited as an intact one.
+func Damaged(f *FS) error {
+	if d, ok := f.src.(interface{ Damage() error }); ok {
+		return d.Damage()
+	}
+	return nil
+}
+
 // Clean turns an image path, absolute ("/etc/x") or not ("etc/x"), into an
 // fs.ValidPath name, resolving "." and ".." lexically and clamping at the root.
 func Clean(p string) string {

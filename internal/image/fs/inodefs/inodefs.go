@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -107,6 +108,16 @@ type FS[N any] struct {
 	dirs    map[uint64]map[string]Dirent
 	entries int
 	inodes  map[uint64]N
+
+	// paths names inodes by the first path they were looked up by, so a
+	// reader that goes on past a checksum mismatch can say which file it
+	// was reading (PathOf); nil unless TrackPaths was called.
+	paths map[uint64]string
+
+	// damage is the first error a Disk method returned, and onDamage,
+	// when set, is told of every one instead (see Damage).
+	damage   error
+	onDamage func(path string, err error)
 }
 
 var _ rootfs.Source = (*FS[int])(nil)
@@ -114,6 +125,97 @@ var _ rootfs.Source = (*FS[int])(nil)
 // New returns the filesystem that d's inodes make up.
 func New[N any](d Disk[N]) *FS[N] {
 	return &FS[N]{disk: d}
+}
+
+// TrackPaths makes f remember, for every inode it reads, the path it was
+// looked up by, so that PathOf can name it. A reader that records checksum
+// mismatches and reads on (integrity.Checker.Lenient) calls it before its
+// first lookup; an error that stops the read is given its path as it
+// passes, at no cost. Paths of up to maxTracked inodes are kept.
+func (f *FS[N]) TrackPaths() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.paths == nil {
+		f.paths = map[uint64]string{f.disk.Root(): "/"}
+	}
+}
+
+// Damage returns the first error reading the image's structures met: a
+// Disk method's error (a block that fails its checksum, an inode pointing
+// outside the device, a failed read), as returned to the caller then,
+// never a name that does not exist or an over-large ReadFile. Code that
+// treats an unreadable directory as absent, as systemd does, asks when it
+// is done: a damaged image must not be audited as an intact one. It is nil
+// when OnDamage was set.
+func (f *FS[N]) Damage() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.damage
+}
+
+// OnDamage makes f tell fn of every error a Disk method returns, with the
+// image path being read, instead of keeping the first for Damage: a reader
+// that records mismatches and reads on records these too.
+func (f *FS[N]) OnDamage(fn func(path string, err error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onDamage = fn
+}
+
+// damaged notes err, a Disk method's error reading image path p, and
+// returns it with the path given to a checksum mismatch.
+func (f *FS[N]) damaged(p string, err error) error {
+	err = integrity.WithPath(err, p)
+	f.mu.Lock()
+	fn := f.onDamage
+	if fn == nil && f.damage == nil {
+		f.damage = err
+	}
+	f.mu.Unlock()
+	if fn != nil {
+		fn(p, err)
+	}
+	return err
+}
+
+// maxTracked bounds the paths TrackPaths keeps.
+const maxTracked = 1 << 20
+
+// PathOf returns the path inode ino was first looked up by ("/etc/x"), or
+// "" when it is not known.
+func (f *FS[N]) PathOf(ino uint64) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.paths[ino]
+}
+
+// name records that ino is at path p (image-absolute), when paths are
+// tracked.
+func (f *FS[N]) name(ino uint64, p string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.paths == nil || len(f.paths) >= maxTracked {
+		return
+	}
+	if _, ok := f.paths[ino]; !ok {
+		f.paths[ino] = p
+	}
+}
+
+// abs is the image-absolute path of an fs.ValidPath name.
+func abs(name string) string {
+	if name == "." || name == "" {
+		return "/"
+	}
+	return "/" + name
+}
+
+// join is the image-absolute path of entry e of directory dir.
+func join(dir, e string) string {
+	if dir == "/" {
+		return "/" + e
+	}
+	return dir + "/" + e
 }
 
 // FileMode converts a POSIX st_mode, as inodes store it, to an fs.FileMode.
@@ -169,17 +271,19 @@ func direntType(t byte) (fs.FileMode, bool) {
 	return 0, false
 }
 
-// inode reads inode ino through the cache.
-func (f *FS[N]) inode(ino uint64) (N, error) {
+// inode reads inode ino, at image path p, through the cache. A checksum
+// mismatch is given p.
+func (f *FS[N]) inode(ino uint64, p string) (N, error) {
 	f.mu.Lock()
 	n, ok := f.inodes[ino]
 	f.mu.Unlock()
 	if ok {
 		return n, nil
 	}
+	f.name(ino, p)
 	n, err := f.disk.Inode(ino)
 	if err != nil {
-		return n, err
+		return n, f.damaged(p, err)
 	}
 	f.mu.Lock()
 	if f.inodes == nil || len(f.inodes) >= cacheMaxInodes {
@@ -190,9 +294,9 @@ func (f *FS[N]) inode(ino uint64) (N, error) {
 	return n, nil
 }
 
-// dirIndex returns directory n's entries by name, through the cache. Of
-// entries of the same name, the first counts.
-func (f *FS[N]) dirIndex(n N) (map[string]Dirent, error) {
+// dirIndex returns directory n, at image path p, by name, through the
+// cache. Of entries of the same name, the first counts.
+func (f *FS[N]) dirIndex(n N, p string) (map[string]Dirent, error) {
 	ino := f.disk.Attr(n).Ino
 	f.mu.Lock()
 	m, ok := f.dirs[ino]
@@ -202,7 +306,7 @@ func (f *FS[N]) dirIndex(n N) (map[string]Dirent, error) {
 	}
 	ents, err := f.disk.Dirents(n)
 	if err != nil {
-		return nil, err
+		return nil, f.damaged(p, err)
 	}
 	m = make(map[string]Dirent, len(ents))
 	for _, e := range ents {
@@ -231,18 +335,19 @@ func Lookup[N any](f *FS[N], op, name string) (N, error) {
 	if !fs.ValidPath(name) {
 		return zero, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	n, err := f.inode(f.disk.Root())
+	n, err := f.inode(f.disk.Root(), "/")
 	if err != nil {
 		return zero, &fs.PathError{Op: op, Path: name, Err: err}
 	}
 	if name == "." {
 		return n, nil
 	}
+	dir := "/"
 	for c := range strings.SplitSeq(name, "/") {
 		if !f.disk.Attr(n).Mode.IsDir() {
 			return zero, &fs.PathError{Op: op, Path: name, Err: rootfs.ErrNotDir}
 		}
-		m, err := f.dirIndex(n)
+		m, err := f.dirIndex(n, dir)
 		if err != nil {
 			return zero, &fs.PathError{Op: op, Path: name, Err: err}
 		}
@@ -250,7 +355,8 @@ func Lookup[N any](f *FS[N], op, name string) (N, error) {
 		if !ok {
 			return zero, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}
-		if n, err = f.inode(e.Ino); err != nil {
+		dir = join(dir, c)
+		if n, err = f.inode(e.Ino, dir); err != nil {
 			return zero, &fs.PathError{Op: op, Path: name, Err: err}
 		}
 	}
@@ -273,10 +379,10 @@ func (f *FS[N]) open(name string) (*file[N], error) {
 	if a.Mode&fs.ModeSymlink != 0 {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("a symbolic link: %w", fs.ErrInvalid)}
 	}
-	fl := &file[N]{fs: f, n: n, attr: a, name: baseName(name)}
+	fl := &file[N]{fs: f, n: n, attr: a, name: baseName(name), path: abs(name)}
 	if a.Mode.IsRegular() {
 		if fl.r, err = f.disk.Contents(n); err != nil {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			return nil, &fs.PathError{Op: "open", Path: name, Err: f.damaged(fl.path, err)}
 		}
 	}
 	return fl, nil
@@ -310,18 +416,19 @@ func (f *FS[N]) ReadDir(name string) ([]fs.DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, err := f.dirEntries(n)
+	list, err := f.dirEntries(n, abs(name))
 	if err != nil {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
 	}
 	return list, nil
 }
 
-func (f *FS[N]) dirEntries(n N) ([]fs.DirEntry, error) {
+// dirEntries lists directory n, at image path dir.
+func (f *FS[N]) dirEntries(n N, dir string) ([]fs.DirEntry, error) {
 	if !f.disk.Attr(n).Mode.IsDir() {
 		return nil, rootfs.ErrNotDir
 	}
-	m, err := f.dirIndex(n)
+	m, err := f.dirIndex(n, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -330,13 +437,13 @@ func (f *FS[N]) dirEntries(n N) ([]fs.DirEntry, error) {
 		typ, ok := direntType(e.Type)
 		if !ok {
 			// No file type in the entry: take it from the inode.
-			c, err := f.inode(e.Ino)
+			c, err := f.inode(e.Ino, join(dir, e.Name))
 			if err != nil {
 				return nil, err
 			}
 			typ = f.disk.Attr(c).Mode.Type()
 		}
-		list = append(list, &dirEntry[N]{fs: f, e: e, typ: typ})
+		list = append(list, &dirEntry[N]{fs: f, e: e, typ: typ, dir: dir})
 	}
 	slices.SortFunc(list, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return list, nil
@@ -362,7 +469,7 @@ func (f *FS[N]) ReadLink(name string) (string, error) {
 	}
 	t, err := f.disk.Symlink(n)
 	if err != nil {
-		return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: f.damaged(abs(name), err)}
 	}
 	return t, nil
 }
@@ -394,6 +501,7 @@ type dirEntry[N any] struct {
 	fs  *FS[N]
 	e   Dirent
 	typ fs.FileMode
+	dir string // the directory's image path
 }
 
 func (d *dirEntry[N]) Name() string      { return d.e.Name }
@@ -402,7 +510,7 @@ func (d *dirEntry[N]) Type() fs.FileMode { return d.typ }
 func (d *dirEntry[N]) String() string    { return fs.FormatDirEntry(d) }
 
 func (d *dirEntry[N]) Info() (fs.FileInfo, error) {
-	n, err := d.fs.inode(d.e.Ino)
+	n, err := d.fs.inode(d.e.Ino, join(d.dir, d.e.Name))
 	if err != nil {
 		return nil, &fs.PathError{Op: "stat", Path: d.e.Name, Err: err}
 	}
@@ -416,6 +524,7 @@ type file[N any] struct {
 	n      N
 	attr   Attr
 	name   string
+	path   string      // image-absolute, for errors
 	r      io.ReaderAt // contents of a regular file
 	off    int64
 	dir    []fs.DirEntry
@@ -445,7 +554,7 @@ func (fl *file[N]) ReadAt(p []byte, off int64) (int, error) {
 	}
 	n, err := fl.r.ReadAt(p, off)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return n, &fs.PathError{Op: "read", Path: fl.name, Err: err}
+		return n, &fs.PathError{Op: "read", Path: fl.name, Err: fl.fs.damaged(fl.path, err)}
 	}
 	if n < len(p) {
 		return n, io.EOF
@@ -473,7 +582,7 @@ func (fl *file[N]) Seek(offset int64, whence int) (int64, error) {
 // ReadDir reads a directory's entries, n at a time as fs.ReadDirFile says.
 func (fl *file[N]) ReadDir(count int) ([]fs.DirEntry, error) {
 	if !fl.listed {
-		list, err := fl.fs.dirEntries(fl.n)
+		list, err := fl.fs.dirEntries(fl.n, fl.path)
 		if err != nil {
 			return nil, &fs.PathError{Op: "readdir", Path: fl.name, Err: err}
 		}

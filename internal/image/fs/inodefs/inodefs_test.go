@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -261,4 +262,43 @@ func TestReadFull(t *testing.T) {
 			require.ErrorIs(t, err, tt.want)
 		})
 	}
+}
+
+// TestDamage: the first error a Disk method returns is kept for Damage,
+// with its path given to a checksum mismatch; names that do not exist are
+// not damage. With OnDamage every one is told instead; with TrackPaths an
+// inode is named by the path it was looked up by.
+func TestDamage(t *testing.T) {
+	d := fake()
+	mismatch := &integrity.Mismatch{Format: "test", Structure: "directory block 9", Corrupt: errDisk}
+	d.nodes[7].err = mismatch
+	f := inodefs.New[*node](d)
+	_, err := f.Lstat("etc/nope")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = f.ReadFile("etc/huge")
+	require.ErrorIs(t, err, inodefs.ErrTooLarge)
+	require.NoError(t, f.Damage(), "a missing name or an over-large file is not damage")
+	_, err = f.Lstat("bad/x")
+	require.ErrorIs(t, err, integrity.ErrChecksum)
+	m, ok := integrity.As(err)
+	require.True(t, ok)
+	assert.Equal(t, "test: directory block 9 (/bad) fails its checksum", m.Error())
+	_, err = f.Lstat("dangling")
+	require.ErrorIs(t, err, errNoInode)
+	require.Error(t, f.Damage())
+	assert.Equal(t, "test: directory block 9 (/bad) fails its checksum", f.Damage().Error(), "the first one")
+
+	g := inodefs.New[*node](d)
+	g.TrackPaths()
+	var told []string
+	g.OnDamage(func(path string, err error) { told = append(told, path) })
+	_, _ = g.Lstat("bad/x")
+	_, _ = g.Lstat("dangling")
+	assert.Equal(t, []string{"/bad", "/dangling"}, told)
+	assert.NoError(t, g.Damage())
+	_, err = g.Lstat("etc/os-release")
+	require.NoError(t, err)
+	assert.Equal(t, "/etc/os-release", g.PathOf(3))
+	assert.Equal(t, "/", g.PathOf(1))
+	assert.Equal(t, "", g.PathOf(4), "never looked up")
 }
