@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -105,6 +106,9 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 				if err != nil {
 					return nil, fmt.Errorf("directory %d: %w", n.ino, err)
 				}
+				if err := f.checkDirBlock(n, b, lblk+i, r.phys+i); err != nil {
+					return nil, err
+				}
 				if out, err = f.parseDirents(b, n.ino, out); err != nil {
 					return nil, err
 				}
@@ -113,4 +117,70 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 		lblk += cnt
 	}
 	return out, nil
+}
+
+// checkDirBlock verifies block blk, logical block lblk of directory n, as
+// __ext4_read_dirblock does with metadata_csum: an htree node (block 0 of
+// an indexed directory, or one whose first entry spans the block) by the
+// dx_tail after its index entries, a leaf by the 12-byte tail entry that
+// ends it.
+func (f *FS) checkDirBlock(n *inode, b []byte, lblk, blk uint64) error {
+	if !f.csum {
+		return nil
+	}
+	le := binary.LittleEndian
+	if f.dirIndex && n.flags&flagIndex != 0 && (lblk == 0 || f.recLen(b[4:]) == len(b)) {
+		if dxNodeOK(b, n.seed, f.recLen) {
+			return nil
+		}
+		return f.mismatch(fmt.Sprintf("htree node block %d", blk), n.ino)
+	}
+	t := b[len(b)-12:]
+	if le.Uint32(t) == 0 && f.recLen(t[4:]) == 12 && t[6] == 0 && t[7] == 0xDE &&
+		integrity.CRC32CRaw(n.seed, b[:len(b)-12]) == le.Uint32(t[8:]) {
+		return nil
+	}
+	return f.mismatch(fmt.Sprintf("directory block %d", blk), n.ino)
+}
+
+// recLen decodes a directory entry's record length (ext4_rec_len_from_disk).
+func (f *FS) recLen(b []byte) int {
+	r := int(binary.LittleEndian.Uint16(b))
+	if f.blockSize >= 65536 {
+		if r == 65535 || r == 0 {
+			return 65536
+		}
+		return r&65532 | (r&3)<<16
+	}
+	return r
+}
+
+// dxNodeOK checks an htree node's checksum as ext4_dx_csum_verify does: the
+// root (after the "." and ".." entries and the root info) or an interior
+// node (after one empty entry spanning the block) holds limit and count,
+// then the index entries, then at entry limit the dx_tail with the CRC32C
+// of the header, the count entries in use and the tail's reserved word.
+func dxNodeOK(b []byte, seed uint32, recLen func([]byte) int) bool {
+	le := binary.LittleEndian
+	var countOff int
+	switch recLen(b[4:]) {
+	case len(b):
+		countOff = 8
+	case 12:
+		if recLen(b[16:]) != len(b)-12 || le.Uint32(b[24:]) != 0 || b[29] != 8 {
+			return false
+		}
+		countOff = 32
+	default:
+		return false
+	}
+	limit, count := int(le.Uint16(b[countOff:])), int(le.Uint16(b[countOff+2:]))
+	tail := countOff + 8*limit
+	if count > limit || tail+8 > len(b) {
+		return false
+	}
+	c := integrity.CRC32CRaw(seed, b[:countOff+8*count])
+	c = integrity.CRC32CRaw(c, b[tail:tail+4])
+	c = integrity.CRC32CRaw(c, []byte{0, 0, 0, 0})
+	return c == le.Uint32(b[tail+4:])
 }

@@ -15,9 +15,23 @@
 // symlinks; fast and slow symlinks; 32- and 64-byte group descriptors,
 // flex_bg and meta_bg. When the filesystem needs recovery (an image of a
 // running system), the committed transactions of its internal jbd2 journal
-// are replayed in memory over the blocks read. Checksums are not verified:
-// a checksum mismatch is not a reason to show a different tree than the
-// kernel's fsck would repair to.
+// are replayed in memory over the blocks read.
+//
+// # Checksums
+//
+// With metadata_csum, every structure it reads is verified once, when it is
+// first read, with the CRC32C the kernel computes (seeded with the
+// filesystem's UUID or s_checksum_seed, then the inode number and
+// generation): the superblock, every group descriptor (at Open, as the
+// kernel does at mount), the inodes, extent tree blocks, directory leaf
+// blocks and htree nodes, and, when the journal is replayed, the journal
+// superblock, its descriptor, revoke and commit blocks and the logged
+// blocks' tags. Without it, group descriptors carrying the older CRC16
+// (uninit_bg) are verified. A mismatch is an [integrity.Mismatch], which
+// wraps ErrCorrupt, unless the [integrity.Checker] given to OpenWith is
+// lenient: then it is recorded and the structure is read as stored.
+// Bitmaps, extended attribute blocks and file data are not read, or (data)
+// carry no checksum.
 //
 // # Hostile input
 //
@@ -37,6 +51,7 @@ import (
 	"io"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // ErrCorrupt reports an image whose ext4 structures are inconsistent or
@@ -81,6 +96,37 @@ const incompatKnown = incompatFiletype | incompatRecover | incompatMetaBG |
 	incompatEAInode | incompatCsumSeed | incompatLargeDir |
 	incompatInlineData | incompatEncrypt | incompatCasefold
 
+// incompatNamed names every incompatible feature e2fsprogs knows, as
+// mke2fs -O and dumpe2fs spell them.
+var incompatNamed = map[uint32]string{
+	incompatCompression: "compression",
+	incompatFiletype:    "filetype",
+	incompatRecover:     "needs_recovery",
+	incompatJournalDev:  "journal_dev",
+	incompatMetaBG:      "meta_bg",
+	incompatExtents:     "extent",
+	incompat64Bit:       "64bit",
+	incompatMMP:         "mmp",
+	incompatFlexBG:      "flex_bg",
+	incompatEAInode:     "ea_inode",
+	incompatDirData:     "dirdata",
+	incompatCsumSeed:    "metadata_csum_seed",
+	incompatLargeDir:    "large_dir",
+	incompatInlineData:  "inline_data",
+	incompatEncrypt:     "encrypt",
+	incompatCasefold:    "casefold",
+}
+
+// Compatible and read-only compatible features the reader looks at.
+const (
+	compatDirIndex      = 0x20
+	roCompatGdtCsum     = 0x10
+	roCompatMetadataCsm = 0x400
+
+	csumTypeCRC32C = 1
+	creatorOSHurd  = 1
+)
+
 // FS is a read-only ext2/3/4 filesystem. It implements rootfs.Source
 // (fs.ReadDirFS and fs.ReadLinkFS) and is safe for concurrent use when its
 // io.ReaderAt is. Its Open, ReadDir, ReadFile, Lstat and ReadLink are
@@ -103,6 +149,20 @@ type FS struct {
 	incompat       uint32
 	sparseSuper    bool
 	firstMetaBG    uint64
+	dirIndex       bool // compat dir_index: htree directories are indexed
+
+	// check decides what a checksum mismatch does; nil: it is an error.
+	check *integrity.Checker
+	// csum is set with metadata_csum: inodes, extent blocks and directory
+	// blocks carry a CRC32C seeded with seed.
+	csum bool
+	seed uint32
+	// inodeCsum is csum, unless the filesystem was made by GNU Hurd,
+	// whose inodes the kernel does not check.
+	inodeCsum bool
+	// tables holds each group's first inode table block, read from the
+	// group descriptors (checked) at Open.
+	tables []uint64
 
 	// journal maps filesystem blocks to their committed copies in the
 	// journal, when the filesystem needs recovery; nil otherwise.
@@ -120,9 +180,18 @@ func Probe(r io.ReaderAt) bool {
 
 // Open reads the superblock of the filesystem in r, which holds size bytes,
 // and returns the filesystem. It fails with an error wrapping ErrCorrupt if
-// the superblock is not an ext2/3/4 one or is inconsistent with size, and
-// with ErrUnsupported for layout features it does not implement.
-func Open(r io.ReaderAt, size int64) (*FS, error) {
+// the superblock is not an ext2/3/4 one, fails its checksum or is
+// inconsistent with size, and with ErrUnsupported for layout features it
+// does not implement. Every checksum mismatch is an error.
+func Open(r io.ReaderAt, size int64) (*FS, error) { return OpenWith(r, size, nil) }
+
+// maxGroupDescBytes bounds the group descriptor table Open reads and checks
+// whole: 512 Ki groups of 64 bytes, 64 TiB in 128 MiB groups.
+const maxGroupDescBytes = 32 << 20
+
+// OpenWith is Open with check deciding what a checksum mismatch does (nil:
+// it is an error).
+func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) {
 	if size < superblockOffset+1024 {
 		return nil, fmt.Errorf("open ext4: device of %d bytes too small: %w", size, ErrCorrupt)
 	}
@@ -134,8 +203,42 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	if le.Uint16(sb[magicOffset:]) != magic {
 		return nil, fmt.Errorf("open ext4: bad superblock magic %#x: %w", le.Uint16(sb[magicOffset:]), ErrCorrupt)
 	}
-	f := &FS{r: r, size: size}
+	f := &FS{r: r, size: size, check: check}
 	f.inodes = inodefs.New[*inode](disk{f})
+	if check.Lenient() {
+		f.inodes.TrackPaths()
+		// Reading on past mismatches, what then cannot be read at all is
+		// recorded too; systemd would skip it as the audit does.
+		f.inodes.OnDamage(func(path string, err error) {
+			check.Record(fmt.Sprintf("%s: %s cannot be read, skipped (%v)", "ext4", path, err))
+		})
+	}
+	rev := le.Uint32(sb[0x4C:])
+	var roCompat uint32
+	if rev >= 1 {
+		roCompat = le.Uint32(sb[0x64:])
+		f.incompat = le.Uint32(sb[0x60:])
+		f.dirIndex = le.Uint32(sb[0x5C:])&compatDirIndex != 0
+	}
+	// The checksum first: whatever else is wrong with a superblock that
+	// fails it, that is the news.
+	if roCompat&roCompatMetadataCsm != 0 {
+		if integrity.CRC32CRaw(^uint32(0), sb[:0x3FC]) != le.Uint32(sb[0x3FC:]) {
+			if err := f.mismatch("superblock", 0); err != nil {
+				return nil, fmt.Errorf("open ext4: %w", err)
+			}
+		}
+		if t := sb[0x175]; t != csumTypeCRC32C {
+			return nil, fmt.Errorf("open ext4: metadata checksum type %d (only crc32c is defined): %w", t, ErrUnsupported)
+		}
+		f.csum = true
+		f.inodeCsum = le.Uint32(sb[0x48:]) != creatorOSHurd
+		if f.incompat&incompatCsumSeed != 0 {
+			f.seed = le.Uint32(sb[0x270:])
+		} else {
+			f.seed = integrity.CRC32CRaw(^uint32(0), sb[0x68:0x78])
+		}
+	}
 	logBS := le.Uint32(sb[0x18:])
 	if logBS > 6 { // 1 KiB .. 64 KiB
 		return nil, fmt.Errorf("open ext4: block size 2^(10+%d): %w", logBS, ErrCorrupt)
@@ -145,12 +248,10 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	f.firstDataBlock = uint64(le.Uint32(sb[0x14:]))
 	f.blocksPerGroup = uint64(le.Uint32(sb[0x20:]))
 	f.inodesPerGroup = uint64(le.Uint32(sb[0x28:]))
-	rev := le.Uint32(sb[0x4C:])
 	f.inodeSize = 128
 	if rev >= 1 {
 		f.inodeSize = int64(le.Uint16(sb[0x58:]))
-		f.incompat = le.Uint32(sb[0x60:])
-		f.sparseSuper = le.Uint32(sb[0x64:])&0x1 != 0
+		f.sparseSuper = roCompat&0x1 != 0
 	}
 	if unknown := f.incompat &^ incompatKnown; unknown != 0 {
 		return nil, fmt.Errorf("open ext4: incompatible features %#x (%s): %w", unknown, incompatNames(unknown), ErrUnsupported)
@@ -183,6 +284,12 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	if f.inodesCount == 0 || f.inodesCount > f.groups*f.inodesPerGroup {
 		return nil, fmt.Errorf("open ext4: %d inodes in %d groups of %d: %w", f.inodesCount, f.groups, f.inodesPerGroup, ErrCorrupt)
 	}
+	if f.groups*uint64(f.descSize) > maxGroupDescBytes {
+		return nil, fmt.Errorf("open ext4: %d groups: %w", f.groups, ErrUnsupported)
+	}
+	if err := f.readGroupDescs(sb, roCompat&roCompatGdtCsum != 0); err != nil {
+		return nil, fmt.Errorf("open ext4: %w", err)
+	}
 	if err := f.replayJournal(sb); err != nil {
 		return nil, fmt.Errorf("open ext4: replay journal: %w", err)
 	}
@@ -201,20 +308,17 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 // BlockSize returns the filesystem's block size in bytes.
 func (f *FS) BlockSize() int64 { return f.blockSize }
 
+// incompatNames names the feature bits, by e2fsprogs' names where known
+// and in hex where not.
 func incompatNames(bits uint32) string {
-	names := map[uint32]string{
-		incompatCompression: "compression",
-		incompatJournalDev:  "journal_dev",
-		incompatDirData:     "dirdata",
-	}
 	s := ""
 	for b := uint32(1); b != 0; b <<= 1 {
 		if bits&b == 0 {
 			continue
 		}
-		n, ok := names[b]
+		n, ok := incompatNamed[b]
 		if !ok {
-			n = fmt.Sprintf("%#x", b)
+			n = fmt.Sprintf("unknown %#x", b)
 		}
 		if s != "" {
 			s += ","
@@ -252,37 +356,96 @@ func (f *FS) readBlock(blk uint64) ([]byte, error) {
 
 // inodeTable returns the first block of group g's inode table.
 func (f *FS) inodeTable(g uint64) (uint64, error) {
-	if g >= f.groups {
+	if g >= uint64(len(f.tables)) {
 		return 0, fmt.Errorf("group %d of %d: %w", g, f.groups, ErrCorrupt)
 	}
+	return f.tables[g], nil
+}
+
+// descBlock returns the block holding group g's descriptor.
+func (f *FS) descBlock(g uint64) uint64 {
 	perBlock := uint64(f.blockSize / f.descSize)
-	var descBlock uint64
 	mg := g / perBlock
 	if f.incompat&incompatMetaBG != 0 && mg >= f.firstMetaBG {
 		// META_BG: the descriptors of a meta group live in the first
 		// block of its first group, after a backup superblock if any.
 		first := mg * perBlock
-		descBlock = f.firstDataBlock + first*f.blocksPerGroup
+		blk := f.firstDataBlock + first*f.blocksPerGroup
 		if f.hasSuper(first) {
-			descBlock++
+			blk++
 		}
-	} else {
-		descBlock = f.firstDataBlock + 1 + mg
+		return blk
 	}
-	if descBlock >= f.blocksCount {
-		return 0, fmt.Errorf("group descriptor block %d: %w", descBlock, ErrCorrupt)
-	}
-	var d [64]byte
-	desc := d[:min(f.descSize, 64)]
-	if err := f.readAt(desc, int64(descBlock)*f.blockSize+int64(g%perBlock)*f.descSize); err != nil {
-		return 0, fmt.Errorf("group descriptor %d: %w", g, err)
-	}
+	return f.firstDataBlock + 1 + mg
+}
+
+// readGroupDescs reads every group descriptor, as the kernel does at
+// mount: each must pass its checksum (CRC32C with metadata_csum, CRC16
+// with gdtCsum, the uninit_bg feature) and place its inode table inside
+// the filesystem. Their inode table locations are kept.
+func (f *FS) readGroupDescs(sb []byte, gdtCsum bool) error {
 	le := binary.LittleEndian
-	blk := uint64(le.Uint32(desc[0x8:]))
-	if f.descSize >= 64 {
-		blk |= uint64(le.Uint32(desc[0x28:])) << 32
+	perBlock := uint64(f.blockSize / f.descSize)
+	f.tables = make([]uint64, f.groups)
+	itbPerGroup := (f.inodesPerGroup*uint64(f.inodeSize) + uint64(f.blockSize) - 1) / uint64(f.blockSize)
+	var blk []byte
+	cur := ^uint64(0)
+	var num [4]byte
+	for g := range f.groups {
+		if db := f.descBlock(g); db != cur {
+			var err error
+			if blk, err = f.readBlock(db); err != nil {
+				return fmt.Errorf("group descriptor block %d: %w", db, err)
+			}
+			cur = db
+		}
+		desc := blk[int64(g%perBlock)*f.descSize:][:f.descSize]
+		le.PutUint32(num[:], uint32(g))
+		switch {
+		case f.csum:
+			c := integrity.CRC32CRaw(f.seed, num[:])
+			c = integrity.CRC32CRaw(c, desc[:0x1E])
+			c = integrity.CRC32CRaw(c, []byte{0, 0})
+			c = integrity.CRC32CRaw(c, desc[0x20:])
+			if uint16(c) != le.Uint16(desc[0x1E:]) {
+				if err := f.mismatch(fmt.Sprintf("group descriptor %d in block %d", g, cur), 0); err != nil {
+					return err
+				}
+			}
+		case gdtCsum:
+			c := integrity.CRC16(0xFFFF, sb[0x68:0x78])
+			c = integrity.CRC16(c, num[:])
+			c = integrity.CRC16(c, desc[:0x1E])
+			if f.incompat&incompat64Bit != 0 {
+				c = integrity.CRC16(c, desc[0x20:])
+			}
+			if c != le.Uint16(desc[0x1E:]) {
+				if err := f.mismatch(fmt.Sprintf("group descriptor %d in block %d", g, cur), 0); err != nil {
+					return err
+				}
+			}
+		}
+		table := uint64(le.Uint32(desc[0x8:]))
+		if f.descSize >= 64 {
+			table |= uint64(le.Uint32(desc[0x28:])) << 32
+		}
+		if table == 0 || table >= f.blocksCount || itbPerGroup > f.blocksCount-table {
+			return fmt.Errorf("group %d: inode table at block %d: %w", g, table, ErrCorrupt)
+		}
+		f.tables[g] = table
 	}
-	return blk, nil
+	return nil
+}
+
+// mismatch reports that structure (of inode ino, 0 for none) fails its
+// checksum: an error to return, or nil when the Checker records it and
+// reading goes on.
+func (f *FS) mismatch(structure string, ino uint64) error {
+	m := &integrity.Mismatch{Format: "ext4", Structure: structure, Ino: ino, Corrupt: ErrCorrupt}
+	if f.check.Lenient() && ino != 0 && f.inodes != nil {
+		m.Path = f.inodes.PathOf(ino)
+	}
+	return f.check.Fail(m)
 }
 
 // hasSuper reports whether group g holds a superblock backup: every group

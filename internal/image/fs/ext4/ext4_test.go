@@ -19,6 +19,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/imagetest"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -223,8 +224,18 @@ func TestCorruptImages(t *testing.T) {
 		return int64(table)*f.blockSize + int64((ino-1)%f.inodesPerGroup)*f.inodeSize
 	}
 	off := inodeOff(ok, ino)
-	dirOff := inodeOff(ok, node(t, ok, "usr/lib/systemd/system").ino)
+	dirIno := node(t, ok, "usr/lib/systemd/system").ino
+	dirOff := inodeOff(ok, dirIno)
 	le := binary.LittleEndian
+	// The mutations below test the structural checks behind the
+	// checksums: they seal what they change, as a tool writing the
+	// structure would (TestChecksums tests the checksums).
+	seal := func(b []byte) []byte {
+		sealSuperblock(b)
+		sealInode(b, ok, ino, off)
+		sealInode(b, ok, dirIno, dirOff)
+		return b
+	}
 
 	for _, tc := range []struct {
 		name    string
@@ -265,6 +276,7 @@ func TestCorruptImages(t *testing.T) {
 			le.PutUint32(node[12:], 0)
 			le.PutUint32(node[16:], blk)
 			le.PutUint16(node[20:], 0)
+			sealExtentBlock(node[:1024], ok, ino, b[off:])
 			n := b[off:]
 			le.PutUint32(n[0x20:], flagExtents)
 			copy(n[0x28:], []byte{0x0A, 0xF3, 1, 0, 4, 0, 2, 0, 0, 0, 0, 0})
@@ -297,6 +309,9 @@ func TestCorruptImages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.mutate(bytes.Clone(base))
+			if len(b) == len(base) {
+				seal(b)
+			}
 			f, err := Open(bytes.NewReader(b), int64(len(b)))
 			if tc.openErr != nil {
 				require.ErrorIs(t, err, tc.openErr)
@@ -312,6 +327,38 @@ func TestCorruptImages(t *testing.T) {
 			require.ErrorIs(t, err, tc.walkErr)
 		})
 	}
+}
+
+// sealSuperblock rewrites the superblock checksum of the image b.
+func sealSuperblock(b []byte) {
+	sb := b[1024:2048]
+	binary.LittleEndian.PutUint32(sb[0x3FC:], integrity.CRC32CRaw(^uint32(0), sb[:0x3FC]))
+}
+
+// sealInode rewrites the checksum of inode ino, at byte off of b, of a
+// filesystem f opened on b before it changed.
+func sealInode(b []byte, f *FS, ino uint64, off int64) {
+	le := binary.LittleEndian
+	raw := b[off : off+f.inodeSize]
+	var num [4]byte
+	le.PutUint32(num[:], uint32(ino))
+	seed := integrity.CRC32CRaw(integrity.CRC32CRaw(f.seed, num[:]), raw[0x64:0x68])
+	le.PutUint16(raw[0x7C:], 0)
+	le.PutUint16(raw[0x82:], 0)
+	c := integrity.CRC32CRaw(seed, raw)
+	le.PutUint16(raw[0x7C:], uint16(c))
+	le.PutUint16(raw[0x82:], uint16(c>>16))
+}
+
+// sealExtentBlock writes the tail checksum of the extent block blk, owned
+// by inode ino whose on-disk inode is raw.
+func sealExtentBlock(blk []byte, f *FS, ino uint64, raw []byte) {
+	le := binary.LittleEndian
+	var num [4]byte
+	le.PutUint32(num[:], uint32(ino))
+	seed := integrity.CRC32CRaw(integrity.CRC32CRaw(f.seed, num[:]), raw[0x64:0x68])
+	tail := 12 + 12*int(le.Uint16(blk[4:]))
+	le.PutUint32(blk[tail:], integrity.CRC32CRaw(seed, blk[:tail]))
 }
 
 func TestProbe(t *testing.T) {
@@ -352,14 +399,18 @@ func FuzzExt4(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, which uint8, patch []byte) {
 		im := images[int(which)%len(images)]
-		r := imagetest.NewPatched(imagetest.NewCompactReader(im.b, im.size), im.size, 64<<10, patch)
-		fsys, err := Open(r, im.size)
-		if err != nil {
-			return
+		// Strictly, and leniently: a lenient reader goes past checksum
+		// mismatches into the structures behind them.
+		for _, check := range []*integrity.Checker{nil, integrity.Lenient(&integrity.Log{})} {
+			r := imagetest.NewPatched(imagetest.NewCompactReader(im.b, im.size), im.size, 64<<10, patch)
+			fsys, err := OpenWith(r, im.size, check)
+			if err != nil {
+				continue
+			}
+			_, _ = imagetest.Walk(fsys, 2000)
+			_, _ = fsys.ReadLink("etc/slow")
+			_, _ = rootfs.New(fsys).ReadFile("etc/systemd/system/multi-user.target.wants/ssh.service")
 		}
-		_, _ = imagetest.Walk(fsys, 2000)
-		_, _ = fsys.ReadLink("etc/slow")
-		_, _ = rootfs.New(fsys).ReadFile("etc/systemd/system/multi-user.target.wants/ssh.service")
 	})
 }
 
@@ -488,4 +539,203 @@ jc
 	require.NoError(t, err, "e2fsck: %s", out)
 	assert.Nil(t, openImage(t, ref).journal)
 	return dirty, img, ref
+}
+
+// TestChecksums damages each kind of structure metadata_csum covers, in an
+// image whose big/ has an htree index and whose frag.bin has an extent
+// tree of depth 1: a strict reader fails with the one line naming the
+// structure and the path being read; a lenient one logs that line and
+// reads on. With only the stored checksums damaged, the lenient reader
+// reads the whole tree exactly as the source.
+func TestChecksums(t *testing.T) {
+	src := tree(t)
+	img := mkfs(t, src, "64M", "-t", "ext4")
+	out, err := exec.Command("e2fsck", "-fyD", img).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 {
+		err = nil
+	}
+	require.NoError(t, err, "e2fsck: %s", out)
+	base, err := os.ReadFile(img)
+	require.NoError(t, err)
+	f, err := Open(bytes.NewReader(base), int64(len(base)))
+	require.NoError(t, err)
+	require.True(t, f.csum, "mke2fs makes metadata_csum filesystems")
+	le := binary.LittleEndian
+	inodeAt := func(name string) (uint64, int64) {
+		n := node(t, f, name)
+		return n.ino, int64(f.tables[(n.ino-1)/f.inodesPerGroup])*f.blockSize + int64((n.ino-1)%f.inodesPerGroup)*f.inodeSize
+	}
+	blockOf := func(name string, lblk uint64) uint64 {
+		r, err := f.mapBlock(node(t, f, name), lblk)
+		require.NoError(t, err)
+		return r.phys
+	}
+	sshIno, sshOff := inodeAt("usr/lib/systemd/system/ssh.service")
+	wants := blockOf("etc/systemd/system/multi-user.target.wants", 0)
+	bigRoot := blockOf("big", 0)
+	frag := node(t, f, "var/lib/frag.bin")
+	require.Equal(t, 1, extentDepth(t, frag))
+	fragIdx := uint64(le.Uint16(frag.block[12+8:]))<<32 | uint64(le.Uint32(frag.block[12+4:]))
+	require.True(t, node(t, f, "big").flags&flagIndex != 0)
+	bs := f.blockSize
+	gd := int64(f.firstDataBlock+1) * bs
+
+	for _, tc := range []struct {
+		name string
+		// at is the byte a meaningful flip damages; sum is where the
+		// structure stores its checksum.
+		at, sum int64
+		want    string // the error's line
+		op      func(*FS) error
+	}{
+		{"superblock", 1024 + 0x100, 1024 + 0x3FC, "ext4: superblock fails its checksum", nil},
+		{"group descriptor", gd + 0x10, gd + 0x1E, fmt.Sprintf("ext4: group descriptor 0 in block %d fails its checksum", gd/bs), nil},
+		{"inode", sshOff + 0x10, sshOff + 0x7C,
+			fmt.Sprintf("ext4: inode %d in block %d (/usr/lib/systemd/system/ssh.service) fails its checksum", sshIno, sshOff/bs),
+			func(f *FS) error { _, err := f.Lstat("usr/lib/systemd/system/ssh.service"); return err }},
+		{"directory leaf block", int64(wants)*bs + 20, int64(wants+1)*bs - 4,
+			fmt.Sprintf("ext4: directory block %d (/etc/systemd/system/multi-user.target.wants) fails its checksum", wants),
+			func(f *FS) error { _, err := f.ReadDir("etc/systemd/system/multi-user.target.wants"); return err }},
+		{"htree node", int64(bigRoot)*bs + 40, -1,
+			fmt.Sprintf("ext4: htree node block %d (/big) fails its checksum", bigRoot),
+			func(f *FS) error { _, err := f.ReadDir("big"); return err }},
+		{"extent block", int64(fragIdx)*bs + 16, int64(fragIdx)*bs + 12 + 12*int64(le.Uint16(base[int64(fragIdx)*bs+4:])),
+			fmt.Sprintf("ext4: extent block %d (/var/lib/frag.bin) fails its checksum", fragIdx),
+			func(f *FS) error { _, err := f.ReadFile("var/lib/frag.bin"); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := bytes.Clone(base)
+			b[tc.at] ^= 0x40
+			g, err := Open(bytes.NewReader(b), int64(len(b)))
+			if tc.op != nil {
+				require.NoError(t, err)
+				err = tc.op(g)
+			}
+			require.Error(t, err)
+			assert.ErrorIs(t, err, integrity.ErrChecksum)
+			assert.ErrorIs(t, err, ErrCorrupt)
+			m, ok := integrity.As(err)
+			require.True(t, ok)
+			assert.Equal(t, tc.want, m.Error())
+
+			// Lenient: the same line is logged, and reading goes on.
+			var log integrity.Log
+			g, err = OpenWith(bytes.NewReader(b), int64(len(b)), integrity.Lenient(&log))
+			require.NoError(t, err)
+			if tc.op != nil {
+				_ = tc.op(g) // what it reads may be wrong; it is read
+			}
+			assert.Equal(t, []string{tc.want}, log.Lines())
+		})
+	}
+
+	t.Run("lenient reads the tree when only the sums are damaged", func(t *testing.T) {
+		b := bytes.Clone(base)
+		for _, at := range []int64{1024 + 0x3FC, gd + 0x1E, sshOff + 0x7C, int64(wants+1)*bs - 4,
+			int64(fragIdx)*bs + 12 + 12*int64(le.Uint16(base[int64(fragIdx)*bs+4:]))} {
+			b[at] ^= 0xFF
+		}
+		var log integrity.Log
+		g, err := OpenWith(bytes.NewReader(b), int64(len(b)), integrity.Lenient(&log))
+		require.NoError(t, err)
+		imagetest.Compare(t, src, g, imagetest.CompareOptions{ModTimes: true, Perms: true, Extra: []string{"lost+found"}})
+		assert.Len(t, log.Lines(), 5, "%q", log.Lines())
+		_, err = Open(bytes.NewReader(b), int64(len(b)))
+		assert.ErrorIs(t, err, integrity.ErrChecksum)
+	})
+}
+
+// TestGroupDescCRC16 checks the older CRC16 of group descriptors
+// (uninit_bg without metadata_csum).
+func TestGroupDescCRC16(t *testing.T) {
+	img := mkfs(t, tree(t), "32M", "-t", "ext4", "-O", "^metadata_csum,uninit_bg,^has_journal")
+	b, err := os.ReadFile(img)
+	require.NoError(t, err)
+	f, err := Open(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	require.False(t, f.csum)
+	gd := int64(f.firstDataBlock+1) * f.blockSize
+	b[gd+0x1E] ^= 1
+	_, err = Open(bytes.NewReader(b), int64(len(b)))
+	assert.EqualError(t, err, fmt.Sprintf("open ext4: ext4: group descriptor 0 in block %d fails its checksum", gd/f.blockSize))
+}
+
+// TestSymlinkWithNUL: a target with a NUL byte in it is corrupt, as e2fsck
+// says, not a shorter target.
+func TestSymlinkWithNUL(t *testing.T) {
+	img := mkfs(t, tree(t), "64M", "-t", "ext4", "-O", "^metadata_csum")
+	b, err := os.ReadFile(img)
+	require.NoError(t, err)
+	f, err := Open(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	r, err := f.mapBlock(node(t, f, "etc/slow-link"), 0)
+	require.NoError(t, err)
+	b[int64(r.phys)*f.blockSize+5] = 0
+	f, err = Open(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	_, err = f.ReadLink("etc/slow-link")
+	assert.ErrorIs(t, err, ErrCorrupt)
+}
+
+// TestJournalChecksums damages the checksummed (v3) journal of an image
+// that needs recovery: its superblock, a descriptor block, a logged
+// block and a commit block each fail the open, as they fail the kernel's
+// recovery; a lenient reader logs each and opens.
+func TestJournalChecksums(t *testing.T) {
+	_, img, _ := dirtyJournalImage(t, "jo -c")
+	base, err := os.ReadFile(img)
+	require.NoError(t, err)
+	f := openImage(t, img)
+	jino := uint64(binary.LittleEndian.Uint32(base[1024+0xE0:]))
+	j, err := f.inode(jino)
+	require.NoError(t, err)
+	be := binary.BigEndian
+	phys := func(i uint64) int64 {
+		r, err := f.mapBlock(j, i)
+		require.NoError(t, err)
+		return int64(r.phys) * f.blockSize
+	}
+	var desc, commit int64 = -1, -1
+	var descIdx uint64
+	for i := uint64(1); i < uint64(j.size/f.blockSize) && (desc < 0 || commit < 0); i++ {
+		b := base[phys(i):]
+		if be.Uint32(b) != jbdMagic {
+			continue
+		}
+		switch be.Uint32(b[4:]) {
+		case jbdDescriptor:
+			if desc < 0 {
+				desc, descIdx = phys(i), i
+			}
+		case jbdCommit:
+			commit = phys(i)
+		}
+	}
+	require.True(t, desc >= 0 && commit >= 0, "the journal holds a descriptor and a commit block")
+	data := phys(descIdx + 1)
+	for _, tc := range []struct {
+		name string
+		at   int64
+		want string
+	}{
+		{"journal superblock", phys(0) + 0x40, "ext4: journal superblock fails its checksum"},
+		{"descriptor block", desc + 16, fmt.Sprintf("ext4: journal descriptor block %d fails its checksum", descIdx)},
+		{"logged block", data + 3, fmt.Sprintf("ext4: journal block %d (the copy of block", descIdx+1)},
+		{"commit block", commit + 0x20, "ext4: journal commit block"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := bytes.Clone(base)
+			b[tc.at] ^= 0x10
+			_, err := Open(bytes.NewReader(b), int64(len(b)))
+			require.ErrorIs(t, err, integrity.ErrChecksum)
+			m, _ := integrity.As(err)
+			assert.True(t, strings.HasPrefix(m.Error(), tc.want), "%s", m)
+			var log integrity.Log
+			_, err = OpenWith(bytes.NewReader(b), int64(len(b)), integrity.Lenient(&log))
+			require.NoError(t, err)
+			require.Len(t, log.Lines(), 1)
+			assert.True(t, strings.HasPrefix(log.Lines()[0], tc.want), "%s", log.Lines()[0])
+		})
+	}
 }

@@ -3,6 +3,7 @@ package ext4
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -22,6 +23,13 @@ var ErrTooLarge = inodefs.ErrTooLarge
 
 // maxLinkLen bounds a symbolic link's target, as PATH_MAX does.
 const maxLinkLen = 4096
+
+// Corruption lists the structures that failed their checksums and were
+// read as stored, one line each, when the Checker given to OpenWith is
+// lenient; the lines of the layers below that share its log (the
+// partition table, the container) are among them. It is empty for a
+// strict Checker, whose mismatches are errors.
+func (f *FS) Corruption() []string { return f.check.Lines() }
 
 // disk is the filesystem as inodefs reads it.
 type disk struct{ f *FS }
@@ -61,8 +69,21 @@ func (c content) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // linkTarget reads a symlink's target: inline data, a fast symlink in
-// i_block (under 60 bytes, no extents), or data blocks.
+// i_block (under 60 bytes, no extents), or data blocks. A target with a NUL
+// byte in it is corrupt, as e2fsck says (the kernel would read it only up
+// to the NUL: another target than the one stored).
 func (f *FS) linkTarget(n *inode) (string, error) {
+	t, err := f.rawLinkTarget(n)
+	if err != nil {
+		return "", err
+	}
+	if strings.IndexByte(t, 0) >= 0 {
+		return "", fmt.Errorf("symlink %d: a NUL byte in its target: %w", n.ino, ErrCorrupt)
+	}
+	return t, nil
+}
+
+func (f *FS) rawLinkTarget(n *inode) (string, error) {
 	if n.size > maxLinkLen {
 		return "", fmt.Errorf("symlink %d of %d bytes: %w", n.ino, n.size, ErrCorrupt)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // Inode flags (i_flags).
@@ -32,6 +33,10 @@ type inode struct {
 	flags uint32
 	block [iBlockLen]byte // i_block: extent root, block map, inline data or fast symlink
 	raw   []byte          // the whole on-disk inode, for in-inode xattrs
+	// seed seeds the checksums of the inode's extent and directory
+	// blocks (metadata_csum): the filesystem's seed, the inode number,
+	// the generation.
+	seed uint32
 }
 
 func (n *inode) isDir() bool     { return n.mode&0xF000 == 0x4000 }
@@ -57,11 +62,23 @@ func (f *FS) inode(ino uint64) (*inode, error) {
 		return nil, fmt.Errorf("inode %d: inode table at block %d: %w", ino, table, ErrCorrupt)
 	}
 	raw := make([]byte, f.inodeSize)
-	if err := f.readAt(raw, int64(table)*f.blockSize+int64(idx)*f.inodeSize); err != nil {
+	at := int64(table)*f.blockSize + int64(idx)*f.inodeSize
+	if err := f.readAt(raw, at); err != nil {
 		return nil, fmt.Errorf("inode %d: %w", ino, err)
 	}
 	le := binary.LittleEndian
 	n := &inode{ino: ino, raw: raw, mode: le.Uint16(raw[0x0:])}
+	if f.csum {
+		var b [4]byte
+		le.PutUint32(b[:], uint32(ino))
+		n.seed = integrity.CRC32CRaw(f.seed, b[:])
+		n.seed = integrity.CRC32CRaw(n.seed, raw[0x64:0x68]) // i_generation
+		if f.inodeCsum && !inodeCsumOK(raw, n.seed) {
+			if err := f.mismatch(fmt.Sprintf("inode %d in block %d", ino, at/f.blockSize), ino); err != nil {
+				return nil, err
+			}
+		}
+	}
 	n.size = int64(le.Uint32(raw[0x4:]))
 	if n.isRegular() || f.incompat&incompatLargeDir != 0 {
 		// Elsewhere i_size_high was i_dir_acl (ext4_isize).
@@ -87,6 +104,27 @@ func (f *FS) inode(ino uint64) (*inode, error) {
 	}
 	n.mtime = time.Unix(sec, nsec%1e9)
 	return n, nil
+}
+
+// inodeCsumOK checks an on-disk inode's checksum as ext4_inode_csum_verify
+// does: CRC32C over the inode with the checksum fields taken as zeros; 32
+// bits when the inode's extra space holds i_checksum_hi, else the low 16.
+func inodeCsumOK(raw []byte, seed uint32) bool {
+	le := binary.LittleEndian
+	zero := []byte{0, 0}
+	c := integrity.CRC32CRaw(seed, raw[:0x7C])
+	c = integrity.CRC32CRaw(c, zero)
+	c = integrity.CRC32CRaw(c, raw[0x7E:128])
+	want := uint32(le.Uint16(raw[0x7C:]))
+	if len(raw) > 128 && 128+int(le.Uint16(raw[0x80:])) >= 0x84 {
+		c = integrity.CRC32CRaw(c, raw[128:0x82])
+		c = integrity.CRC32CRaw(c, zero)
+		c = integrity.CRC32CRaw(c, raw[0x84:])
+		want |= uint32(le.Uint16(raw[0x82:])) << 16
+		return c == want
+	}
+	c = integrity.CRC32CRaw(c, raw[128:])
+	return c&0xFFFF == want
 }
 
 // inlineXattr returns the value of the in-inode extended attribute
@@ -238,10 +276,27 @@ func (f *FS) mapExtent(n *inode, lblk uint64) (run, error) {
 		if err != nil {
 			return run{}, fmt.Errorf("extent index: %w", err)
 		}
+		if err := f.checkExtentBlock(n, b, blk); err != nil {
+			return run{}, err
+		}
 		node = b
 		want = depth - 1
 		limit = next
 	}
+}
+
+// checkExtentBlock verifies a non-root extent tree block of inode n read
+// from block blk: the CRC32C in the tail after its eh_max entries.
+func (f *FS) checkExtentBlock(n *inode, b []byte, blk uint64) error {
+	if !f.csum {
+		return nil
+	}
+	le := binary.LittleEndian
+	tail := 12 + 12*int(le.Uint16(b[4:]))
+	if tail+4 <= len(b) && integrity.CRC32CRaw(n.seed, b[:tail]) == le.Uint32(b[tail:]) {
+		return nil
+	}
+	return f.mismatch(fmt.Sprintf("extent block %d", blk), n.ino)
 }
 
 // mapIndirect maps through an ext2/3 block map: 12 direct pointers, then

@@ -3,6 +3,8 @@ package ext4
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // An image taken from a running system (a no-reboot AMI, a snapshot) may
@@ -31,6 +33,8 @@ const (
 	jbdIncompatKnown  = jbdIncompatRevoke | jbdIncompat64 | jbdIncompatAsync |
 		jbdIncompatCsumV2 | jbdIncompatCsumV3 | jbdIncompatFast
 
+	jbdCRC32C = 4 // s_checksum_type of v2 and v3 checksums
+
 	compatHasJournal = 0x4
 )
 
@@ -43,14 +47,28 @@ type journalBlock struct {
 
 // replayJournal builds f.journal from the committed transactions of an
 // internal journal that needs recovery. Each journal block is looked at
-// once at most (one lap of the circular log), so it always ends.
+// once at most (one lap of the circular log), so it always ends. The
+// journal superblock of an internal journal is read and its checksum
+// verified even when there is nothing to replay, as the kernel does at
+// every mount.
+//
+// With journal checksums (v2, v3), what the kernel's recovery refuses is a
+// mismatch: the superblock, a descriptor or revoke block, a logged block
+// whose tag's checksum fails (a lenient Checker skips it, as the kernel's
+// recovery does before failing); a commit block that fails its checksum
+// ends the log there, the transaction not replayed, as it does for the
+// kernel.
 func (f *FS) replayJournal(sb []byte) error {
 	le := binary.LittleEndian
-	if le.Uint32(sb[0x5C:])&compatHasJournal == 0 || f.incompat&incompatRecover == 0 {
+	if le.Uint32(sb[0x5C:])&compatHasJournal == 0 {
 		return nil
 	}
+	needsRecovery := f.incompat&incompatRecover != 0
 	jino := uint64(le.Uint32(sb[0xE0:]))
 	if jino == 0 {
+		if !needsRecovery {
+			return nil // an external journal, clean: nothing of it is read
+		}
 		return fmt.Errorf("needs recovery from an external journal: %w", ErrUnsupported)
 	}
 	jn, err := f.inode(jino)
@@ -84,12 +102,27 @@ func (f *FS) replayJournal(sb []byte) error {
 	if be.Uint32(jsb[4:]) == jbdSuperV2 {
 		incompat = be.Uint32(jsb[0x28:])
 	}
+	csum := incompat&(jbdIncompatCsumV2|jbdIncompatCsumV3) != 0
+	var jseed uint32
+	if csum && len(jsb) >= 1024 {
+		s := append([]byte(nil), jsb[:1024]...)
+		clear(s[0xFC:0x100])
+		if integrity.CRC32CRaw(^uint32(0), s) != be.Uint32(jsb[0xFC:]) {
+			if err := f.mismatch("journal superblock", jino); err != nil {
+				return err
+			}
+		}
+		if jsb[0x50] != jbdCRC32C {
+			return fmt.Errorf("journal checksum type %d: %w", jsb[0x50], ErrUnsupported)
+		}
+		jseed = integrity.CRC32CRaw(^uint32(0), jsb[0x30:0x40])
+	}
 	switch {
 	case int64(be.Uint32(jsb[0xC:])) != f.blockSize:
 		return fmt.Errorf("journal block size %d: %w", be.Uint32(jsb[0xC:]), ErrCorrupt)
 	case incompat&^jbdIncompatKnown != 0:
 		return fmt.Errorf("journal features %#x: %w", incompat&^jbdIncompatKnown, ErrUnsupported)
-	case pos == 0:
+	case !needsRecovery || pos == 0:
 		return nil // clean: nothing to replay
 	case first == 0 || first >= maxlen || pos < first || pos >= maxlen || maxlen > uint64(jn.size/f.blockSize):
 		return fmt.Errorf("journal geometry (first %d, start %d, length %d): %w", first, pos, maxlen, ErrCorrupt)
@@ -130,23 +163,36 @@ func (f *FS) replayJournal(sb []byte) error {
 		if be.Uint32(b) != jbdMagic || be.Uint32(b[8:]) != seq {
 			break // the end of the log
 		}
-		switch be.Uint32(b[4:]) {
+		typ := be.Uint32(b[4:])
+		if csum && (typ == jbdDescriptor || typ == jbdRevoke) && !jbdTailOK(b, jseed) {
+			what := "descriptor"
+			if typ == jbdRevoke {
+				what = "revoke"
+			}
+			if err := f.mismatch(fmt.Sprintf("journal %s block %d", what, pos), jino); err != nil {
+				return err
+			}
+		}
+		switch typ {
 		case jbdDescriptor:
+			descPos := pos
 			for off := 12; off+tagBytes <= len(b)-tail; {
 				var blk uint64
-				var flags uint32
+				var flags, tagSum uint32
 				if incompat&jbdIncompatCsumV3 != 0 {
 					blk = uint64(be.Uint32(b[off:]))
 					flags = be.Uint32(b[off+4:])
 					if incompat&jbdIncompat64 != 0 {
 						blk |= uint64(be.Uint32(b[off+8:])) << 32
 					}
+					tagSum = be.Uint32(b[off+12:])
 				} else {
 					blk = uint64(be.Uint32(b[off:]))
 					flags = uint32(be.Uint16(b[off+6:]))
 					if incompat&jbdIncompat64 != 0 {
 						blk |= uint64(be.Uint32(b[off+8:])) << 32
 					}
+					tagSum = uint32(be.Uint16(b[off+4:]))
 				}
 				off += tagBytes
 				if flags&jbdFlagSameID == 0 {
@@ -168,7 +214,22 @@ func (f *FS) replayJournal(sb []byte) error {
 				if blk >= f.blocksCount {
 					return fmt.Errorf("journal logs block %d past the filesystem: %w", blk, ErrCorrupt)
 				}
-				pending = append(pending, logged{blk, journalBlock{phys: r.phys, escaped: flags&jbdFlagEscape != 0}})
+				skip := false
+				if csum {
+					ok, err := f.jbdTagOK(r.phys, jseed, seq, tagSum, incompat&jbdIncompatCsumV3 != 0)
+					if err != nil {
+						return fmt.Errorf("journal block %d: %w", pos, err)
+					}
+					if !ok {
+						if err := f.mismatch(fmt.Sprintf("journal block %d (the copy of block %d logged by descriptor block %d)", pos, blk, descPos), jino); err != nil {
+							return err
+						}
+						skip = true
+					}
+				}
+				if !skip {
+					pending = append(pending, logged{blk, journalBlock{phys: r.phys, escaped: flags&jbdFlagEscape != 0}})
+				}
 				if flags&jbdFlagLastTag != 0 {
 					break
 				}
@@ -187,6 +248,13 @@ func (f *FS) replayJournal(sb []byte) error {
 				}
 			}
 		case jbdCommit:
+			if csum && !jbdCommitOK(b, jseed) {
+				if err := f.mismatch(fmt.Sprintf("journal commit block %d", pos), jino); err != nil {
+					return err
+				}
+				scanned = maxlen // the kernel ends the log at it
+				continue
+			}
 			// A revoke in this transaction cancels earlier copies and
 			// this transaction's own; then its blocks take effect.
 			for blk := range revoked {
@@ -209,6 +277,42 @@ func (f *FS) replayJournal(sb []byte) error {
 		f.journal = overlay
 	}
 	return nil
+}
+
+// jbdTailOK checks the CRC32C in the last four bytes of a journal
+// descriptor or revoke block (jbd2_descriptor_block_csum_verify).
+func jbdTailOK(b []byte, seed uint32) bool {
+	n := len(b) - 4
+	c := integrity.CRC32CRaw(seed, b[:n])
+	c = integrity.CRC32CRaw(c, []byte{0, 0, 0, 0})
+	return c == binary.BigEndian.Uint32(b[n:])
+}
+
+// jbdCommitOK checks a commit block's CRC32C, stored in its first checksum
+// word (jbd2_commit_block_csum_verify).
+func jbdCommitOK(b []byte, seed uint32) bool {
+	c := integrity.CRC32CRaw(seed, b[:0x10])
+	c = integrity.CRC32CRaw(c, []byte{0, 0, 0, 0})
+	c = integrity.CRC32CRaw(c, b[0x14:])
+	return c == binary.BigEndian.Uint32(b[0x10:])
+}
+
+// jbdTagOK checks a logged block, at filesystem block phys, against its
+// tag's checksum: the CRC32C of the transaction's sequence number and the
+// block as logged, 32 bits in a v3 tag, the low 16 in a v2 one
+// (jbd2_block_tag_csum_verify).
+func (f *FS) jbdTagOK(phys uint64, seed, seq, want uint32, v3 bool) (bool, error) {
+	b, err := f.readBlock(phys)
+	if err != nil {
+		return false, err
+	}
+	var sb [4]byte
+	binary.BigEndian.PutUint32(sb[:], seq)
+	c := integrity.CRC32CRaw(integrity.CRC32CRaw(seed, sb[:]), b)
+	if !v3 {
+		c &= 0xFFFF
+	}
+	return c == want, nil
 }
 
 // readOverlaid reads len(p) bytes at off, block by block, taking each
