@@ -73,10 +73,11 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 			// without mapping each again.
 			cnt := min(r.length&^(perDirBlk-1), end-lblk)
 			for k := uint64(0); k < cnt; k += perDirBlk {
-				if err := f.readAt(buf, int64(r.disk+k)<<f.blockLog); err != nil {
+				at := int64(r.disk+k) << f.blockLog
+				if err := f.readAt(buf, at); err != nil {
 					return nil, fmt.Errorf("directory %d: %w", n.ino, err)
 				}
-				if out, err = f.dataBlock(n, buf, hasFtype, out); err != nil {
+				if out, err = f.dataBlock(n, buf, at, hasFtype, out); err != nil {
 					return nil, err
 				}
 			}
@@ -84,7 +85,8 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 			continue
 		}
 		// A directory block split between extents: gather its filesystem
-		// blocks one by one.
+		// blocks one by one. Its header records its first block.
+		first := int64(r.disk) << f.blockLog
 		for i := uint64(0); i < perDirBlk; i++ {
 			part := buf[int64(i)<<f.blockLog : int64(i+1)<<f.blockLog]
 			if i > 0 {
@@ -99,7 +101,7 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 				return nil, fmt.Errorf("directory %d: %w", n.ino, err)
 			}
 		}
-		if out, err = f.dataBlock(n, buf, hasFtype, out); err != nil {
+		if out, err = f.dataBlock(n, buf, first, hasFtype, out); err != nil {
 			return nil, err
 		}
 		lblk += perDirBlk
@@ -157,9 +159,13 @@ func (f *FS) shortform(n *inode, hasFtype bool) ([]dirent, error) {
 	return out, nil
 }
 
-// dataBlock parses one directory data block: "XDB3" (a block directory,
-// whose leaf entries and tail fill the block's end) or "XDD3".
-func (f *FS) dataBlock(n *inode, b []byte, hasFtype bool, out []dirent) ([]dirent, error) {
+// dataBlock parses one directory data block, read at byte at: "XDB3" (a
+// block directory, whose leaf entries and tail fill the block's end) or
+// "XDD3". Its header's CRC, block number and UUID are checked first.
+func (f *FS) dataBlock(n *inode, b []byte, at int64, hasFtype bool, out []dirent) ([]dirent, error) {
+	if err := f.checkBlockHeader(b, at, dirCRCOff, 8, 24, fmt.Sprintf("directory block %d", at>>f.blockLog), n.ino); err != nil {
+		return nil, err
+	}
 	magic := string(b[:4])
 	end := len(b)
 	switch magic {

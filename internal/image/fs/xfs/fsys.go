@@ -3,6 +3,7 @@ package xfs
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -22,6 +23,13 @@ var ErrTooLarge = inodefs.ErrTooLarge
 
 // maxLinkLen bounds a symbolic link's target, as PATH_MAX does.
 const maxLinkLen = 4096
+
+// Corruption lists the structures that failed their checksums and were
+// read as stored, one line each, when the Checker given to OpenWith is
+// lenient; the lines of the layers below that share its log (the
+// partition table, the container) are among them. It is empty for a
+// strict Checker, whose mismatches are errors.
+func (f *FS) Corruption() []string { return f.check.Lines() }
 
 // disk is the filesystem as inodefs reads it.
 type disk struct{ f *FS }
@@ -48,7 +56,8 @@ func (c content) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // linkTarget reads a symlink's target: local in the data fork, or remote
-// in blocks that each start with an "XSLM" header.
+// in blocks, each mapping of them starting with an "XSLM" header. A target
+// with a NUL byte in it is corrupt, as xfs_repair says.
 func (f *FS) linkTarget(n *inode) (string, error) {
 	if n.size > maxLinkLen || n.size == 0 {
 		return "", fmt.Errorf("symlink %d of %d bytes: %w", n.ino, n.size, ErrCorrupt)
@@ -57,33 +66,49 @@ func (f *FS) linkTarget(n *inode) (string, error) {
 		if n.size > int64(len(n.fork)) {
 			return "", fmt.Errorf("symlink %d: %d bytes in a %d-byte fork: %w", n.ino, n.size, len(n.fork), ErrCorrupt)
 		}
+		if strings.IndexByte(string(n.fork[:n.size]), 0) >= 0 {
+			return "", fmt.Errorf("symlink %d: a NUL byte in its target: %w", n.ino, ErrCorrupt)
+		}
 		return string(n.fork[:n.size]), nil
 	}
+	// Each mapping of the link's blocks is one buffer with one header
+	// (xfs_symlink_remote_read), whose CRC covers the buffer.
+	space := f.blockSize - symlinkHdrSize
+	fsblocks := (n.size + space - 1) / space
 	var target []byte
-	for lblk := uint64(0); int64(len(target)) < n.size; lblk++ {
-		if lblk > uint64(maxLinkLen) {
-			return "", fmt.Errorf("symlink %d: too many blocks: %w", n.ino, ErrCorrupt)
-		}
-		r, err := f.mapBlock(n, lblk)
+	for lblk := int64(0); lblk < fsblocks && int64(len(target)) < n.size; {
+		r, err := f.mapBlock(n, uint64(lblk))
 		if err != nil {
 			return "", err
 		}
 		if r.zero {
 			return "", fmt.Errorf("symlink %d: hole in the target: %w", n.ino, ErrCorrupt)
 		}
-		b := make([]byte, f.blockSize)
-		if err := f.readAt(b, int64(r.disk)<<f.blockLog); err != nil {
+		cnt := min(int64(r.length), fsblocks-lblk)
+		b := make([]byte, cnt<<f.blockLog)
+		at := int64(r.disk) << f.blockLog
+		if err := f.readAt(b, at); err != nil {
 			return "", fmt.Errorf("symlink %d: %w", n.ino, err)
+		}
+		if err := f.checkBlockHeader(b, at, symlinkCRCOff, 40, 16, fmt.Sprintf("symlink block %d", r.disk), n.ino); err != nil {
+			return "", err
 		}
 		// xfs_dsymlink_hdr: magic, offset, bytes, crc, uuid, owner, blkno, lsn.
 		if string(b[:4]) != "XSLM" {
 			return "", fmt.Errorf("symlink %d: block magic %q: %w", n.ino, b[:4], ErrCorrupt)
 		}
-		off, cnt, owner := int64(be.Uint32(b[4:])), int64(be.Uint32(b[8:])), be.Uint64(b[32:])
-		if owner != n.ino || off != int64(len(target)) || cnt == 0 || cnt > f.blockSize-symlinkHdrSize || off+cnt > n.size {
-			return "", fmt.Errorf("symlink %d: block header (offset %d, %d bytes, owner %d): %w", n.ino, off, cnt, owner, ErrCorrupt)
+		off, bytes, owner := int64(be.Uint32(b[4:])), int64(be.Uint32(b[8:])), be.Uint64(b[32:])
+		if owner != n.ino || off != int64(len(target)) || bytes == 0 || bytes > int64(len(b))-symlinkHdrSize || off+bytes > n.size {
+			return "", fmt.Errorf("symlink %d: block header (offset %d, %d bytes, owner %d): %w", n.ino, off, bytes, owner, ErrCorrupt)
 		}
-		target = append(target, b[symlinkHdrSize:symlinkHdrSize+cnt]...)
+		target = append(target, b[symlinkHdrSize:symlinkHdrSize+bytes]...)
+		lblk += cnt
+	}
+	if int64(len(target)) != n.size {
+		return "", fmt.Errorf("symlink %d: %d of its %d bytes stored: %w", n.ino, len(target), n.size, ErrCorrupt)
+	}
+	if strings.IndexByte(string(target), 0) >= 0 {
+		return "", fmt.Errorf("symlink %d: a NUL byte in its target: %w", n.ino, ErrCorrupt)
 	}
 	return string(target), nil
 }

@@ -57,11 +57,19 @@ func (f *FS) inode(ino uint64) (*inode, error) {
 	if err := f.readAt(raw, off); err != nil {
 		return nil, fmt.Errorf("inode %d: %w", ino, err)
 	}
+	if !crcOK(raw, inodeCRCOff) {
+		if err := f.mismatch(fmt.Sprintf("inode %d (AG %d block %d)", ino, ag, agb), ino); err != nil {
+			return nil, err
+		}
+	}
 	if string(raw[:2]) != "IN" || raw[4] != 3 {
 		return nil, fmt.Errorf("inode %d: bad magic %q or version %d: %w", ino, raw[:2], raw[4], ErrCorrupt)
 	}
 	if got := be.Uint64(raw[0x98:]); got != ino {
 		return nil, fmt.Errorf("inode %d: records number %d: %w", ino, got, ErrCorrupt)
+	}
+	if [16]byte(raw[0xA0:0xB0]) != f.uuid {
+		return nil, fmt.Errorf("inode %d: records another filesystem's UUID %x: %w", ino, raw[0xA0:0xB0], ErrCorrupt)
 	}
 	n := &inode{ino: ino, mode: be.Uint16(raw[0x2:]), format: raw[0x5]}
 	n.size = int64(be.Uint64(raw[0x38:]))
@@ -210,9 +218,17 @@ func (f *FS) mapBtree(n *inode, lblk uint64) (run, error) {
 			return run{length: next - lblk, zero: true}, nil
 		}
 		limit = next
-		b, err := f.readFSBlock(be.Uint64(ptrs[8*child:]))
+		fsb := be.Uint64(ptrs[8*child:])
+		d, err := f.daddr(fsb)
 		if err != nil {
 			return run{}, fmt.Errorf("bmap btree: %w", err)
+		}
+		b, err := f.readFSBlock(fsb)
+		if err != nil {
+			return run{}, fmt.Errorf("bmap btree: %w", err)
+		}
+		if err := f.checkBlockHeader(b, int64(d)<<f.blockLog, bmbtCRCOff, 24, 40, fmt.Sprintf("bmap btree block %d", d), n.ino); err != nil {
+			return run{}, err
 		}
 		if string(b[:4]) != "BMA3" {
 			return run{}, fmt.Errorf("bmap btree block magic %q: %w", b[:4], ErrCorrupt)

@@ -159,6 +159,7 @@ func TestLogRealImages(t *testing.T) {
 func TestExternalLog(t *testing.T) {
 	r := newCompactReader(compact(t, mkfs(t, tree(t), "300M")))
 	r.Patch(0x30, make([]byte, 8)) // sb_logstart = 0
+	sealCRC(r, 0, 512, sbCRCOff)
 	f, err := Open(r, compactSize)
 	require.NoError(t, err)
 	_, err = f.Log()

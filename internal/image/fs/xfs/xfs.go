@@ -11,8 +11,21 @@
 //
 // Inodes (v3) in local, extent and bmap-btree formats; short-form, block,
 // leaf and node directories; local and remote symlinks; holes and
-// unwritten extents as zeros; bigtime and nrext64 inodes. CRCs are not
-// verified; the owner and level fields of the blocks it walks are.
+// unwritten extents as zeros; bigtime and nrext64 inodes.
+//
+// # Checksums
+//
+// Every v5 structure it reads is verified once, when it is first read,
+// with the CRC32C the kernel's verifiers check, along with the block
+// number, owner and filesystem UUID the structure records: the superblock
+// and each AG's headers (AGF, AGI, AGFL: at Open, all AGs), the inodes,
+// bmap btree blocks, directory data blocks and remote symlink blocks. A
+// mismatch is an [integrity.Mismatch], which wraps ErrCorrupt, unless the
+// [integrity.Checker] given to OpenWith is lenient: then it is recorded
+// and the structure is read as stored. It reads no free space or inode
+// btrees, no directory leaf, node or free-index blocks (data blocks are
+// read in order instead) and no attribute blocks, so it does not verify
+// them: xfs_repair does.
 //
 // # The log
 //
@@ -41,8 +54,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // ErrCorrupt reports an image whose XFS structures are inconsistent or
@@ -65,10 +80,41 @@ const (
 	incompatNrext64     = 0x20
 	incompatExchrange   = 0x40 // file range exchange: nothing on disk this reader reads
 	incompatParent      = 0x80 // parent pointers: attributes, not directories
+	incompatMetadir     = 0x100
 	incompatKnown       = incompatFtype | incompatSpinodes | incompatMetaUUID |
 		incompatBigtime | incompatNeedsRepair | incompatNrext64 |
 		incompatExchrange | incompatParent
 )
+
+// incompatNamed names the incompatible features as xfs_db's version
+// command and mkfs.xfs spell them.
+var incompatNamed = map[uint32]string{
+	incompatFtype:       "ftype",
+	incompatSpinodes:    "sparse",
+	incompatMetaUUID:    "metauuid",
+	incompatBigtime:     "bigtime",
+	incompatNeedsRepair: "needsrepair",
+	incompatNrext64:     "nrext64",
+	incompatExchrange:   "exchange",
+	incompatParent:      "parent",
+	incompatMetadir:     "metadir",
+}
+
+// incompatNames names feature bits, in hex where unknown.
+func incompatNames(bits uint32) string {
+	var s []string
+	for b := uint32(1); b != 0; b <<= 1 {
+		if bits&b == 0 {
+			continue
+		}
+		n, ok := incompatNamed[b]
+		if !ok {
+			n = fmt.Sprintf("unknown %#x", b)
+		}
+		s = append(s, n)
+	}
+	return strings.Join(s, ",")
+}
 
 // FS is a read-only XFS v5 filesystem. It implements rootfs.Source
 // (fs.ReadDirFS and fs.ReadLinkFS) and is safe for concurrent use when its
@@ -92,6 +138,11 @@ type FS struct {
 	dirBlkSize int64 // directory block size: blockSize << sb_dirblklog
 	dirBlkLog  uint
 	incompat   uint32
+	sectSize   int64
+	uuid       [16]byte // sb_meta_uuid: what v5 structures record
+
+	// check decides what a checksum mismatch does; nil: it is an error.
+	check *integrity.Checker
 
 	log    LogState // the internal log's state, see Log
 	logErr error
@@ -108,10 +159,14 @@ func Probe(r io.ReaderAt) bool {
 
 // Open reads the primary superblock of the filesystem in r, which holds
 // size bytes, and returns the filesystem. It fails with an error wrapping
-// ErrCorrupt if the superblock is not an XFS one or is inconsistent with
-// size, and with ErrUnsupported for XFS v4 and unknown incompatible
-// features.
-func Open(r io.ReaderAt, size int64) (*FS, error) {
+// ErrCorrupt if the superblock is not an XFS one, fails its CRC or is
+// inconsistent with size, and with ErrUnsupported for XFS v4 and unknown
+// incompatible features. Every checksum mismatch is an error.
+func Open(r io.ReaderAt, size int64) (*FS, error) { return OpenWith(r, size, nil) }
+
+// OpenWith is Open with check deciding what a checksum mismatch does (nil:
+// it is an error).
+func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) {
 	if size < 512 {
 		return nil, fmt.Errorf("open xfs: device of %d bytes too small: %w", size, ErrCorrupt)
 	}
@@ -125,8 +180,33 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	if v := be.Uint16(sb[0x64:]) & 0xF; v != 5 {
 		return nil, fmt.Errorf("open xfs: version %d filesystem (only v5 is read): %w", v, ErrUnsupported)
 	}
-	f := &FS{r: r, size: size}
+	f := &FS{r: r, size: size, check: check}
 	f.inodes = inodefs.New[*inode](disk{f})
+	if check.Lenient() {
+		f.inodes.TrackPaths()
+		// Reading on past mismatches, what then cannot be read at all is
+		// recorded too; systemd would skip it as the audit does.
+		f.inodes.OnDamage(func(path string, err error) {
+			check.Record(fmt.Sprintf("%s: %s cannot be read, skipped (%v)", "xfs", path, err))
+		})
+	}
+	// The superblock's CRC covers its whole sector, first: whatever else
+	// is wrong with a superblock that fails it, that is the news.
+	f.sectSize = int64(be.Uint16(sb[0x66:]))
+	if f.sectSize < 512 || f.sectSize > 32768 || f.sectSize&(f.sectSize-1) != 0 || f.sectSize > size {
+		return nil, fmt.Errorf("open xfs: sector size %d: %w", f.sectSize, ErrCorrupt)
+	}
+	if f.sectSize > 512 {
+		sb = make([]byte, f.sectSize)
+		if err := f.readAt(sb, 0); err != nil {
+			return nil, fmt.Errorf("open xfs: read superblock: %w", err)
+		}
+	}
+	if !crcOK(sb, sbCRCOff) {
+		if err := f.mismatch("superblock", 0); err != nil {
+			return nil, fmt.Errorf("open xfs: %w", err)
+		}
+	}
 	f.blockSize = int64(be.Uint32(sb[0x4:]))
 	f.dblocks = be.Uint64(sb[0x8:])
 	f.rootIno = be.Uint64(sb[0x38:])
@@ -141,7 +221,15 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 	f.dirBlkLog = uint(sb[0xC0])
 	f.incompat = be.Uint32(sb[0xD8:])
 	if unknown := f.incompat &^ incompatKnown; unknown != 0 {
-		return nil, fmt.Errorf("open xfs: incompatible features %#x: %w", unknown, ErrUnsupported)
+		return nil, fmt.Errorf("open xfs: incompatible features %#x (%s): %w", unknown, incompatNames(unknown), ErrUnsupported)
+	}
+	if f.incompat&incompatNeedsRepair != 0 {
+		// xfs_repair sets it while it works: the kernel refuses to mount.
+		return nil, fmt.Errorf("open xfs: the filesystem needs repair (its needsrepair feature is set: an xfs_repair did not finish), the kernel refuses to mount it: %w", ErrCorrupt)
+	}
+	copy(f.uuid[:], sb[0x20:0x30])
+	if f.incompat&incompatMetaUUID != 0 {
+		copy(f.uuid[:], sb[0xF8:0x108])
 	}
 	switch {
 	case f.blockLog < 9 || f.blockLog > 16 || f.blockSize != 1<<f.blockLog:
@@ -161,6 +249,12 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 		return nil, fmt.Errorf("open xfs: directory block log %d: %w", f.dirBlkLog, ErrCorrupt)
 	}
 	f.dirBlkSize = f.blockSize << f.dirBlkLog
+	if f.sectSize > f.blockSize {
+		return nil, fmt.Errorf("open xfs: sector size %d over the block size %d: %w", f.sectSize, f.blockSize, ErrCorrupt)
+	}
+	if err := f.checkAGHeaders(); err != nil {
+		return nil, fmt.Errorf("open xfs: %w", err)
+	}
 	// A log that cannot be checked does not hide the tree: Warnings says so.
 	f.log, f.logErr = f.checkLog(sb)
 	root, err := f.inode(f.rootIno)
@@ -171,6 +265,89 @@ func Open(r io.ReaderAt, size int64) (*FS, error) {
 		return nil, fmt.Errorf("open xfs: root inode is not a directory: %w", ErrCorrupt)
 	}
 	return f, nil
+}
+
+// CRC offsets (XFS_*_CRC_OFF) of the v5 structures read.
+const (
+	sbCRCOff      = 0xE0
+	agfCRCOff     = 216
+	agiCRCOff     = 312
+	agflCRCOff    = 32
+	inodeCRCOff   = 100
+	dirCRCOff     = 4
+	bmbtCRCOff    = 64
+	symlinkCRCOff = 12
+)
+
+// crcOK checks a v5 structure's CRC as xfs_verify_cksum does: the CRC32C
+// of b with the four bytes at off taken as zeros, stored little-endian at
+// off.
+func crcOK(b []byte, off int) bool {
+	c := integrity.CRC32CUpdate(0, b[:off])
+	c = integrity.CRC32CUpdate(c, []byte{0, 0, 0, 0})
+	c = integrity.CRC32CUpdate(c, b[off+4:])
+	return c == binary.LittleEndian.Uint32(b[off:])
+}
+
+// mismatch reports that structure (of inode ino, 0 for none) fails its
+// checksum: an error to return, or nil when the Checker records it and
+// reading goes on.
+func (f *FS) mismatch(structure string, ino uint64) error {
+	m := &integrity.Mismatch{Format: "xfs", Structure: structure, Ino: ino, Corrupt: ErrCorrupt}
+	if f.check.Lenient() && ino != 0 && f.inodes != nil {
+		m.Path = f.inodes.PathOf(ino)
+	}
+	return f.check.Fail(m)
+}
+
+// checkAGHeaders verifies the AGF, AGI and AGFL of every AG, which the
+// kernel reads at mount: each sector's CRC, magic, AG number and UUID.
+func (f *FS) checkAGHeaders() error {
+	hdr := make([]byte, 3*f.sectSize)
+	for ag := range f.agCount {
+		at := int64(ag*f.agBlocks)<<f.blockLog + f.sectSize
+		if err := f.readAt(hdr, at); err != nil {
+			return fmt.Errorf("AG %d headers: %w", ag, err)
+		}
+		for i, h := range []struct {
+			name, magic   string
+			crc, uuid, no int
+		}{
+			{"AGF", "XAGF", agfCRCOff, 64, 8},
+			{"AGI", "XAGI", agiCRCOff, 296, 8},
+			{"AGFL", "XAFL", agflCRCOff, 8, 4},
+		} {
+			s := hdr[int64(i)*f.sectSize : int64(i+1)*f.sectSize]
+			if !crcOK(s, h.crc) {
+				if err := f.mismatch(fmt.Sprintf("%s of AG %d (sector %d)", h.name, ag, (at+int64(i)*f.sectSize)/512), 0); err != nil {
+					return err
+				}
+			}
+			if string(s[:4]) != h.magic || uint64(be.Uint32(s[h.no:])) != ag || [16]byte(s[h.uuid:h.uuid+16]) != f.uuid {
+				return fmt.Errorf("%s of AG %d: bad magic %q, AG number %d or UUID: %w", h.name, ag, s[:4], be.Uint32(s[h.no:]), ErrCorrupt)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBlockHeader verifies a v5 metadata block read at byte at of the
+// device (the header's CRC at crcOff over all of b, then the block number,
+// at blknoOff, in basic blocks, and the UUID at uuidOff), naming it what,
+// a block of inode ino.
+func (f *FS) checkBlockHeader(b []byte, at int64, crcOff, blknoOff, uuidOff int, what string, ino uint64) error {
+	if !crcOK(b, crcOff) {
+		if err := f.mismatch(what, ino); err != nil {
+			return err
+		}
+	}
+	if got := be.Uint64(b[blknoOff:]); got != uint64(at/512) {
+		return fmt.Errorf("%s records its place as basic block %d, read at %d: %w", what, got, at/512, ErrCorrupt)
+	}
+	if [16]byte(b[uuidOff:uuidOff+16]) != f.uuid {
+		return fmt.Errorf("%s records another filesystem's UUID %x: %w", what, b[uuidOff:uuidOff+16], ErrCorrupt)
+	}
+	return nil
 }
 
 // readAt reads len(p) bytes at off, failing with ErrCorrupt when the range

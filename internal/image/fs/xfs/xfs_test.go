@@ -21,6 +21,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/imagetest"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -309,6 +310,15 @@ func TestCorruptImages(t *testing.T) {
 	u64 := func(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 	u32 := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 	u16 := func(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
+	// The mutations test the structural checks behind the CRCs: they
+	// seal what they change, as a tool writing the structure would
+	// (TestChecksums tests the CRCs).
+	seal := func(c *imagetest.CompactReader) {
+		sealCRC(c, 0, ok.sectSize, sbCRCOff)
+		for _, off := range []int64{rootOff, bigOff, fileOff} {
+			sealCRC(c, off, ok.inodeSize, inodeCRCOff)
+		}
+	}
 
 	for _, tc := range []struct {
 		name    string
@@ -334,6 +344,7 @@ func TestCorruptImages(t *testing.T) {
 			c.Patch(blk+6, u16(1))
 			c.Patch(blk+bmbtHdrSize, u64(0))
 			c.Patch(blk+bmbtHdrSize+8*((ok.blockSize-bmbtHdrSize)/16), u64(ptr))
+			sealCRC(c, blk, ok.blockSize, bmbtCRCOff)
 		}, walkErr: ErrCorrupt},
 		{name: "bmap btree root deeper than allowed", mutate: func(c *imagetest.CompactReader) {
 			c.Patch(bigOff+coreSize, u16(maxBmbtLevel+1))
@@ -350,6 +361,7 @@ func TestCorruptImages(t *testing.T) {
 			r, err := ok.mapBlock(big, 0)
 			require.NoError(t, err)
 			c.Patch(int64(r.disk)<<ok.blockLog, []byte("JUNK"))
+			sealCRC(c, int64(r.disk)<<ok.blockLog, ok.dirBlkSize, dirCRCOff)
 		}, walkErr: ErrCorrupt},
 		{name: "directory size beyond the filesystem", mutate: func(c *imagetest.CompactReader) {
 			c.Patch(bigOff+0x38, u64(1<<62))
@@ -359,6 +371,7 @@ func TestCorruptImages(t *testing.T) {
 			c := base.Clone()
 			if tc.mutate != nil {
 				tc.mutate(c)
+				seal(c)
 			}
 			size := int64(compactSize)
 			if tc.size != 0 {
@@ -374,6 +387,14 @@ func TestCorruptImages(t *testing.T) {
 			require.ErrorIs(t, err, tc.walkErr)
 		})
 	}
+}
+
+// sealCRC rewrites the CRC at crcOff of the n-byte structure at off.
+func sealCRC(c *imagetest.CompactReader, off, n int64, crcOff int) {
+	b := make([]byte, n)
+	_, _ = c.ReadAt(b, off)
+	clear(b[crcOff : crcOff+4])
+	c.Patch(off+int64(crcOff), binary.LittleEndian.AppendUint32(nil, integrity.CRC32C(b)))
 }
 
 func TestProbe(t *testing.T) {
@@ -400,14 +421,18 @@ func FuzzXFS(f *testing.F) {
 		f.Add(uint8(i), []byte{0x04, 0x20, 0x00, 0x00, 0x41})
 	}
 	f.Fuzz(func(t *testing.T, which uint8, patch []byte) {
-		r := imagetest.NewPatched(newCompactReader(images[int(which)%len(images)]), compactSize, 64<<10, patch)
-		fsys, err := Open(r, compactSize)
-		if err != nil {
-			return
+		// Strictly, and leniently: a lenient reader goes past CRC
+		// mismatches into the structures behind them.
+		for _, check := range []*integrity.Checker{nil, integrity.Lenient(&integrity.Log{})} {
+			r := imagetest.NewPatched(newCompactReader(images[int(which)%len(images)]), compactSize, 64<<10, patch)
+			fsys, err := OpenWith(r, compactSize, check)
+			if err != nil {
+				continue
+			}
+			_, _ = imagetest.Walk(fsys, 2000)
+			_, _ = fsys.ReadLink("etc/remote")
+			_, _ = rootfs.New(fsys).ReadFile("etc/systemd/system/multi-user.target.wants/ssh.service")
 		}
-		_, _ = imagetest.Walk(fsys, 2000)
-		_, _ = fsys.ReadLink("etc/remote")
-		_, _ = rootfs.New(fsys).ReadFile("etc/systemd/system/multi-user.target.wants/ssh.service")
 	})
 }
 
@@ -416,4 +441,109 @@ func FuzzXFS(f *testing.F) {
 func TestConcurrentWalks(t *testing.T) {
 	f := openImage(t, mkfs(t, tree(t), "320M"))
 	imagetest.ConcurrentWalks(t, f)
+}
+
+// TestChecksums damages each kind of v5 structure the reader reads: a
+// strict reader fails with the one line naming the structure and the path
+// being read; a lenient one logs that line and reads on, the tree intact
+// when only the stored CRCs are damaged.
+func TestChecksums(t *testing.T) {
+	src := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "etc/big"), 0o755))
+	for i := range 3000 {
+		require.NoError(t, os.WriteFile(filepath.Join(src, "etc/big", fmt.Sprintf("%s%05d", strings.Repeat("n", 40), i)), nil, 0o644))
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "usr/lib/systemd/system"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "usr/lib/systemd/system/ssh.service"), []byte("[Unit]\n"), 0o644))
+	require.NoError(t, os.Symlink(strings.Repeat("d123456789/", 45)+"end", filepath.Join(src, "etc/remote-link")))
+	img := mkfs(t, src, "300M")
+	base := newCompactReader(compact(t, img))
+	f, err := Open(base, compactSize)
+	require.NoError(t, err)
+	inodeOff := func(ino uint64) int64 {
+		ag := ino >> (f.agBlkLog + f.inoPBLog)
+		agb := (ino >> f.inoPBLog) & (1<<f.agBlkLog - 1)
+		return int64(ag*f.agBlocks+agb)<<f.blockLog + int64(ino&(1<<f.inoPBLog-1))*f.inodeSize
+	}
+	ssh := node(t, f, "usr/lib/systemd/system/ssh.service")
+	sshOff := inodeOff(ssh.ino)
+	big := node(t, f, "etc/big")
+	require.Equal(t, uint8(fmtBtree), big.format)
+	maxrecs := (len(big.fork) - 4) / 16
+	bmbt, err := f.daddr(binary.BigEndian.Uint64(big.fork[4+8*maxrecs:]))
+	require.NoError(t, err)
+	dirBlk, err := f.mapBlock(big, 0)
+	require.NoError(t, err)
+	link := node(t, f, "etc/remote-link")
+	require.Equal(t, uint8(fmtExtents), link.format)
+	linkBlk, err := f.mapBlock(link, 0)
+	require.NoError(t, err)
+	ag1 := int64(f.agBlocks) << f.blockLog
+	sect := f.sectSize
+	bs := f.blockSize
+	readDir := func(g *FS) error { _, err := g.ReadDir("etc/big"); return err }
+
+	for _, tc := range []struct {
+		name    string
+		at, sum int64
+		want    string
+		op      func(*FS) error
+	}{
+		{"superblock", 0x80, sbCRCOff, "xfs: superblock fails its checksum", nil},
+		{"AGF", ag1 + sect + 0x30, ag1 + sect + agfCRCOff, fmt.Sprintf("xfs: AGF of AG 1 (sector %d) fails its checksum", (ag1+sect)/512), nil},
+		{"AGI", ag1 + 2*sect + 0x30, ag1 + 2*sect + agiCRCOff, fmt.Sprintf("xfs: AGI of AG 1 (sector %d) fails its checksum", (ag1+2*sect)/512), nil},
+		{"AGFL", ag1 + 3*sect + 0x40, ag1 + 3*sect + agflCRCOff, fmt.Sprintf("xfs: AGFL of AG 1 (sector %d) fails its checksum", (ag1+3*sect)/512), nil},
+		{"inode", sshOff + 0x30, sshOff + inodeCRCOff,
+			fmt.Sprintf("xfs: inode %d (AG %d block %d) (/usr/lib/systemd/system/ssh.service) fails its checksum",
+				ssh.ino, ssh.ino>>(f.agBlkLog+f.inoPBLog), (ssh.ino>>f.inoPBLog)&(1<<f.agBlkLog-1)),
+			func(g *FS) error { _, err := g.Lstat("usr/lib/systemd/system/ssh.service"); return err }},
+		{"bmap btree block", int64(bmbt)*bs + bmbtHdrSize + 3, int64(bmbt)*bs + bmbtCRCOff,
+			fmt.Sprintf("xfs: bmap btree block %d (/etc/big) fails its checksum", bmbt), readDir},
+		{"directory data block", int64(dirBlk.disk)*bs + 100, int64(dirBlk.disk)*bs + dirCRCOff,
+			fmt.Sprintf("xfs: directory block %d (/etc/big) fails its checksum", dirBlk.disk), readDir},
+		{"remote symlink block", int64(linkBlk.disk)*bs + 60, int64(linkBlk.disk)*bs + symlinkCRCOff,
+			fmt.Sprintf("xfs: symlink block %d (/etc/remote-link) fails its checksum", linkBlk.disk),
+			func(g *FS) error { _, err := g.ReadLink("etc/remote-link"); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base.Clone()
+			flip(c, tc.at)
+			g, err := Open(c, compactSize)
+			if tc.op != nil {
+				require.NoError(t, err)
+				err = tc.op(g)
+			}
+			require.ErrorIs(t, err, integrity.ErrChecksum)
+			assert.ErrorIs(t, err, ErrCorrupt)
+			m, ok := integrity.As(err)
+			require.True(t, ok)
+			assert.Equal(t, tc.want, m.Error())
+
+			var log integrity.Log
+			g, err = OpenWith(c, compactSize, integrity.Lenient(&log))
+			require.NoError(t, err)
+			if tc.op != nil {
+				_ = tc.op(g)
+			}
+			assert.Equal(t, []string{tc.want}, log.Lines())
+
+			// Only the stored CRC damaged: the lenient reader reads it all.
+			c = base.Clone()
+			flip(c, tc.sum)
+			log = integrity.Log{}
+			g, err = OpenWith(c, compactSize, integrity.Lenient(&log))
+			require.NoError(t, err)
+			if tc.op != nil {
+				require.NoError(t, tc.op(g))
+			}
+			assert.Equal(t, []string{tc.want}, log.Lines())
+		})
+	}
+}
+
+// flip inverts the byte at off of c.
+func flip(c *imagetest.CompactReader, off int64) {
+	var b [1]byte
+	_, _ = c.ReadAt(b[:], off)
+	c.Patch(off, []byte{^b[0]})
 }
