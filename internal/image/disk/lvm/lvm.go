@@ -1,9 +1,17 @@
 // Package lvm owns LVM2 physical volumes: it finds the label, reads the
-// volume group's text metadata from the metadata area (checksums checked),
-// assembles the PVs of one volume group found in an image, and exposes
-// linear and striped logical volumes as io.ReaderAt over them. It never
-// writes and never talks to device-mapper; thin, RAID, mirror and snapshot
-// volumes are reported as unsupported, never guessed at.
+// volume group's text metadata from the metadata area, assembles the PVs
+// of one volume group found in an image, and exposes linear and striped
+// logical volumes as io.ReaderAt over them. It never writes and never
+// talks to device-mapper; thin, RAID, mirror and snapshot volumes are
+// reported as unsupported, never guessed at.
+//
+// # Checksums
+//
+// The label sector, each metadata area header and the metadata text carry
+// LVM's CRC32, all checked. A PV with several metadata areas is read from
+// the first that passes, as lvm2 does; when none passes, the mismatch is
+// an [integrity.Mismatch] wrapping ErrCorrupt, or, for a lenient
+// [integrity.Checker], recorded and the first area read as stored.
 package lvm
 
 import (
@@ -16,6 +24,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // ErrCorrupt reports LVM structures that are inconsistent, truncated or
@@ -76,7 +86,12 @@ func Probe(r io.ReaderAt, size int64) bool {
 	return false
 }
 
-func findLabel(r io.ReaderAt, size int64) ([]byte, error) {
+// lvmMismatch is the error of an LVM structure that fails its checksum.
+func lvmMismatch(structure string) *integrity.Mismatch {
+	return &integrity.Mismatch{Format: "lvm", Structure: structure, Corrupt: ErrCorrupt}
+}
+
+func findLabel(r io.ReaderAt, size int64, check *integrity.Checker) ([]byte, error) {
 	for i := range int64(labelScan) {
 		b := make([]byte, sector)
 		if readFull(r, size, b, i*sector, "LVM label") != nil {
@@ -86,8 +101,10 @@ func findLabel(r io.ReaderAt, size int64) ([]byte, error) {
 			if binary.LittleEndian.Uint64(b[8:]) != uint64(i) {
 				return nil, corruptf("LVM label in sector %d says it is in sector %d", i, binary.LittleEndian.Uint64(b[8:]))
 			}
-			if got, want := crc(b[20:]), binary.LittleEndian.Uint32(b[16:]); got != want {
-				return nil, corruptf("LVM label checksum %#x, want %#x", got, want)
+			if crc(b[20:]) != binary.LittleEndian.Uint32(b[16:]) {
+				if err := check.Fail(lvmMismatch(fmt.Sprintf("label in sector %d", i))); err != nil {
+					return nil, err
+				}
 			}
 			return b, nil
 		}
@@ -216,10 +233,14 @@ func Open(r io.ReaderAt, size int64) (*VG, error) {
 }
 
 // ReadPV reads the label and the current volume group metadata of the
-// physical volume r of size bytes.
-func ReadPV(r io.ReaderAt, size int64) (*PV, error) {
+// physical volume r of size bytes. A checksum mismatch is an error.
+func ReadPV(r io.ReaderAt, size int64) (*PV, error) { return ReadPVWith(r, size, nil) }
+
+// ReadPVWith is ReadPV with check deciding what a checksum mismatch does
+// (nil: it is an error).
+func ReadPVWith(r io.ReaderAt, size int64, check *integrity.Checker) (*PV, error) {
 	le := binary.LittleEndian
-	label, err := findLabel(r, size)
+	label, err := findLabel(r, size, check)
 	if err != nil {
 		return nil, err
 	}
@@ -254,27 +275,45 @@ func ReadPV(r io.ReaderAt, size int64) (*PV, error) {
 	}
 	var errs []error
 	for _, mda := range areas[1] {
-		text, err := readMetadata(r, size, int64(mda[0]), int64(mda[1]))
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		err := pv.load(r, size, mda, false)
+		if err == nil {
+			return pv, nil
 		}
-		root, err := parse(text)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		errs = append(errs, err)
+	}
+	// No area passes. When the first fails a checksum, a lenient Checker
+	// records it and reads it as stored.
+	if m, ok := integrity.As(errs[0]); ok {
+		if err := check.Fail(m); err != nil {
+			return nil, err
 		}
-		name, vg := vgSection(root)
-		if vg == nil {
-			errs = append(errs, corruptf("metadata names no volume group"))
-			continue
+		if err := pv.load(r, size, areas[1][0], true); err != nil {
+			return nil, fmt.Errorf("read LVM metadata: %w", err)
 		}
-		pv.root, pv.vg = root, name
-		pv.vgID, _ = vg.str("id")
-		pv.seqno, _ = vg.int("seqno")
 		return pv, nil
 	}
 	return nil, fmt.Errorf("read LVM metadata: %w", errors.Join(errs...))
+}
+
+// load reads the metadata area mda (offset, size) into pv; with ignoreCRC
+// its checksums are not checked.
+func (pv *PV) load(r io.ReaderAt, size int64, mda [2]uint64, ignoreCRC bool) error {
+	text, err := readMetadata(r, size, int64(mda[0]), int64(mda[1]), ignoreCRC)
+	if err != nil {
+		return err
+	}
+	root, err := parse(text)
+	if err != nil {
+		return err
+	}
+	name, vg := vgSection(root)
+	if vg == nil {
+		return corruptf("metadata names no volume group")
+	}
+	pv.root, pv.vg = root, name
+	pv.vgID, _ = vg.str("id")
+	pv.seqno, _ = vg.int("seqno")
+	return nil
 }
 
 // Assemble builds the volume group that pvs (PVs of one VGID, from one
@@ -451,8 +490,9 @@ func (lv *LV) load(s *section, devs map[string]pvDev, extent int64) error {
 	return nil
 }
 
-// readMetadata returns the current metadata text of the area at mdaOff.
-func readMetadata(r io.ReaderAt, size, mdaOff, mdaSize int64) ([]byte, error) {
+// readMetadata returns the current metadata text of the area at mdaOff;
+// with ignoreCRC its checksums are not checked.
+func readMetadata(r io.ReaderAt, size, mdaOff, mdaSize int64, ignoreCRC bool) ([]byte, error) {
 	le := binary.LittleEndian
 	h := make([]byte, sector)
 	if err := readFull(r, size, h, mdaOff, "LVM metadata area header"); err != nil {
@@ -461,8 +501,8 @@ func readMetadata(r io.ReaderAt, size, mdaOff, mdaSize int64) ([]byte, error) {
 	if string(h[4:20]) != mdaMagic {
 		return nil, corruptf("metadata area at %d: bad magic", mdaOff)
 	}
-	if got, want := crc(h[4:]), le.Uint32(h); got != want {
-		return nil, corruptf("metadata area header checksum %#x, want %#x", got, want)
+	if crc(h[4:]) != le.Uint32(h) && !ignoreCRC {
+		return nil, lvmMismatch(fmt.Sprintf("metadata area header at byte %d", mdaOff))
 	}
 	if start := int64(le.Uint64(h[24:])); start != mdaOff {
 		return nil, corruptf("metadata area at %d says it starts at %d", mdaOff, start)
@@ -491,8 +531,8 @@ func readMetadata(r io.ReaderAt, size, mdaOff, mdaSize int64) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if got := crc(text); got != sum {
-		return nil, corruptf("metadata text checksum %#x, want %#x", got, sum)
+	if crc(text) != sum && !ignoreCRC {
+		return nil, lvmMismatch(fmt.Sprintf("metadata text at byte %d", mdaOff+textOff))
 	}
 	return text, nil
 }

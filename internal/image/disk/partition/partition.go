@@ -1,8 +1,18 @@
 // Package partition owns disk partition tables: it reads MBR (with
-// extended and logical partitions) and GPT (with header and entry CRC
-// checks, falling back to the backup header) from an io.ReaderAt and
-// reports where each partition lies. It never writes, and it rejects
-// tables whose entries point outside the disk or loop.
+// extended and logical partitions) and GPT from an io.ReaderAt and reports
+// where each partition lies. It never writes, and it rejects tables whose
+// entries point outside the disk or loop.
+//
+// # GPT checksums
+//
+// A GPT header and its partition entry array each carry a CRC32, checked
+// on both copies. When the primary header (or its entries) fails, the
+// backup at the disk's last LBA is read instead, with a warning
+// (Table.Warnings), as gdisk and UEFI firmware recover from it (Linux does
+// only with its gpt parameter); when the backup the primary names fails,
+// the primary is read with a warning, as Linux does. When no copy passes,
+// the mismatch is an [integrity.Mismatch] wrapping ErrCorrupt, or, for a
+// lenient [integrity.Checker], recorded and the primary read as stored.
 package partition
 
 import (
@@ -13,6 +23,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // ErrCorrupt reports a partition table that is inconsistent, truncated or
@@ -51,6 +63,9 @@ type Partition struct {
 type Table struct {
 	Scheme     Scheme
 	Partitions []Partition
+	// Warnings say, one line each, which copy of a GPT was read when the
+	// other fails its checks.
+	Warnings []string
 }
 
 // Section returns the partition's bytes within disk.
@@ -96,8 +111,13 @@ func readFull(r io.ReaderAt, size int64, p []byte, off int64, what string) error
 }
 
 // Read reads the partition table of a disk of size bytes. A disk without
-// one (a bare filesystem) yields Scheme None and no partitions.
-func Read(r io.ReaderAt, size int64) (*Table, error) {
+// one (a bare filesystem) yields Scheme None and no partitions. A GPT none
+// of whose copies passes its checksums is an error.
+func Read(r io.ReaderAt, size int64) (*Table, error) { return ReadWith(r, size, nil) }
+
+// ReadWith is Read with check deciding what a GPT that fails its checksums
+// in every copy does (nil: it is an error).
+func ReadWith(r io.ReaderAt, size int64, check *integrity.Checker) (*Table, error) {
 	if size < 512 {
 		return &Table{Scheme: None}, nil
 	}
@@ -109,14 +129,16 @@ func Read(r io.ReaderAt, size int64) (*Table, error) {
 	if !ok {
 		// Without an MBR a GPT is still recognised (some tools skip the
 		// protective MBR); else there is no table.
-		if t, err := readGPT(r, size); err == nil {
+		if t, err := readGPT(r, size, nil); err == nil {
 			return t, nil
+		} else if _, isMismatch := integrity.As(err); isMismatch {
+			return readGPT(r, size, check)
 		}
 		return &Table{Scheme: None}, nil
 	}
 	for _, e := range entries {
 		if e.typ == 0xEE {
-			return readGPT(r, size)
+			return readGPT(r, size, check)
 		}
 	}
 	return readMBR(r, size, entries)
@@ -230,20 +252,43 @@ func readMBR(r io.ReaderAt, size int64, entries [4]mbrEntry) (*Table, error) {
 	return t, nil
 }
 
-// readGPT reads the primary GPT header, or the backup when the primary is
-// damaged, trying 512- and 4096-byte logical sectors.
-func readGPT(r io.ReaderAt, size int64) (*Table, error) {
+// readGPT reads the primary GPT header and checks the backup it names, or
+// reads the backup when the primary fails, trying 512- and 4096-byte
+// logical sectors.
+func readGPT(r io.ReaderAt, size int64, check *integrity.Checker) (*Table, error) {
 	var errs []error
 	for _, sector := range []int64{512, 4096} {
 		if size < 3*sector {
 			continue
 		}
-		for _, lba := range []int64{1, size/sector - 1} {
-			t, err := readGPTAt(r, size, sector, lba)
-			if err == nil {
-				return t, nil
+		last := size/sector - 1
+		t, alt, perr := readGPTAt(r, size, sector, 1, false)
+		if perr == nil {
+			if alt < 2 || alt > last {
+				t.Warnings = append(t.Warnings, fmt.Sprintf("gpt: the primary header names its backup at LBA %d, outside the disk's %d sectors: the primary was read", alt, last+1))
+			} else if _, _, berr := readGPTAt(r, size, sector, alt, false); berr != nil {
+				t.Warnings = append(t.Warnings, fmt.Sprintf("gpt: %s: the primary was read, as Linux does", failure("backup header at LBA", alt, berr)))
 			}
-			errs = append(errs, err)
+			return t, nil
+		}
+		t, _, berr := readGPTAt(r, size, sector, last, false)
+		if berr == nil {
+			t.Warnings = append(t.Warnings, fmt.Sprintf("gpt: %s: the backup at LBA %d was read, "+
+				"as gdisk and UEFI firmware would (Linux reads it only with its gpt parameter)", failure("primary header at LBA", 1, perr), last))
+			return t, nil
+		}
+		errs = append(errs, perr, berr)
+		if m, ok := integrity.As(perr); ok {
+			// Neither copy passes, and the primary is a GPT header that
+			// fails its checksums.
+			if err := check.Fail(m); err != nil {
+				return nil, err
+			}
+			t, _, err := readGPTAt(r, size, sector, 1, true)
+			if err != nil {
+				return nil, err
+			}
+			return t, nil
 		}
 	}
 	// Keep the chain: a header that could not be read because the disk
@@ -251,44 +296,65 @@ func readGPT(r io.ReaderAt, size int64) (*Table, error) {
 	return nil, fmt.Errorf("%w: no valid GPT header: %w", ErrCorrupt, errors.Join(errs...))
 }
 
-func readGPTAt(r io.ReaderAt, size, sector, lba int64) (*Table, error) {
+// failure says why the GPT header at lba (what names it) was not read.
+func failure(what string, lba int64, err error) string {
+	if m, ok := integrity.As(err); ok {
+		return m.Structure + " fails its checksum"
+	}
+	return fmt.Sprintf("the %s %d is invalid (%s)", what, lba, strings.ReplaceAll(err.Error(), "\n", "; "))
+}
+
+// gptMismatch is the error of a GPT structure that fails its CRC32.
+func gptMismatch(structure string) error {
+	return &integrity.Mismatch{Format: "gpt", Structure: structure, Corrupt: ErrCorrupt}
+}
+
+// readGPTAt reads the GPT header at lba and its entries, and returns the
+// table and the LBA the header says its other copy is at. With ignoreCRC
+// the header and entries are taken as stored.
+func readGPTAt(r io.ReaderAt, size, sector, lba int64, ignoreCRC bool) (*Table, int64, error) {
 	le := binary.LittleEndian
+	which := "primary"
+	if lba != 1 {
+		which = "backup"
+	}
 	h := make([]byte, sector)
 	if err := readFull(r, size, h, lba*sector, "GPT header"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if string(h[:8]) != "EFI PART" {
-		return nil, fmt.Errorf("GPT header at LBA %d (%d-byte sectors): no signature", lba, sector)
+		return nil, 0, fmt.Errorf("GPT header at LBA %d (%d-byte sectors): no signature", lba, sector)
 	}
 	hsize := int64(le.Uint32(h[12:]))
 	if hsize < 92 || hsize > sector {
-		return nil, fmt.Errorf("GPT header at LBA %d: size %d", lba, hsize)
+		return nil, 0, fmt.Errorf("GPT header at LBA %d: size %d", lba, hsize)
 	}
 	want := le.Uint32(h[16:])
 	c := append([]byte{}, h[:hsize]...)
 	c[16], c[17], c[18], c[19] = 0, 0, 0, 0
-	if got := crc32.ChecksumIEEE(c); got != want {
-		return nil, fmt.Errorf("GPT header at LBA %d: CRC %#x, want %#x", lba, got, want)
+	if crc32.ChecksumIEEE(c) != want && !ignoreCRC {
+		return nil, 0, gptMismatch(fmt.Sprintf("%s header at LBA %d", which, lba))
 	}
 	if my := int64(le.Uint64(h[24:])); my != lba {
-		return nil, fmt.Errorf("GPT header at LBA %d says it is at LBA %d", lba, my)
+		return nil, 0, fmt.Errorf("GPT header at LBA %d says it is at LBA %d", lba, my)
 	}
+	alt := int64(le.Uint64(h[32:]))
 	entLBA := int64(le.Uint64(h[72:]))
 	count := int64(le.Uint32(h[80:]))
 	esize := int64(le.Uint32(h[84:]))
 	if esize < 128 || esize%128 != 0 || esize > 4096 || count > 4096 {
-		return nil, fmt.Errorf("GPT header at LBA %d: %d entries of %d bytes", lba, count, esize)
+		return nil, 0, fmt.Errorf("GPT header at LBA %d: %d entries of %d bytes", lba, count, esize)
 	}
 	if entLBA < 0 || entLBA > size/sector {
 		// Bound it before multiplying: a huge LBA wraps into the disk.
-		return nil, corruptf("GPT header at LBA %d: entries at LBA %d past the end of the disk", lba, entLBA)
+		return nil, 0, corruptf("GPT header at LBA %d: entries at LBA %d past the end of the disk", lba, entLBA)
 	}
 	ents := make([]byte, count*esize)
 	if err := readFull(r, size, ents, entLBA*sector, "GPT partition entries"); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if got, want := crc32.ChecksumIEEE(ents), le.Uint32(h[88:]); got != want {
-		return nil, fmt.Errorf("GPT entries of header at LBA %d: CRC %#x, want %#x", lba, got, want)
+	if crc32.ChecksumIEEE(ents) != le.Uint32(h[88:]) && !ignoreCRC {
+		return nil, 0, gptMismatch(fmt.Sprintf("partition entry array at LBA %d of the %s header", entLBA, which))
 	}
 	t := &Table{Scheme: GPT}
 	for i := range count {
@@ -301,7 +367,7 @@ func readGPTAt(r io.ReaderAt, size, sector, lba int64) (*Table, error) {
 		if first < 1 || last < first || last >= size/sector {
 			// Checksums matched, so this is what the table says: an
 			// entry past the disk's end is corruption, not noise.
-			return nil, corruptf("GPT partition %d (LBA %d..%d) lies outside the disk (%d sectors)", i+1, first, last, size/sector)
+			return nil, 0, corruptf("GPT partition %d (LBA %d..%d) lies outside the disk (%d sectors)", i+1, first, last, size/sector)
 		}
 		u := make([]uint16, 36)
 		for j := range u {
@@ -313,7 +379,7 @@ func readGPTAt(r io.ReaderAt, size, sector, lba int64) (*Table, error) {
 			Type: guidString(e[:16]), Name: name,
 		})
 	}
-	return t, nil
+	return t, alt, nil
 }
 
 // guidString formats on-disk (mixed-endian) GUID bytes.

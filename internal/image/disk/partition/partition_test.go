@@ -18,6 +18,7 @@ import (
 	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/disk/partition"
 	"github.com/amilint/amilint/internal/image/disktest"
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // disk makes a sparse file of size bytes, partitioned by setup.
@@ -156,10 +157,53 @@ func TestGPTBackupHeader(t *testing.T) {
 	good := gptDisk(t)
 	wantTab, err := read(t, good)
 	require.NoError(t, err)
-	p := damage(t, good, func(b []byte) []byte { b[512+40]++; return b })
-	tab, err := read(t, p)
-	require.NoError(t, err, "the backup header at the last LBA takes over")
-	assert.Equal(t, wantTab, tab)
+	require.Empty(t, wantTab.Warnings)
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte) []byte
+		warn   string
+	}{
+		{"primary header", func(b []byte) []byte { b[512+40]++; return b },
+			"gpt: primary header at LBA 1 fails its checksum: the backup at LBA 196607 was read, as gdisk and UEFI firmware would (Linux reads it only with its gpt parameter)"},
+		{"primary entries", func(b []byte) []byte { b[1024+60]++; return b },
+			"gpt: partition entry array at LBA 2 of the primary header fails its checksum: the backup"},
+		{"backup header", func(b []byte) []byte { b[len(b)-512+40]++; return b },
+			"gpt: backup header at LBA 196607 fails its checksum: the primary was read, as Linux does"},
+		{"backup entries", func(b []byte) []byte { b[len(b)-33*512+60]++; return b },
+			"gpt: partition entry array at LBA 196575 of the backup header fails its checksum: the primary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tab, err := read(t, damage(t, good, tc.damage))
+			require.NoError(t, err, "the other copy is read")
+			assert.Equal(t, wantTab.Partitions, tab.Partitions)
+			require.Len(t, tab.Warnings, 1)
+			assert.True(t, strings.HasPrefix(tab.Warnings[0], tc.warn), "%s", tab.Warnings[0])
+		})
+	}
+}
+
+// TestGPTChecksums: when no copy of a GPT passes its checksums, a strict
+// read fails naming the primary's structure; a lenient one logs that line
+// and reads the primary as stored.
+func TestGPTChecksums(t *testing.T) {
+	good := gptDisk(t)
+	wantTab, err := read(t, good)
+	require.NoError(t, err)
+	p := damage(t, good, func(b []byte) []byte { b[512+40]++; b[len(b)-512+40]++; return b })
+	f, err := os.Open(p)
+	require.NoError(t, err)
+	defer f.Close()
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	_, err = partition.ReadWith(f, fi.Size(), integrity.Strict("disk.img"))
+	require.ErrorIs(t, err, integrity.ErrChecksum)
+	require.ErrorIs(t, err, partition.ErrCorrupt)
+	assert.EqualError(t, err, "disk.img: gpt: primary header at LBA 1 fails its checksum")
+	var log integrity.Log
+	tab, err := partition.ReadWith(f, fi.Size(), integrity.Lenient(&log))
+	require.NoError(t, err)
+	assert.Equal(t, wantTab.Partitions, tab.Partitions)
+	assert.Equal(t, []string{"gpt: primary header at LBA 1 fails its checksum"}, log.Lines())
 }
 
 func TestCorrupt(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // ErrCorrupt reports a container whose structures are inconsistent,
@@ -51,6 +53,19 @@ type Options struct {
 	// VHD or VHDX differencing disk's parent. Without it an image that
 	// names one fails with ErrBacking.
 	Backing Disk
+	// Check decides what a structure that fails its checksum in every
+	// copy does (nil: it is an error).
+	Check *integrity.Checker
+}
+
+// Warnings says, one line each, which copy of a redundant structure d was
+// read from because the other failed its checks (a VHDX header or region
+// table); it is empty for the other formats.
+func Warnings(d Disk) []string {
+	if w, ok := d.(interface{ warnings() []string }); ok {
+		return w.warnings()
+	}
+	return nil
 }
 
 // Detect names the container format of r by its magic bytes. Anything
@@ -95,7 +110,7 @@ func Open(r io.ReaderAt, size int64, opt Options) (Disk, Format, error) {
 	case VHD:
 		d, err = OpenVHD(r, size, opt.Backing)
 	case VHDX:
-		d, err = OpenVHDX(r, size, opt.Backing)
+		d, err = openVHDX(r, size, opt.Backing, opt.Check)
 	default:
 		d = NewRaw(r, size)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/disk/vdisk"
 	"github.com/amilint/amilint/internal/image/disktest"
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 func openFile(t *testing.T, path string, opt vdisk.Options) (vdisk.Disk, vdisk.Format, *vdisk.Counter, error) {
@@ -321,4 +322,101 @@ func TestVHDXKeepsReadErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, boom, "an I/O error is reported as itself")
 	assert.NotErrorIs(t, err, vdisk.ErrCorrupt, "not as a corrupt image")
+}
+
+// TestVHDXChecksums damages the copies of the VHDX headers and region
+// tables: one copy failing is read from the other, with a warning; both
+// failing is the mismatch line, or, leniently, logged and the first copy
+// read as stored. Payload blocks pointing into the BAT or at one another
+// are refused.
+func TestVHDXChecksums(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	want, err := os.ReadFile(raw)
+	require.NoError(t, err)
+	vhdx := disktest.Convert(t, raw, "vhdx")
+	le := binary.LittleEndian
+	orig, err := os.ReadFile(vhdx)
+	require.NoError(t, err)
+	// The BAT region, from the region table.
+	var batOff int64
+	for i := range int(le.Uint32(orig[192<<10+8:])) {
+		e := orig[192<<10+16+32*i:]
+		if le.Uint32(e) == 0x2DC27766 {
+			batOff = int64(le.Uint64(e[16:]))
+		}
+	}
+	require.NotZero(t, batOff)
+	// The higher-sequence header is the current one.
+	cur, other := int64(64<<10), int64(128<<10)
+	if le.Uint64(orig[128<<10+8:]) > le.Uint64(orig[64<<10+8:]) {
+		cur, other = other, cur
+	}
+	name := func(off int64) string {
+		if off == 64<<10 {
+			return "header 1 at 64 KiB"
+		}
+		return "header 2 at 128 KiB"
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte)
+		warn   string // for one bad copy
+		fail   string // for a mismatch in every copy
+	}{
+		{"current header", func(b []byte) { b[cur+40]++ }, "vhdx: " + name(cur) + " fails its checksum: " + name(other) + " was read", ""},
+		{"other header", func(b []byte) { b[other+40]++ }, "vhdx: " + name(other) + " fails its checksum: " + name(cur) + " was read", ""},
+		{"first region table", func(b []byte) { b[192<<10+100]++ }, "vhdx: region table 1 at 192 KiB fails its checksum: region table 2 at 256 KiB was read", ""},
+		{"both headers", func(b []byte) { b[cur+40]++; b[other+40]++ }, "", "vhdx: header 1 at 64 KiB fails its checksum"},
+		{"both region tables", func(b []byte) { b[192<<10+100]++; b[256<<10+100]++ }, "", "vhdx: region table 1 at 192 KiB fails its checksum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mutate(t, vhdx, func(b []byte) []byte { tc.damage(b); return b })
+			d, _, _, err := openFile(t, p, vdisk.Options{})
+			if tc.fail != "" {
+				require.ErrorIs(t, err, integrity.ErrChecksum)
+				require.ErrorIs(t, err, vdisk.ErrCorrupt)
+				m, ok := integrity.As(err)
+				require.True(t, ok)
+				assert.Equal(t, tc.fail, m.Error())
+				var log integrity.Log
+				d, _, _, err = openFile(t, p, vdisk.Options{Check: integrity.Lenient(&log)})
+				require.NoError(t, err)
+				assert.Equal(t, []string{tc.fail}, log.Lines())
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, []string{tc.warn}, vdisk.Warnings(d))
+			}
+			got := make([]byte, len(want))
+			_, err = d.ReadAt(got, 0)
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want, got), "the guest disk reads the same")
+		})
+	}
+
+	// A BAT entry pointing into the BAT, or at another entry's block.
+	var first, second int = -1, -1
+	for i := range 64 {
+		if e := le.Uint64(orig[batOff+8*int64(i):]); e&7 == 6 {
+			if first < 0 {
+				first = i
+			} else if second < 0 {
+				second = i
+			}
+		}
+	}
+	require.True(t, first >= 0 && second >= 0, "two present blocks")
+	for name, entry := range map[string]uint64{
+		"into the BAT":       uint64(batOff)&^(1<<20-1) | 6,
+		"at another's block": le.Uint64(orig[batOff+8*int64(first):]),
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := mutate(t, vhdx, func(b []byte) []byte {
+				le.PutUint64(b[batOff+8*int64(second):], entry)
+				return b
+			})
+			_, _, _, err := openFile(t, p, vdisk.Options{})
+			require.ErrorIs(t, err, vdisk.ErrCorrupt)
+			assert.Contains(t, err.Error(), "overlap")
+		})
+	}
 }

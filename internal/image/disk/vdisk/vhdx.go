@@ -1,12 +1,16 @@
 package vdisk
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // VHDX structures, from Microsoft's [MS-VHDX] specification.
@@ -105,7 +109,12 @@ type vhdxDisk struct {
 	// read from it.
 	parent  Disk
 	bitmaps *lru[[]byte]
+	// warns says which copy of a header or region table was read when
+	// the other fails.
+	warns []string
 }
+
+func (d *vhdxDisk) warnings() []string { return d.warns }
 
 // identity lets a differencing child check that it was given its parent.
 func (d *vhdxDisk) identity() (string, [16]byte) { return "vhdx data write guid", d.dataWrite }
@@ -121,7 +130,82 @@ func vhdxCRC(b []byte) uint32 {
 // parent's guest disk; without it Open fails with ErrBacking naming the
 // parent as its parent locator records it. A log that still needs
 // replaying fails with ErrUnsupported.
+//
+// The two headers and the two region tables carry CRC32Cs: of the headers
+// the valid one with the higher sequence number is read, of the region
+// tables the first valid one, as qemu does; reading another copy than the
+// current because one fails is said in Warnings. When no copy passes, the
+// mismatch is an integrity.Mismatch wrapping ErrCorrupt. Payload blocks
+// must lie clear of the headers, the log, the BAT, the metadata and one
+// another (qemu-img check makes the first checks).
 func OpenVHDX(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
+	return openVHDX(r, fileSize, parent, nil)
+}
+
+// vhdxMismatch is the error of a VHDX structure that fails its CRC32C.
+func vhdxMismatch(structure string) *integrity.Mismatch {
+	return &integrity.Mismatch{Format: "vhdx", Structure: structure, Corrupt: ErrCorrupt}
+}
+
+// vhdxCopy is one copy of a redundant VHDX structure as read.
+type vhdxCopy struct {
+	name string // "header 1 at 64 KiB"
+	b    []byte // nil when it could not be read or has no signature
+	ok   bool   // its CRC32C matches
+}
+
+// vhdxCopies reads the copies of a structure of size bytes at offs, each
+// valid when it starts with sig and its CRC32C matches. An I/O error is
+// returned; a copy cut by the end of the file is only invalid.
+func vhdxCopies(r io.ReaderAt, fileSize int64, what, sig string, size int64, offs []int64) ([]vhdxCopy, error) {
+	var cs []vhdxCopy
+	for i, off := range offs {
+		c := vhdxCopy{name: fmt.Sprintf("%s %d at %d KiB", what, i+1, off>>10)}
+		b := make([]byte, size)
+		if err := readFull(r, fileSize, b, off, "vhdx "+what); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				return nil, err // an I/O error is not "no valid copy"
+			}
+		} else if string(b[:4]) == sig {
+			c.b, c.ok = b, binary.LittleEndian.Uint32(b[4:]) == vhdxCRC(b)
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+// pick returns the copy of cs to read (best among the valid ones), a
+// warning when a copy that has the signature fails its checksum, or, when
+// none is valid, the copy with a signature that check lets through, or
+// the error.
+func vhdxPick(cs []vhdxCopy, best func(a, b []byte) bool, check *integrity.Checker, what string) ([]byte, string, error) {
+	var pick *vhdxCopy
+	for i := range cs {
+		if cs[i].ok && (pick == nil || best(cs[i].b, pick.b)) {
+			pick = &cs[i]
+		}
+	}
+	if pick != nil {
+		var warn string
+		for _, c := range cs {
+			if c.b != nil && !c.ok {
+				warn = fmt.Sprintf("vhdx: %s fails its checksum: %s was read", c.name, pick.name)
+			}
+		}
+		return pick.b, warn, nil
+	}
+	for _, c := range cs {
+		if c.b != nil {
+			if err := check.Fail(vhdxMismatch(c.name)); err != nil {
+				return nil, "", err
+			}
+			return c.b, "", nil
+		}
+	}
+	return nil, "", corruptf("vhdx: no valid %s", what)
+}
+
+func openVHDX(r io.ReaderAt, fileSize int64, parent Disk, check *integrity.Checker) (Disk, error) {
 	le := binary.LittleEndian
 	var sig [8]byte
 	if err := readFull(r, fileSize, sig[:], 0, "vhdx file identifier"); err != nil {
@@ -130,56 +214,52 @@ func OpenVHDX(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 	if string(sig[:]) != "vhdxfile" {
 		return nil, corruptf("vhdx: bad file identifier")
 	}
+	var warns []string
 	// The current header is the valid one with the higher sequence number.
-	var hdr []byte
-	var seq uint64
-	for _, off := range []int64{vhdxHeader1, vhdxHeader2} {
-		b := make([]byte, vhdxHeaderSize)
-		if err := readFull(r, fileSize, b, off, "vhdx header"); err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				return nil, err // an I/O error is not "no valid header"
-			}
-			continue
-		}
-		if string(b[:4]) != "head" || le.Uint32(b[4:]) != vhdxCRC(b) {
-			continue
-		}
-		if s := le.Uint64(b[8:]); hdr == nil || s > seq {
-			hdr, seq = b, s
-		}
+	hs, err := vhdxCopies(r, fileSize, "header", "head", vhdxHeaderSize, []int64{vhdxHeader1, vhdxHeader2})
+	if err != nil {
+		return nil, err
 	}
-	if hdr == nil {
-		return nil, corruptf("vhdx: no valid header")
+	hdr, warn, err := vhdxPick(hs, func(a, b []byte) bool { return le.Uint64(a[8:]) > le.Uint64(b[8:]) }, check, "header")
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" {
+		warns = append(warns, warn)
 	}
 	var zero [16]byte
 	if [16]byte(hdr[48:64]) != zero {
 		return nil, fmt.Errorf("vhdx log needs replaying (open and close the disk in Hyper-V or qemu-img first): %w", ErrUnsupported)
 	}
-	var reg []byte
-	for _, off := range []int64{vhdxRegion1, vhdxRegion2} {
-		b := make([]byte, vhdxRegionSize)
-		if err := readFull(r, fileSize, b, off, "vhdx region table"); err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				return nil, err
-			}
-			continue
-		}
-		if string(b[:4]) == "regi" && le.Uint32(b[4:]) == vhdxCRC(b) {
-			reg = b
-			break
-		}
+	rs, err := vhdxCopies(r, fileSize, "region table", "regi", vhdxRegionSize, []int64{vhdxRegion1, vhdxRegion2})
+	if err != nil {
+		return nil, err
 	}
-	if reg == nil {
-		return nil, corruptf("vhdx: no valid region table")
+	reg, warn, err := vhdxPick(rs, func(a, b []byte) bool { return false }, check, "region table")
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" {
+		warns = append(warns, warn)
 	}
 	n := le.Uint32(reg[8:])
 	if n > vhdxMaxRegions {
 		return nil, corruptf("vhdx: %d regions", n)
 	}
+	// The regions payload blocks must not overlap: the headers, the log,
+	// every region of the table.
+	regions := []vhdxRegion{{0, 1 << 20, "the headers"}}
+	if logLen := int64(le.Uint32(hdr[68:])); logLen > 0 {
+		regions = append(regions, vhdxRegion{int64(le.Uint64(hdr[72:])), logLen, "the log"})
+	}
 	var batOff, batLen, metaOff, metaLen int64
 	for i := range int(n) {
 		e := reg[16+32*i : 48+32*i]
 		off, length := int64(le.Uint64(e[16:])), int64(le.Uint32(e[24:]))
+		if off < 0 || off > fileSize || length > fileSize-off {
+			return nil, corruptf("vhdx: region %d (%d bytes at %d) outside the %d-byte file", i, length, off, fileSize)
+		}
+		regions = append(regions, vhdxRegion{off, length, fmt.Sprintf("region %d", i)})
 		switch [16]byte(e[:16]) {
 		case vhdxBATGUID:
 			batOff, batLen = off, length
@@ -221,7 +301,7 @@ func OpenVHDX(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 	if len(fp) < 8 || len(ds) < 8 || len(ls) < 4 {
 		return nil, corruptf("vhdx: required metadata missing")
 	}
-	d := &vhdxDisk{r: r, fileSize: fileSize, dataWrite: [16]byte(hdr[32:48])}
+	d := &vhdxDisk{r: r, fileSize: fileSize, dataWrite: [16]byte(hdr[32:48]), warns: warns}
 	d.blockSize = int64(le.Uint32(fp))
 	hasParent := le.Uint32(fp[4:])&2 != 0
 	if d.blockSize < 1<<20 || d.blockSize > 256<<20 || d.blockSize&(d.blockSize-1) != 0 {
@@ -276,17 +356,30 @@ func OpenVHDX(r io.ReaderAt, fileSize int64, parent Disk) (Disk, error) {
 	for i := range d.bat {
 		d.bat[i] = le.Uint64(raw[i*8:])
 	}
-	if err := d.checkBAT(); err != nil {
+	if err := d.checkBAT(regions); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
+// vhdxRegion is a byte range of a VHDX file that payload blocks must not
+// overlap.
+type vhdxRegion struct {
+	off, length int64
+	name        string
+}
+
 // checkBAT checks, in one pass over the table already read, that every
 // present payload block and sector bitmap block lies inside the file past
 // the headers, so that a truncated file fails at open rather than at the
-// read of a block the scan may never ask for.
-func (d *vhdxDisk) checkBAT() error {
+// read of a block the scan may never ask for, and clear of the regions
+// and of one another, so that no block reads another's data.
+func (d *vhdxDisk) checkBAT(regions []vhdxRegion) error {
+	type block struct {
+		off, length int64
+		entry       int
+	}
+	var blocks []block
 	for i, e := range d.bat {
 		what, length := "payload block", d.blockSize
 		if int64(i+1)%(d.chunkRatio+1) == 0 {
@@ -304,6 +397,18 @@ func (d *vhdxDisk) checkBAT() error {
 		if off > d.fileSize-length {
 			return corruptf("vhdx: %s of BAT entry %d at offset %d (+%d) lies past the end of the image (%d bytes): truncated image",
 				what, i, off, length, d.fileSize)
+		}
+		for _, g := range regions {
+			if off < g.off+g.length && g.off < off+length {
+				return corruptf("vhdx: %s of BAT entry %d at offset %d (+%d) overlaps %s", what, i, off, length, g.name)
+			}
+		}
+		blocks = append(blocks, block{off, length, i})
+	}
+	slices.SortFunc(blocks, func(a, b block) int { return cmp.Compare(a.off, b.off) })
+	for k := 1; k < len(blocks); k++ {
+		if p := blocks[k-1]; blocks[k].off < p.off+p.length {
+			return corruptf("vhdx: BAT entries %d and %d name overlapping blocks at offset %d", p.entry, blocks[k].entry, blocks[k].off)
 		}
 	}
 	return nil

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -339,6 +340,11 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 // keep is set for a tarball read once from a stream: it says which
 // files' contents to hold, the others are kept as metadata only.
 func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, keep func(name string, size int64, mode fs.FileMode) bool, opt Options) error {
+	var last *lastBlock // what a header that archive/tar refuses was
+	if !plain {
+		last = &lastBlock{r: stream}
+		stream = last
+	}
 	tr := tar.NewReader(stream)
 	var held int64
 	entries := 0
@@ -348,6 +354,9 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, keep fun
 			return nil
 		}
 		if err != nil {
+			if m := headerMismatch(err, sec, plain, last, entries+1); m != nil {
+				return m
+			}
 			return fmt.Errorf("%w: entry %d: %w", ErrCorrupt, entries+1, err)
 		}
 		entries++
@@ -440,6 +449,61 @@ func (t *FS) index(stream io.Reader, sec *io.SectionReader, plain bool, keep fun
 		place(t, name, n)
 	}
 }
+
+// headerMismatch tells, when archive/tar refused a header (ErrHeader,
+// which it returns for a failing checksum among other things), whether the
+// header block it last read fails its checksum, and names it; else nil.
+func headerMismatch(err error, sec *io.SectionReader, plain bool, last *lastBlock, entry int) error {
+	if !errors.Is(err, tar.ErrHeader) {
+		return nil
+	}
+	var b [512]byte
+	var where string
+	switch {
+	case plain && sec != nil:
+		pos, err := sec.Seek(0, io.SeekCurrent)
+		if err != nil || pos < 512 {
+			return nil
+		}
+		if _, err := sec.ReadAt(b[:], pos-512); err != nil {
+			return nil
+		}
+		where = fmt.Sprintf("at byte %d", pos-512)
+	case last != nil && last.n >= 512:
+		b = last.block()
+		where = fmt.Sprintf("at byte %d of the tar stream", last.n-512)
+	default:
+		return nil
+	}
+	if b == [512]byte{} || headerChecksumOK(b[:]) {
+		return nil
+	}
+	return &integrity.Mismatch{Format: "tar", Structure: fmt.Sprintf("header of entry %d %s", entry, where), Corrupt: ErrCorrupt}
+}
+
+// lastBlock reads through r and keeps the last 512 bytes read, the block
+// a tar reader refused.
+type lastBlock struct {
+	r   io.Reader
+	n   int64     // bytes read so far
+	win [512]byte // the last bytes read end at its end
+}
+
+func (l *lastBlock) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	q := p[:n]
+	if len(q) >= len(l.win) {
+		copy(l.win[:], q[len(q)-len(l.win):])
+	} else {
+		copy(l.win[:], l.win[len(q):])
+		copy(l.win[len(l.win)-len(q):], q)
+	}
+	l.n += int64(n)
+	return n, err
+}
+
+// block returns the last 512 bytes read.
+func (l *lastBlock) block() [512]byte { return l.win }
 
 // place puts n at name, creating missing parents as directories and
 // replacing what was there, as extraction would.
