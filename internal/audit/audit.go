@@ -352,12 +352,19 @@ func (inv *Inventory) BootFacts() facts.Boot {
 // a systemd system (or not an image root), which no rule can judge.
 var ErrNoUnits = errors.New("no systemd unit files: not the root of a systemd image")
 
-// Facts builds the policy input document of an inventory.
+// Facts builds the policy input document of an inventory. An image whose
+// reader met damage on the way (a structure failing its checksum, an
+// unreadable block) fails here, even where the reading itself went on as
+// systemd's would (an unreadable directory taken as absent): a damaged
+// image is not audited as an intact one.
 func (a *Auditor) Facts(fsys *rootfs.FS, inv *Inventory) (*facts.Document, error) {
 	machine := inv.Conditions.Host
 	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd, Boot: inv.BootFacts(), Machine: machine})
 	if err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
+	}
+	if err := rootfs.Damaged(fsys); err != nil {
+		return nil, fmt.Errorf("read image: %w", err)
 	}
 	return doc, nil
 }
@@ -375,6 +382,9 @@ func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) 
 	inv, err := Model(fsys, a.cfg.Model)
 	if err != nil {
 		return nil, err
+	}
+	if err := rootfs.Damaged(fsys); err != nil {
+		return nil, fmt.Errorf("read image: %w", err)
 	}
 	// An image whose boot transaction systemd cannot queue is a critical
 	// finding (boot-transaction-fails), not a failure of the audit. A tree

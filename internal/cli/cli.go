@@ -13,6 +13,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // Exit codes, the contract of the README's "Exit codes" table.
@@ -164,6 +166,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 func fail(e *env, cmd string, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK
+	}
+	// A structure that fails its checksum says all in its own line: the
+	// format, the structure, where it is, the path being read.
+	if m, ok := integrity.As(err); ok {
+		err = fmt.Errorf("%w (--allow-corrupt reads on and reports it)", m)
 	}
 	// One line: multi-line errors (OPA lists every parse error) are joined.
 	msg := strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ; ")), " ")

@@ -62,6 +62,7 @@ func diffSide(e *env, aud *audit.Auditor, spec string, d diskFlags) (diff.Image,
 	if err != nil {
 		return diff.Image{}, fmt.Errorf("audit %s: %w", spec, err)
 	}
+	warnCorrupt(e, im)
 	side := diff.Image{Name: im.Name, Report: res.Report}
 	for _, f := range res.Inventory.Files {
 		u := diff.Unit{Name: f.Name, State: string(f.State)}

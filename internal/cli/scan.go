@@ -135,9 +135,10 @@ func (m *modelFlags) register(fs *flag.FlagSet) {
 // diskFlags choose how a disk image target is read (and, --platform,
 // which image of a multi-arch container image).
 type diskFlags struct {
-	partition int
-	backing   string
-	platform  string
+	partition    int
+	backing      string
+	platform     string
+	allowCorrupt bool
 }
 
 func (d *diskFlags) register(fs *flag.FlagSet) {
@@ -151,6 +152,7 @@ func (d *diskFlags) register(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&d.backing, "backing", "", "backing file of a qcow2 overlay or parent of a VHD/VHDX differencing disk (refused without it)")
 	fs.StringVar(&d.platform, "platform", "", "`os/arch[/variant]` of the image to audit in a multi-arch container image (default: the host's)")
+	fs.BoolVar(&d.allowCorrupt, "allow-corrupt", false, "read on past structures that fail their checksums, reporting each as an image-corrupt finding (a forensic look at a damaged image; without it a mismatch is exit 2)")
 }
 
 func (a *auditFlags) register(fs *flag.FlagSet) {
@@ -243,10 +245,19 @@ func checkImageRoot(e *env, im *target.Image) error {
 	return nil
 }
 
+// warnCorrupt prints on stderr each structure of im that failed its
+// checksum and was read as stored (--allow-corrupt), once everything is
+// read.
+func warnCorrupt(e *env, im *target.Image) {
+	for _, line := range im.Corruption() {
+		fmt.Fprintf(e.stderr, "amilint: warning: %s (read as stored: --allow-corrupt)\n", line)
+	}
+}
+
 // targetOptions are the options of target.Open, with a progress line on
 // stderr for remote snapshots when stderr is a terminal.
 func targetOptions(e *env, d diskFlags) target.Options {
-	opt := target.Options{Partition: d.partition, Backing: d.backing, Stdin: os.Stdin, Platform: d.platform}
+	opt := target.Options{Partition: d.partition, Backing: d.backing, Stdin: os.Stdin, Platform: d.platform, AllowCorrupt: d.allowCorrupt}
 	if report.IsTerminal(e.stderr) {
 		opt.Progress = func(fetched, total int64) {
 			fmt.Fprintf(e.stderr, "\rfetched %d MiB of the image's %d MiB", fetched>>20, total>>20)
@@ -299,6 +310,7 @@ func runScan(e *env, args []string) int {
 		return fail(e, "scan", err)
 	}
 	res.Report.Generated = generatedAt()
+	warnCorrupt(e, im)
 	dst, closeOut, err := output(e, *out)
 	if err != nil {
 		return fail(e, "scan", err)
@@ -343,6 +355,7 @@ func runFacts(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "facts", err)
 	}
+	warnCorrupt(e, im)
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(doc); err != nil {

@@ -64,7 +64,7 @@ func runUnits(e *env, args []string) int {
 	model.register(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		return usageOf(e, fs, "amilint units TARGET [-o text|tsv|json] [--systemd-version N] [--partition N] [--backing FILE]")
+		return usageOf(e, fs, "amilint units TARGET [-o text|tsv|json] [--systemd-version N] [--partition N] [--backing FILE] [--allow-corrupt]")
 	}
 	if err != nil {
 		return fail(e, "units", err)
@@ -93,11 +93,16 @@ func runUnits(e *env, args []string) int {
 		err = writeUnitFiles(w, im.FS, *out, model.opts)
 	}
 	if err == nil {
-		err = w.Flush()
+		// A damaged image is not listed as an intact one, even where the
+		// listing went on as systemd's does (an unreadable directory).
+		if err = rootfs.Damaged(im.FS); err == nil {
+			err = w.Flush()
+		}
 	}
 	if err != nil {
 		return fail(e, "units", fmt.Errorf("%s: %w", pos[0], err))
 	}
+	warnCorrupt(e, im)
 	return ExitOK
 }
 

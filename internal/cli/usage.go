@@ -28,7 +28,7 @@ func sectionOf(name string) section {
 	switch name {
 	case "live", "dry-run":
 		return secMode
-	case "partition", "backing", "systemd-version", "assume", "platform", "harden", "harden-catalog":
+	case "partition", "backing", "systemd-version", "assume", "platform", "allow-corrupt", "harden", "harden-catalog":
 		return secTarget
 	case "root", "mountinfo", "bus", "collect", "sample", "zombie-threshold", "restart-threshold", "saturation":
 		return secHost

@@ -148,6 +148,11 @@ type Image struct {
 	// the image boots with (an XFS log left dirty by a snapshot of a
 	// running system); empty when there is nothing to say.
 	Warnings []string `json:"warnings,omitempty"`
+	// Corrupt lists, one line each, the structures of the image that
+	// failed their checksums and were read as stored because the target
+	// was opened to allow it (--allow-corrupt); without that a mismatch
+	// stops the audit. It is filled after everything else was read.
+	Corrupt []string `json:"corrupt,omitempty"`
 }
 
 // Manager holds the system manager defaults from system.conf and its
@@ -357,6 +362,11 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 			continue
 		}
 		d.ConfigFiles[p] = readConfig(fsys, p, r.Format)
+	}
+	// Last, when every read of the audit is done: what failed its
+	// checksum on the way (a reader that records mismatches says so).
+	if c, ok := fsys.Source().(interface{ Corruption() []string }); ok {
+		d.Image.Corrupt = c.Corruption()
 	}
 	return d, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/amilint/amilint/internal/image/disk/partition"
 	"github.com/amilint/amilint/internal/image/disk/vdisk"
 	"github.com/amilint/amilint/internal/image/fs/tarfs"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -29,8 +30,9 @@ type filesystem struct {
 	name string
 	// probe reports whether a volume holds this filesystem (its magic).
 	probe func(r io.ReaderAt, size int64) bool
-	// open reads the filesystem; nil while no reader is built in.
-	open func(r io.ReaderAt, size int64) (rootfs.Source, error)
+	// open reads the filesystem, check deciding what a checksum mismatch
+	// does; nil while no reader is built in.
+	open func(r io.ReaderAt, size int64, check *integrity.Checker) (rootfs.Source, error)
 }
 
 // filesystems is the registry of filesystem readers, an explicit list in
@@ -193,23 +195,29 @@ func OpenDisk(name string, r io.ReaderAt, size int64, opt Options) (*Image, erro
 }
 
 func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Options) (*Image, error) {
+	check := opt.checker(name)
+	dopt.Check = check
 	disk, format, err := vdisk.Open(r, size, dopt)
 	if err != nil {
 		return nil, fmt.Errorf("open target %s: %w", name, err)
 	}
-	tab, err := partition.Read(disk, disk.Size())
+	tab, err := partition.ReadWith(disk, disk.Size(), check)
 	if err != nil {
 		return nil, fmt.Errorf("open target %s: %s image: %w", name, format, err)
 	}
-	vols, err := volumes(disk, tab, opt.Partition)
+	vols, err := volumes(disk, tab, opt.Partition, check)
 	if err != nil {
 		return nil, fmt.Errorf("open target %s: %w", name, err)
 	}
+	// Why the tree may not be what the image boots with, or which copy of
+	// a structure was read: the container's and the table's say, then the
+	// filesystem's.
+	warnings := append(vdisk.Warnings(disk), tab.Warnings...)
 	var notes []string
 	var errs []error
 	var fallback *Image // with --partition: the first readable filesystem
 	for _, v := range vols {
-		src, fsName, err := openVolume(v)
+		src, fsName, err := openVolume(v, check)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", v.desc, err))
 			continue
@@ -219,7 +227,7 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 			continue
 		}
 		view := rootfs.New(src)
-		im := &Image{Name: name, Kind: "disk", FS: view,
+		im := &Image{Name: name, Kind: "disk", FS: view, check: check, Warnings: warnings,
 			Detail: fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)}
 		ok, err := hasOSRelease(view)
 		if err != nil {
@@ -229,7 +237,7 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 			continue
 		}
 		if w, isW := src.(interface{ Warnings() []string }); isW {
-			im.Warnings = w.Warnings()
+			im.Warnings = append(im.Warnings, w.Warnings()...)
 		}
 		if ok {
 			return im, nil
@@ -283,8 +291,9 @@ func (c closers) Close() error {
 }
 
 // volumes lists the candidate volumes of a disk in table order, LVM
-// physical volumes expanded into their logical volumes.
-func volumes(disk vdisk.Disk, tab *partition.Table, want int) ([]volume, error) {
+// physical volumes expanded into their logical volumes; check decides what
+// an LVM checksum mismatch does.
+func volumes(disk vdisk.Disk, tab *partition.Table, want int, check *integrity.Checker) ([]volume, error) {
 	var vols []volume
 	if tab.Scheme == partition.None {
 		if want > 1 {
@@ -319,7 +328,7 @@ func volumes(disk vdisk.Disk, tab *partition.Table, want int) ([]volume, error) 
 		if !lvm.Probe(v.r, v.size) {
 			continue
 		}
-		pv, err := lvm.ReadPV(v.r, v.size)
+		pv, err := lvm.ReadPVWith(v.r, v.size, check.Within(v.where()))
 		if err != nil && (want == 0 || v.number == want) {
 			return nil, fmt.Errorf("%s: %w", v.desc, err)
 		}
@@ -371,10 +380,19 @@ func volumes(disk vdisk.Disk, tab *partition.Table, want int) ([]volume, error) 
 	return out, nil
 }
 
+// where locates v for the lines of checksum mismatches: "" for the whole
+// disk, else its description.
+func (v volume) where() string {
+	if v.desc == "whole disk" {
+		return ""
+	}
+	return v.desc
+}
+
 // openVolume opens the filesystem on v. A volume with no filesystem amilint
 // recognises, or one it recognises but has no reader for, yields a nil
 // Source and a note.
-func openVolume(v volume) (rootfs.Source, string, error) {
+func openVolume(v volume, check *integrity.Checker) (rootfs.Source, string, error) {
 	for _, f := range filesystems() {
 		if !f.probe(v.r, v.size) {
 			continue
@@ -382,7 +400,7 @@ func openVolume(v volume) (rootfs.Source, string, error) {
 		if f.open == nil {
 			return nil, f.name + " (not supported)", nil
 		}
-		src, err := f.open(v.r, v.size)
+		src, err := f.open(v.r, v.size, check.Within(v.where()))
 		if err != nil {
 			return nil, f.name, err
 		}

@@ -35,7 +35,7 @@ func fsVolumes(t *testing.T, img string, want int) []volume {
 	require.NoError(t, err)
 	tab, err := partition.Read(disk, disk.Size())
 	require.NoError(t, err)
-	vols, err := volumes(disk, tab, want)
+	vols, err := volumes(disk, tab, want, nil)
 	require.NoError(t, err)
 	var out []volume
 	for _, v := range vols {
@@ -103,7 +103,7 @@ func TestPartitionOption(t *testing.T) {
 	defer f.Close()
 	tab, err := partition.Read(f, 96<<20)
 	require.NoError(t, err)
-	_, err = volumes(vdisk.NewRaw(f, 96<<20), tab, 9)
+	_, err = volumes(vdisk.NewRaw(f, 96<<20), tab, 9, nil)
 	require.ErrorContains(t, err, "partition 9 not found (the mbr table has 1, 5, 6)")
 }
 

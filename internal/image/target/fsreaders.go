@@ -7,12 +7,13 @@ import (
 
 	"github.com/amilint/amilint/internal/image/fs/ext4"
 	"github.com/amilint/amilint/internal/image/fs/xfs"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
 // openExt4 plugs internal/image/fs/ext4 into disk images.
-func openExt4(r io.ReaderAt, size int64) (rootfs.Source, error) {
-	f, err := ext4.Open(r, size)
+func openExt4(r io.ReaderAt, size int64, check *integrity.Checker) (rootfs.Source, error) {
+	f, err := ext4.OpenWith(r, size, check)
 	if err != nil {
 		return nil, err
 	}
@@ -20,8 +21,8 @@ func openExt4(r io.ReaderAt, size int64) (rootfs.Source, error) {
 }
 
 // openXFS plugs internal/image/fs/xfs into disk images.
-func openXFS(r io.ReaderAt, size int64) (rootfs.Source, error) {
-	f, err := xfs.Open(r, size)
+func openXFS(r io.ReaderAt, size int64, check *integrity.Checker) (rootfs.Source, error) {
+	f, err := xfs.OpenWith(r, size, check)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/ostree"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
@@ -113,7 +114,14 @@ type Image struct {
 
 	closer  io.Closer
 	counter interface{ Bytes() int64 }
+	check   *integrity.Checker
 }
+
+// Corruption lists, one line each, the structures of the image that failed
+// their checksums and were read anyway, as Options.AllowCorrupt asks; it is
+// empty otherwise (a mismatch is then an error). Reads still to come may
+// add to it.
+func (im *Image) Corruption() []string { return im.check.Lines() }
 
 // BytesRead is how many bytes of the image file were read so far (0 for
 // targets that are not image files).
@@ -152,6 +160,22 @@ type Options struct {
 	// (os/arch[/variant]); "" means the host's. It is refused for targets
 	// that are not container images.
 	Platform string
+	// AllowCorrupt reads on past a structure that fails its checksum,
+	// reading it as stored, and records it (Image.Corruption) instead of
+	// failing: a forensic look at a damaged image. What then cannot be
+	// read at all is recorded too and skipped where systemd would skip it
+	// (a directory); where nothing can be read without it (a superblock)
+	// the target still fails.
+	AllowCorrupt bool
+}
+
+// checker returns the integrity.Checker of the target name: strict, or
+// recording when AllowCorrupt.
+func (opt Options) checker(name string) *integrity.Checker {
+	if opt.AllowCorrupt {
+		return integrity.Lenient(&integrity.Log{}).Within(name)
+	}
+	return integrity.Strict(name)
 }
 
 // Open opens spec.
