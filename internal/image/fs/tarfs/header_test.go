@@ -29,8 +29,8 @@ import (
 func TestHeaderChecksums(t *testing.T) {
 	src := t.TempDir()
 	for name, body := range map[string]string{
-		"etc/os-release": "ID=debian\n",
-		"usr/lib/systemd/system/ssh.service":                       "[Service]\nExecStart=/usr/sbin/sshd\n",
+		"etc/os-release":                     "ID=debian\n",
+		"usr/lib/systemd/system/ssh.service": "[Service]\nExecStart=/usr/sbin/sshd\n",
 		"usr/lib/systemd/system/" + strings.Repeat("x", 120) + ".service": "[Service]\n",
 	} {
 		p := filepath.Join(src, name)
@@ -69,7 +69,9 @@ func TestHeaderChecksums(t *testing.T) {
 		return buf.Bytes()
 	}
 	opens := map[string]func(b []byte) (*tarfs.FS, error){
-		"file": func(b []byte) (*tarfs.FS, error) { return tarfs.Open(bytes.NewReader(b), int64(len(b)), tarfs.Options{}) },
+		"file": func(b []byte) (*tarfs.FS, error) {
+			return tarfs.Open(bytes.NewReader(b), int64(len(b)), tarfs.Options{})
+		},
 		"gzip file": func(b []byte) (*tarfs.FS, error) {
 			z := gz(b)
 			return tarfs.Open(bytes.NewReader(z), int64(len(z)), tarfs.Options{})
