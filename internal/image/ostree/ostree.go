@@ -57,6 +57,23 @@ type usrEtc struct{ src rootfs.Source }
 // UsrEtc says that /etc is the image's /usr/etc.
 func (u usrEtc) UsrEtc() bool { return true }
 
+// Damage passes on the source's first damage (see rootfs.Damaged).
+func (u usrEtc) Damage() error {
+	if d, ok := u.src.(interface{ Damage() error }); ok {
+		return d.Damage()
+	}
+	return nil
+}
+
+// Corruption passes on the source's structures read past their checksums
+// (--allow-corrupt).
+func (u usrEtc) Corruption() []string {
+	if c, ok := u.src.(interface{ Corruption() []string }); ok {
+		return c.Corruption()
+	}
+	return nil
+}
+
 // Warnings passes on the source's warnings (a dirty XFS log).
 func (u usrEtc) Warnings() []string {
 	if w, ok := u.src.(interface{ Warnings() []string }); ok {
