@@ -22,6 +22,7 @@ const (
 
 	qcowOffsetMask  = 0x00fffffffffffe00
 	qcowCompressed  = 1 << 62
+	qcowCopied      = 1 << 63
 	qcowZeroFlag    = 1 << 0
 	qcowMaxTableLen = 32 << 20 // bytes of L1 table amilint agrees to load
 )
@@ -40,6 +41,13 @@ type qcow2Disk struct {
 	backing     Disk
 	l2Cache     *lru[[]uint64]
 	compCache   *lru[[]byte]
+
+	// The refcount structures, for checkTables' cross-check.
+	l1Size        int64
+	refTableOff   int64
+	refTableLen   int64 // bytes
+	refOrder      uint
+	refTableCache []uint64
 }
 
 // OpenQCOW2 opens a qcow2 (version 2 or 3) image. A backing file is refused
@@ -75,11 +83,16 @@ func OpenQCOW2(r io.ReaderAt, fileSize int64, backing Disk) (Disk, error) {
 	}
 	l1Size := int64(be.Uint32(h[36:]))
 	d.l1Off = int64(be.Uint64(h[40:]) & 0x7fffffffffffffff)
+	d.l1Size = l1Size
+	d.refTableOff = int64(be.Uint64(h[48:]))
+	d.refTableLen = int64(be.Uint32(h[56:])) * d.clusterSize
+	d.refOrder = 4
 	if version == 3 {
 		if err := readFull(r, fileSize, h[72:104], 72, "qcow2 v3 header"); err != nil {
 			return nil, err
 		}
 		incompat := be.Uint64(h[72:])
+		d.refOrder = uint(be.Uint32(h[96:]))
 		hdrLen := be.Uint32(h[100:])
 		if hdrLen < 104 || hdrLen > uint32(d.clusterSize) {
 			return nil, corruptf("qcow2: header_length %d", hdrLen)
@@ -167,6 +180,11 @@ func (d *qcow2Disk) checkTables() error {
 		l1  int
 	}
 	var tabs []table
+	// Every host cluster the active tables use, once per use, and the
+	// data clusters whose L2 entry says they are used once (OFLAG_COPIED):
+	// checked against the refcounts below, as qemu-img check does.
+	refs := d.metadataClusters()
+	var copied []int64
 	for i, e := range d.l1 {
 		off := int64(e & qcowOffsetMask)
 		if off == 0 {
@@ -180,6 +198,7 @@ func (d *qcow2Disk) checkTables() error {
 				i, off, d.clusterSize, d.fileSize)
 		}
 		tabs = append(tabs, table{off, i})
+		refs = append(refs, off/d.clusterSize)
 	}
 	slices.SortFunc(tabs, func(a, b table) int { return cmp.Or(cmp.Compare(a.off, b.off), cmp.Compare(a.l1, b.l1)) })
 	var last struct{ host, entry int64 } // the compressed cluster furthest into the file
@@ -213,6 +232,10 @@ func (d *qcow2Disk) checkTables() error {
 					if host > last.host {
 						last.host, last.entry = host, int64(e)
 					}
+					sectors := int64((e>>x)&(1<<(62-x)-1)) + 1
+					for c := host / d.clusterSize; c <= (host+sectors*512-host%512-1)/d.clusterSize && c < d.fileSize/d.clusterSize+1; c++ {
+						refs = append(refs, c)
+					}
 				case e&qcowZeroFlag != 0 || e&qcowOffsetMask == 0:
 				default:
 					host := int64(e & qcowOffsetMask)
@@ -223,6 +246,10 @@ func (d *qcow2Disk) checkTables() error {
 						return corruptf("qcow2: data cluster %d at offset %d (+%d) lies past the end of the image (%d bytes): truncated image",
 							blk, host, n, d.fileSize)
 					}
+					refs = append(refs, host/d.clusterSize)
+					if e&qcowCopied != 0 {
+						copied = append(copied, host/d.clusterSize)
+					}
 				}
 			}
 			if d.l2Cache.len() < d.l2Cached() {
@@ -231,11 +258,137 @@ func (d *qcow2Disk) checkTables() error {
 		}
 		i = j
 	}
+	if err := d.checkRefcounts(refs, copied); err != nil {
+		return err
+	}
 	// Only decompressing the last compressed cluster tells whether the
 	// file holds all of it.
 	if last.host > 0 {
 		if _, err := d.compressed(uint64(last.entry)); err != nil {
 			return fmt.Errorf("last compressed cluster of the image: %w", err)
+		}
+	}
+	return nil
+}
+
+// metadataClusters lists the host clusters of the header, the L1 table and
+// the refcount table, and of the refcount blocks it names.
+func (d *qcow2Disk) metadataClusters() []int64 {
+	refs := []int64{0}
+	span := func(off, n int64) {
+		if off < 0 || n <= 0 || n > d.fileSize || off > d.fileSize {
+			return // refused by the reads that need it
+		}
+		for c := off / d.clusterSize; c <= (off+n-1)/d.clusterSize; c++ {
+			refs = append(refs, c)
+		}
+	}
+	span(d.l1Off, d.l1Size*8)
+	span(d.refTableOff, d.refTableLen)
+	if t, err := d.refTable(); err == nil {
+		for _, e := range t {
+			if off := int64(e &^ 0x1FF); off != 0 {
+				refs = append(refs, off/d.clusterSize)
+			}
+		}
+	}
+	return refs
+}
+
+// qcowMaxRefTable bounds the refcount table read (32 MiB: 4 Mi blocks).
+const qcowMaxRefTable = 32 << 20
+
+// refTable reads the refcount table, once.
+func (d *qcow2Disk) refTable() ([]uint64, error) {
+	if d.refTableCache != nil {
+		return d.refTableCache, nil
+	}
+	if d.refTableLen <= 0 || d.refTableLen > qcowMaxRefTable || d.refTableOff%d.clusterSize != 0 || d.refTableOff <= 0 {
+		return nil, corruptf("qcow2: refcount table of %d bytes at %d", d.refTableLen, d.refTableOff)
+	}
+	raw := make([]byte, d.refTableLen)
+	if err := readFull(d.r, d.fileSize, raw, d.refTableOff, "qcow2 refcount table"); err != nil {
+		return nil, err
+	}
+	t := make([]uint64, len(raw)/8)
+	for i := range t {
+		t[i] = binary.BigEndian.Uint64(raw[8*i:])
+	}
+	d.refTableCache = t
+	return t, nil
+}
+
+// checkRefcounts checks the clusters the active tables use against their
+// refcounts, as qemu-img check does: a cluster used n times needs a
+// refcount of n at least (snapshots may add to it; a table entry pointed at
+// another's cluster, or at a free one, does not), and a data cluster whose
+// L2 entry says it is used once (OFLAG_COPIED) must have a refcount of 1.
+// Refcount widths under 8 bits, which qemu-img never writes by default,
+// are not checked.
+func (d *qcow2Disk) checkRefcounts(refs, copied []int64) error {
+	if d.refOrder < 3 || d.refOrder > 6 {
+		if d.refOrder > 6 {
+			return corruptf("qcow2: refcount_order %d", d.refOrder)
+		}
+		return nil
+	}
+	t, err := d.refTable()
+	if err != nil {
+		return err
+	}
+	width := int64(1) << d.refOrder / 8 // bytes per refcount
+	perBlock := d.clusterSize / width
+	blocks := map[int64][]byte{}
+	refcount := func(c int64) (uint64, error) {
+		if c < 0 {
+			return 0, corruptf("qcow2: cluster %d", c)
+		}
+		bi := c / perBlock
+		if bi >= int64(len(t)) {
+			return 0, nil
+		}
+		off := int64(t[bi] &^ 0x1FF)
+		if off == 0 {
+			return 0, nil
+		}
+		b, ok := blocks[bi]
+		if !ok {
+			if err := d.checkCluster(off, "refcount block"); err != nil {
+				return 0, err
+			}
+			b = make([]byte, d.clusterSize)
+			if err := readFull(d.r, d.fileSize, b, off, "qcow2 refcount block"); err != nil {
+				return 0, err
+			}
+			blocks[bi] = b
+		}
+		e := b[c%perBlock*width:][:width]
+		var v uint64
+		for _, x := range e {
+			v = v<<8 | uint64(x)
+		}
+		return v, nil
+	}
+	slices.Sort(refs)
+	for i := 0; i < len(refs); {
+		j := i
+		for j < len(refs) && refs[j] == refs[i] {
+			j++
+		}
+		n, err := refcount(refs[i])
+		if err != nil {
+			return err
+		}
+		if n < uint64(j-i) {
+			return corruptf("qcow2: cluster %d (offset %d) is used %d times but its refcount is %d", refs[i], refs[i]*d.clusterSize, j-i, n)
+		}
+		i = j
+	}
+	for _, c := range copied {
+		if n, err := refcount(c); err != nil {
+			return err
+		} else if n != 1 {
+			return corruptf("qcow2: data cluster %d (offset %d) is marked used once (OFLAG_COPIED) but its refcount is %d", c, c*d.clusterSize, n)
 		}
 	}
 	return nil

@@ -20,7 +20,7 @@ import (
 var ErrCorrupt = errors.New("corrupt disk image")
 
 // ErrUnsupported reports a valid container using a feature amilint does not
-// read (encryption, external data files, a VHDX log to replay).
+// read (encryption, external data files).
 var ErrUnsupported = errors.New("unsupported disk image feature")
 
 // ErrBacking reports an image that needs a backing (parent) file that was

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -419,4 +421,160 @@ func TestVHDXChecksums(t *testing.T) {
 			assert.Contains(t, err.Error(), "overlap")
 		})
 	}
+}
+
+// TestQCOW2Refcounts points an L2 entry of a qcow2 image made by qemu-img
+// at another data cluster, and at the refcount table: the guest disk would
+// read another block's bytes. qemu-img check calls both corrupt (its
+// refcount check); so does the open.
+func TestQCOW2Refcounts(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	qcow := disktest.Convert(t, raw, "qcow2")
+	orig, err := os.ReadFile(qcow)
+	require.NoError(t, err)
+	be := binary.BigEndian
+	l1 := int64(be.Uint64(orig[40:]))
+	l2 := int64(be.Uint64(orig[l1:]) & 0x00fffffffffffe00)
+	require.NotZero(t, l2)
+	var data []int // indexes of allocated entries in the first L2 table
+	for i := range 512 {
+		if e := be.Uint64(orig[l2+8*int64(i):]); e&0x00fffffffffffe00 != 0 && e&(1<<62) == 0 {
+			data = append(data, i)
+		}
+	}
+	require.GreaterOrEqual(t, len(data), 2)
+	refTable := be.Uint64(orig[48:])
+	for name, target := range map[string]uint64{
+		"another data cluster": be.Uint64(orig[l2+8*int64(data[0]):]) & 0x00fffffffffffe00,
+		"the refcount table":   refTable,
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := mutate(t, qcow, func(b []byte) []byte {
+				e := be.Uint64(b[l2+8*int64(data[1]):])
+				be.PutUint64(b[l2+8*int64(data[1]):], e&^0x00fffffffffffe00|target)
+				return b
+			})
+			out, err := exec.Command("qemu-img", "check", "-f", "qcow2", p).CombinedOutput()
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee, "qemu-img check: %s", out)
+			assert.Equal(t, 2, ee.ExitCode(), "qemu-img check sees corruption: %s", out)
+			_, _, _, err = openFile(t, p, vdisk.Options{})
+			require.ErrorIs(t, err, vdisk.ErrCorrupt)
+			assert.Contains(t, err.Error(), "refcount")
+		})
+	}
+}
+
+// TestVHDXLogReplay writes, to the spec, a log entry into a VHDX made by
+// qemu-img, as a file not closed cleanly holds one: a data descriptor
+// rewriting 4 KiB of a payload block and a zero descriptor clearing
+// another 4 KiB, numbered, checksummed, the headers naming the log. The
+// reader applies it in memory; qemu-img check -r all applies it for real:
+// both give the same guest disk. With one byte of the entry damaged the
+// checksum fails: neither applies it.
+func TestVHDXLogReplay(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	clean, err := os.ReadFile(raw)
+	require.NoError(t, err)
+	img := disktest.Convert(t, raw, "vhdx")
+	b, err := os.ReadFile(img)
+	require.NoError(t, err)
+	le := binary.LittleEndian
+	// The current header, its log, the BAT.
+	cur := int64(64 << 10)
+	if le.Uint64(b[128<<10+8:]) > le.Uint64(b[cur+8:]) {
+		cur = 128 << 10
+	}
+	logLen, logOff := int64(le.Uint32(b[cur+68:])), int64(le.Uint64(b[cur+72:]))
+	require.NotZero(t, logLen)
+	var batOff int64
+	for i := range int(le.Uint32(b[192<<10+8:])) {
+		if e := b[192<<10+16+32*i:]; le.Uint32(e) == 0x2DC27766 {
+			batOff = int64(le.Uint64(e[16:]))
+		}
+	}
+	var block int64
+	for i := int64(0); block == 0; i += 8 {
+		if e := le.Uint64(b[batOff+i:]); e&7 == 6 {
+			block = int64(e>>20) << 20
+		}
+	}
+	pattern := make([]byte, 4096)
+	for i := range pattern {
+		pattern[i] = byte(i*7 + 3)
+	}
+	const seq = 42
+	guid := []byte("amilint-log-guid")
+	entry := make([]byte, 8192)
+	copy(entry, "loge")
+	le.PutUint32(entry[8:], 8192)
+	le.PutUint64(entry[16:], seq)
+	le.PutUint32(entry[24:], 2)
+	copy(entry[32:48], guid)
+	le.PutUint64(entry[48:], uint64(len(b)))
+	le.PutUint64(entry[56:], uint64(len(b)))
+	d := entry[64:]
+	copy(d, "desc")
+	copy(d[4:8], pattern[4092:])
+	copy(d[8:16], pattern[:8])
+	le.PutUint64(d[16:], uint64(block+64<<10))
+	le.PutUint64(d[24:], seq)
+	z := entry[96:]
+	copy(z, "zero")
+	le.PutUint64(z[8:], 4096)
+	le.PutUint64(z[16:], uint64(block+128<<10))
+	le.PutUint64(z[24:], seq)
+	s := entry[4096:]
+	copy(s, "data")
+	le.PutUint32(s[4:], seq>>32)
+	copy(s[8:4092], pattern[8:4092])
+	le.PutUint32(s[4092:], seq&0xffffffff)
+	le.PutUint32(entry[4:], crc32.Checksum(entry, crc32.MakeTable(crc32.Castagnoli)))
+	copy(b[logOff:], entry)
+	for _, h := range []int64{64 << 10, 128 << 10} {
+		hdr := b[h : h+4096]
+		copy(hdr[48:64], guid)
+		le.PutUint32(hdr[4:], 0)
+		le.PutUint32(hdr[4:], crc32.Checksum(hdr, crc32.MakeTable(crc32.Castagnoli)))
+	}
+	guest := func(t *testing.T, p string) []byte {
+		d, _, _, err := openFile(t, p, vdisk.Options{})
+		require.NoError(t, err)
+		g := make([]byte, d.Size())
+		_, err = d.ReadAt(g, 0)
+		require.NoError(t, err)
+		return g
+	}
+	replayed := func(t *testing.T, p string) []byte {
+		c := filepath.Join(t.TempDir(), "copy.vhdx")
+		disktest.Run(t, "cp", p, c)
+		out, err := exec.Command("qemu-img", "check", "-r", "all", "-f", "vhdx", c).CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 3) {
+			require.NoError(t, err, "qemu-img check -r all: %s", out)
+		}
+		r := filepath.Join(t.TempDir(), "replayed.raw")
+		disktest.Run(t, "qemu-img", "convert", "-f", "vhdx", "-O", "raw", c, r)
+		g, err := os.ReadFile(r)
+		require.NoError(t, err)
+		return g
+	}
+
+	dirty := filepath.Join(t.TempDir(), "dirty.vhdx")
+	require.NoError(t, os.WriteFile(dirty, b, 0o644))
+	got := guest(t, dirty)
+	assert.False(t, bytes.Equal(clean, got), "the entry changed the guest disk")
+	assert.True(t, bytes.Equal(replayed(t, dirty), got), "the reader's replay is qemu's")
+	dk, _, _, err := openFile(t, dirty, vdisk.Options{})
+	require.NoError(t, err)
+	require.Len(t, vdisk.Warnings(dk), 1)
+	assert.Contains(t, vdisk.Warnings(dk)[0], "1 entries of its log")
+
+	// A damaged entry fails its checksum: not applied, by either.
+	b[logOff+4096+100] ^= 1
+	damaged := filepath.Join(t.TempDir(), "damaged.vhdx")
+	require.NoError(t, os.WriteFile(damaged, b, 0o644))
+	got = guest(t, damaged)
+	assert.True(t, bytes.Equal(clean, got), "a damaged entry is not applied")
+	assert.True(t, bytes.Equal(replayed(t, damaged), got), "nor by qemu")
 }

@@ -128,8 +128,9 @@ func vhdxCRC(b []byte) uint32 {
 
 // OpenVHDX opens a VHDX file. A differencing disk needs parent, its
 // parent's guest disk; without it Open fails with ErrBacking naming the
-// parent as its parent locator records it. A log that still needs
-// replaying fails with ErrUnsupported.
+// parent as its parent locator records it. The entries of a log not yet
+// applied (a file not closed cleanly) are applied in memory first, each
+// only when it passes its CRC32C, as qemu applies them; Warnings says so.
 //
 // The two headers and the two region tables carry CRC32Cs: of the headers
 // the valid one with the higher sequence number is read, of the region
@@ -227,9 +228,15 @@ func openVHDX(r io.ReaderAt, fileSize int64, parent Disk, check *integrity.Check
 	if warn != "" {
 		warns = append(warns, warn)
 	}
-	var zero [16]byte
-	if [16]byte(hdr[48:64]) != zero {
-		return nil, fmt.Errorf("vhdx log needs replaying (open and close the disk in Hyper-V or qemu-img first): %w", ErrUnsupported)
+	// The log's entries, if the file was not closed cleanly, are applied
+	// (in memory) before anything else is read, as the format requires.
+	r, fileSize, applied, err := vhdxLog(r, fileSize, hdr)
+	if err != nil {
+		return nil, err
+	}
+	if applied > 0 {
+		warns = append(warns, fmt.Sprintf("vhdx: the file was not closed cleanly: %d entries of its log, "+
+			"each passing its checksum, were applied in memory, as Hyper-V and qemu apply them", applied))
 	}
 	rs, err := vhdxCopies(r, fileSize, "region table", "regi", vhdxRegionSize, []int64{vhdxRegion1, vhdxRegion2})
 	if err != nil {
@@ -277,14 +284,17 @@ func openVHDX(r io.ReaderAt, fileSize int64, parent Disk, check *integrity.Check
 	if metaLen > 1<<20 {
 		return nil, corruptf("vhdx: metadata region of %d bytes", metaLen)
 	}
-	meta := make([]byte, metaLen)
-	if err := readFull(r, fileSize, meta, metaOff, "vhdx metadata region"); err != nil {
+	// The metadata table is the region's first 64 KiB; only the items
+	// read are read, as qemu does.
+	meta := make([]byte, 64<<10)
+	if err := readFull(r, fileSize, meta, metaOff, "vhdx metadata table"); err != nil {
 		return nil, err
 	}
 	if string(meta[:8]) != "metadata" {
 		return nil, corruptf("vhdx: bad metadata table signature")
 	}
-	items := map[[16]byte][]byte{}
+	type span struct{ off, length int64 }
+	spans := map[[16]byte]span{}
 	cnt := int(le.Uint16(meta[10:]))
 	if cnt > vhdxMaxMetaItems {
 		return nil, corruptf("vhdx: %d metadata items", cnt)
@@ -295,9 +305,28 @@ func openVHDX(r io.ReaderAt, fileSize int64, parent Disk, check *integrity.Check
 		if off+length > metaLen || (length > 0 && off < 64<<10) {
 			return nil, corruptf("vhdx: metadata item %d out of bounds", i)
 		}
-		items[[16]byte(e[:16])] = meta[off : off+length]
+		spans[[16]byte(e[:16])] = span{off, length}
 	}
-	fp, ds, ls := items[vhdxFileParamGUID], items[vhdxDiskSizeGUID], items[vhdxLogicalGUID]
+	item := func(g [16]byte) ([]byte, error) {
+		s, ok := spans[g]
+		if !ok {
+			return nil, nil
+		}
+		b := make([]byte, s.length)
+		if err := readFull(r, fileSize, b, metaOff+s.off, "vhdx metadata item"); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	var fp, ds, ls []byte
+	for _, x := range []struct {
+		b *[]byte
+		g [16]byte
+	}{{&fp, vhdxFileParamGUID}, {&ds, vhdxDiskSizeGUID}, {&ls, vhdxLogicalGUID}} {
+		if *x.b, err = item(x.g); err != nil {
+			return nil, err
+		}
+	}
 	if len(fp) < 8 || len(ds) < 8 || len(ls) < 4 {
 		return nil, corruptf("vhdx: required metadata missing")
 	}
@@ -323,7 +352,11 @@ func openVHDX(r io.ReaderAt, fileSize int64, parent Disk, check *integrity.Check
 		entries = 0
 	}
 	if hasParent {
-		keys, err := vhdxLocator(items[vhdxParentGUID])
+		loc, err := item(vhdxParentGUID)
+		if err != nil {
+			return nil, err
+		}
+		keys, err := vhdxLocator(loc)
 		if err != nil {
 			return nil, err
 		}
