@@ -347,37 +347,49 @@ func Connect(ctx context.Context, address string) (*sd.Conn, error) {
 
 // dialBus opens one authenticated connection to addr ("" is the system
 // bus) and says whether it is a direct connection to the manager's
-// private socket (no bus daemon: no Hello, no match rules).
+// private socket (no bus daemon: no Hello, no match rules). ctx bounds the
+// dialing only: the connection lives until closed, across the audits of a
+// long-running exporter (one bound to ctx would close with the audit that
+// opened it).
 func dialBus(ctx context.Context, addr string) (*dbus.Conn, bool, error) {
-	if addr == "" {
-		conn, err := dbus.SystemBusPrivate(dbus.WithContext(ctx))
-		if err != nil {
-			return nil, false, err
-		}
-		if err := conn.Auth(nil); err != nil {
-			conn.Close()
-			return nil, false, fmt.Errorf("auth: %w", err)
-		}
-		if err := conn.Hello(); err != nil {
-			conn.Close()
-			return nil, false, fmt.Errorf("hello: %w", err)
-		}
-		return conn, false, nil
-	}
+	opt := dbus.WithContext(context.WithoutCancel(ctx))
+	var conn *dbus.Conn
+	var err error
 	direct := strings.HasSuffix(addr, "/systemd/private")
-	conn, err := dbus.Dial(addr, dbus.WithContext(ctx))
+	if addr == "" {
+		conn, err = dbus.SystemBusPrivate(opt)
+	} else {
+		conn, err = dbus.Dial(addr, opt)
+	}
 	if err != nil {
 		return nil, direct, err
 	}
-	if err := conn.Auth([]dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
+	// A peer that never answers the handshake would hold it forever:
+	// ctx ending closes the connection, which ends the handshake.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	fail := func(what string, err error) (*dbus.Conn, bool, error) {
+		stop()
 		conn.Close()
-		return nil, direct, fmt.Errorf("auth: %w", err)
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return nil, direct, fmt.Errorf("%s: %w", what, err)
+	}
+	auths := []dbus.Auth{dbus.AuthExternal(strconv.Itoa(os.Getuid()))}
+	if addr == "" {
+		auths = nil // the system bus's defaults
+	}
+	if err := conn.Auth(auths); err != nil {
+		return fail("auth", err)
 	}
 	if !direct {
 		if err := conn.Hello(); err != nil {
-			conn.Close()
-			return nil, direct, fmt.Errorf("hello: %w", err)
+			return fail("hello", err)
 		}
+	}
+	if !stop() {
+		conn.Close()
+		return nil, direct, ctx.Err()
 	}
 	return conn, direct, nil
 }
