@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Memory is the memory controller's count of cgroups.
@@ -197,7 +198,7 @@ func (r *Reader) countDirs(dir string) (int, error) {
 		n++
 		ents, err := fs.ReadDir(r.FS, d)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && n > 1 {
+			if removed(err) && n > 1 {
 				continue // removed while walking
 			}
 			return 0, fmt.Errorf("count cgroups in %s: %w", d, err)
@@ -211,6 +212,13 @@ func (r *Reader) countDirs(dir string) (int, error) {
 	return n, nil
 }
 
+// removed says whether err is what reading a cgroup removed while it was
+// being walked gives: the name gone (ENOENT), or, opened just before the
+// rmdir, its files no longer backed by a cgroup (ENODEV).
+func removed(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENODEV)
+}
+
 // readUnified walks the v2 hierarchy reading each cgroup's cgroup.stat.
 func (r *Reader) readUnified(mount string) (*Unified, error) {
 	root := fsName(mount)
@@ -222,7 +230,7 @@ func (r *Reader) readUnified(mount string) (*Unified, error) {
 		stack = stack[:len(stack)-1]
 		b, err := fs.ReadFile(r.FS, it.name+"/cgroup.stat")
 		if err != nil {
-			if it.rel != "" && errors.Is(err, fs.ErrNotExist) {
+			if it.rel != "" && removed(err) {
 				continue // removed while walking
 			}
 			return nil, fmt.Errorf("read %s/cgroup.stat: %w", it.name, err)
@@ -244,7 +252,7 @@ func (r *Reader) readUnified(mount string) (*Unified, error) {
 		}
 		ents, err := fs.ReadDir(r.FS, it.name)
 		if err != nil {
-			if it.rel != "" && errors.Is(err, fs.ErrNotExist) {
+			if it.rel != "" && removed(err) {
 				continue
 			}
 			return nil, fmt.Errorf("list %s: %w", it.name, err)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -295,4 +296,36 @@ func TestStraceNoMemoryStat(t *testing.T) {
 	assert.Contains(t, string(b), "/proc/cgroups", "the trace saw the reader's opens")
 	assert.Contains(t, string(b), "cgroup.stat")
 	assert.NotContains(t, string(b), "memory.stat")
+}
+
+// goneFS is fs with the cgroups below gone as a concurrent rmdir leaves
+// them to a walker: a listing fails with ENOENT, a cgroup.stat opened just
+// before with ENODEV.
+type goneFS struct {
+	fs.FS
+	gone string
+}
+
+func (g goneFS) Open(name string) (fs.File, error) {
+	if strings.HasPrefix(name, g.gone) {
+		if strings.HasSuffix(name, "/cgroup.stat") {
+			return nil, &fs.PathError{Op: "read", Path: name, Err: syscall.ENODEV}
+		}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return g.FS.Open(name)
+}
+
+// TestCgroupRemovedWhileWalked: a cgroup removed while the hierarchy is
+// walked is not a failure of the reading (ENOENT or ENODEV); the
+// hierarchy's own root gone is.
+func TestCgroupRemovedWhileWalked(t *testing.T) {
+	for _, gone := range []string{"sys/fs/cgroup/system.slice/ecs.service", "sys/fs/cgroup/user.slice"} {
+		h, err := (&cgroup.Reader{FS: goneFS{v2FS(), gone}}).Read()
+		require.NoError(t, err, gone)
+		require.NotNil(t, h.Unified)
+		assert.Equal(t, 1202, h.Unified.Dying)
+	}
+	_, err := (&cgroup.Reader{FS: goneFS{v2FS(), "sys/fs/cgroup/cgroup.stat"}}).Read()
+	assert.ErrorIs(t, err, syscall.ENODEV, "the root's statistics are needed")
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"slices"
@@ -46,6 +47,9 @@ type Options struct {
 	// Root is the host's root as seen by this process ("/" when empty);
 	// /proc and /sys are read under it.
 	Root string
+	// FS, when set, is what the collectors read /proc and /sys from
+	// instead of Root's directory (a test injects faults through it).
+	FS fs.FS
 	// MountInfo is the mountinfo file under Root ("proc/self/mountinfo"
 	// when empty; a container with hostPID uses "proc/1/mountinfo").
 	MountInfo string
@@ -194,7 +198,10 @@ func NewAuditor(o Options) (*Auditor, error) {
 		return nil, err
 	}
 	o = o.withDefaults()
-	fsys := os.DirFS(o.Root)
+	fsys := o.FS
+	if fsys == nil {
+		fsys = os.DirFS(o.Root)
+	}
 	return &Auditor{o: o, cg: &cgroup.Reader{FS: fsys, MountInfo: o.MountInfo},
 		cpu: &cpu.Sampler{FS: fsys, Threshold: o.Saturation}}, nil
 }

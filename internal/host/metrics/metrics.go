@@ -79,9 +79,13 @@ func New(audit AuditFunc, interval time.Duration, log *slog.Logger) *Exporter {
 
 // Refresh runs one audit now and caches its result. An audit that
 // produces no facts (a policy out of time, an error) is counted as failed
-// and the last good result stays served, marked stale.
+// and the last good result stays served, marked stale. The audit is
+// bounded (auditTimeout): a collector that hangs, a bus that stopped
+// answering, fails it rather than stall the exporter.
 func (e *Exporter) Refresh(ctx context.Context) {
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, e.auditTimeout())
+	defer cancel()
 	facts, fs, err := e.audit(ctx)
 	took := time.Since(start)
 	if err != nil {
@@ -107,6 +111,19 @@ func (e *Exporter) Refresh(ctx context.Context) {
 	}
 	e.failures[reason]++
 }
+
+// overdue is how old the served result may be before it is marked stale
+// even without a failed audit (one still running): three intervals, as
+// Healthy allows.
+func (e *Exporter) overdue() time.Duration { return 3 * e.interval }
+
+// auditTimeout bounds one audit: three intervals, and at least
+// minAuditTimeout (a first audit primes every collector and waits a
+// sample).
+func (e *Exporter) auditTimeout() time.Duration { return max(e.overdue(), minAuditTimeout) }
+
+// minAuditTimeout is the least time an audit is given.
+const minAuditTimeout = 10 * time.Second
 
 // Run audits every interval until ctx is done.
 func (e *Exporter) Run(ctx context.Context) {
@@ -137,7 +154,7 @@ var (
 	descLast      = prometheus.NewDesc("amilint_last_audit_timestamp_seconds", "When the last live audit ended, in Unix time.", nil, nil)
 	descCollector = prometheus.NewDesc("amilint_collector_up", "Whether a collector of the last audit succeeded (1) or failed (0).", []string{"collector"}, nil)
 	descSuccess   = prometheus.NewDesc("amilint_audit_success", "Whether the last live audit produced a result (1) or failed (0), a policy out of time for instance.", nil, nil)
-	descStale     = prometheus.NewDesc("amilint_audit_stale", "Whether the live metrics served are those of an earlier audit (1) because the last one failed.", nil, nil)
+	descStale     = prometheus.NewDesc("amilint_audit_stale", "Whether the live metrics served are those of an earlier audit (1) because the last one failed or none ended for three intervals.", nil, nil)
 	descLastOK    = prometheus.NewDesc("amilint_last_success_timestamp_seconds", "When the audit whose metrics are served ended, in Unix time.", nil, nil)
 	descFailures  = prometheus.NewDesc("amilint_audit_failures_total", "Live audits that produced no result, by reason (policy_timeout, error).", []string{"reason"}, nil)
 )
@@ -165,7 +182,10 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	ok, stale := 0.0, 0.0
 	if e.okAt.Equal(e.at) {
 		ok = 1
-	} else if e.facts != nil {
+	}
+	// Stale: the last audit failed, or none ended for three intervals
+	// (one hangs): what is served is older than it looks.
+	if e.facts != nil && (!e.okAt.Equal(e.at) || time.Since(e.okAt) > e.overdue()) {
 		stale = 1
 	}
 	gauge(descSuccess, ok)
