@@ -4,6 +4,7 @@ GO ?= go
 BIN := bin/amilint
 PKGS := ./...
 FUZZTIME ?= 20s
+MUTATIONS ?= 5000
 # CACHE keeps what is slow to build (Packer) across clones on one machine.
 CACHE ?= $(HOME)/.cache/amilint
 PACKER_BIN ?= $(CACHE)/packer-1.14.3
@@ -113,6 +114,8 @@ fuzz: ## run every fuzz target (the Packer plugin's too) for FUZZTIME each; prin
 	      execs=$$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2); n=$$((n+1)); \
 	      printf '%-58s %-26s %10s execs\n' $$pkg $$f "$$execs"; \
 	    done; done; done; echo "$$n fuzz targets, each clean for $(FUZZTIME)"
+	@# The checksum mutation harness: ten times the flips of make test, a new seed each run.
+	set -o pipefail; AMILINT_MUTATIONS=$(MUTATIONS) AMILINT_MUTATION_SEED=$$(date +%s) $(GO) test -count=1 -timeout 120m -run '^TestMutations$$' -v ./internal/cli | grep -A9 -e 'mutation harness, seed' -e '--- FAIL' -e 'replay:'
 
 debian-root: ## build the cached Debian 12 root (.cache/debian-root, systemd 252) the systemd oracle tests use; needs root, ~6 min
 	fixtures/debian/build.sh .cache/debian-root bookworm
