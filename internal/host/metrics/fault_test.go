@@ -284,9 +284,25 @@ func TestNoStaleFacts(t *testing.T) {
 	fams, _ = scrape(t, base)
 	assert.Equal(t, 1.0, stale(fams), "the earlier result is served marked stale")
 	assert.Equal(t, 0.0, value(t, fams, "amilint_audit_success", nil))
+	assert.Equal(t, 69760.0, value(t, fams, "amilint_memcg_zombies", nil), "the earlier values are what is served")
+	assert.Less(t, value(t, fams, "amilint_last_success_timestamp_seconds", nil), value(t, fams, "amilint_last_audit_timestamp_seconds", nil),
+		"the served values are dated by the audit that produced them, before the last one")
 	code, body := get(t, base+"/readyz")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, string(body), "host root unreadable")
+	assert.Contains(t, string(body), "(stale)")
+	code, _ = get(t, base+"/healthz")
+	assert.Equal(t, http.StatusOK, code, "alive: audits are running")
+
+	// The next good audit clears it.
+	setMode("good")
+	e.Refresh(context.Background())
+	fams, _ = scrape(t, base)
+	assert.Equal(t, 0.0, stale(fams))
+	assert.Equal(t, 1.0, value(t, fams, "amilint_audit_success", nil))
+	assert.Equal(t, value(t, fams, "amilint_last_success_timestamp_seconds", nil), value(t, fams, "amilint_last_audit_timestamp_seconds", nil))
+	code, body = get(t, base+"/readyz")
+	assert.Equal(t, http.StatusOK, code, string(body))
 
 	// A hung audit: marked stale once three intervals passed with no
 	// audit ending, then cut off and counted.
@@ -303,4 +319,11 @@ func TestNoStaleFacts(t *testing.T) {
 		fams, _ := scrape(t, hb)
 		return value(t, fams, "amilint_audit_failures_total", map[string]string{"reason": metrics.ReasonError}) >= 1
 	}, time.Minute, 50*time.Millisecond, "the hung audit is cut off and counted")
+	// The audit hanging now, if one started before the bus answered
+	// again, is cut off in its turn; the one after it is fresh.
+	setMode("good")
+	require.Eventually(t, func() bool {
+		fams, _ := scrape(t, hb)
+		return stale(fams) == 0 && value(t, fams, "amilint_audit_success", nil) == 1
+	}, time.Minute, 10*time.Millisecond, "the audit after the hang ends serves fresh values again")
 }
