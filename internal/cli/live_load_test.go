@@ -21,8 +21,8 @@ import (
 // TestLiveServeUnderLoad runs `amilint live --serve 127.0.0.1:0` over a
 // host root with a systemd bus (a real dbus-daemon with a fake manager),
 // audits every second, and scrapes /metrics, /healthz and /readyz from 16
-// clients at once, 4,800 requests in all, twice: a warm-up, then the
-// measured run. Every request succeeds, and after each run (idle
+// clients at once, 4,800 requests a round: a warm-up round, then two
+// measured ones. Every request succeeds, and after them (idle
 // connections closed) the process's open files, goroutines and live heap
 // are back where the warm-up left them: nothing grows with the scrapes.
 func TestLiveServeUnderLoad(t *testing.T) {
@@ -83,9 +83,11 @@ func TestLiveServeUnderLoad(t *testing.T) {
 					if err != nil || resp.StatusCode != http.StatusOK || (path == "/metrics" && !regexp.MustCompile(`amilint_unit_restarts_total\{unit="ecs.service"\}`).Match(body)) {
 						nfail.Add(1)
 						once.Do(func() {
-							r, _ := client.Get(base + "/readyz")
-							rb, _ := io.ReadAll(r.Body)
-							r.Body.Close()
+							var rb []byte
+							if r, rerr := client.Get(base + "/readyz"); rerr == nil {
+								rb, _ = io.ReadAll(r.Body)
+								r.Body.Close()
+							}
 							t.Logf("first failure: %s: %d %v; readyz: %s", path, resp.StatusCode, err, rb)
 						})
 						continue
@@ -112,9 +114,10 @@ func TestLiveServeUnderLoad(t *testing.T) {
 
 	ok, failed := load()
 	require.Zero(t, failed, "warm-up: every request answered")
+	require.Equal(t, int64(clients*perClient), ok, "warm-up")
 	fds0, g0, heap0 := usage()
 	for round := range 2 {
-		ok, failed = load()
+		ok, failed := load()
 		assert.Equal(t, int64(clients*perClient), ok, "round %d", round)
 		assert.Zero(t, failed, "round %d", round)
 	}
