@@ -376,24 +376,35 @@ type Result struct {
 	Report    *finding.Report
 }
 
-// Audit runs the whole pipeline over fsys, naming the target t.
-func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
+// Document runs the pipeline over fsys, the target named name, up to the
+// policies: the inventory and the facts document they judge, with every
+// check that refuses an input (a damaged image, no systemd at all).
+func (a *Auditor) Document(fsys *rootfs.FS, name string) (*Inventory, *facts.Document, error) {
 	fsys = fsys.Memo() // one view remembering for the model and the facts
 	inv, err := Model(fsys, a.cfg.Model)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := rootfs.Damaged(fsys); err != nil {
-		return nil, fmt.Errorf("read image: %w", err)
+		return nil, nil, fmt.Errorf("read image: %w", err)
 	}
 	// An image whose boot transaction systemd cannot queue is a critical
 	// finding (boot-transaction-fails), not a failure of the audit. A tree
 	// with no unit file at all is no systemd image: auditing it would pass
 	// it with no findings, and a wrong input never yields 0.
 	if inv.Boot.Err != nil && len(inv.Files) == 0 {
-		return nil, fmt.Errorf("model boot of %s: %w", t.Name, ErrNoUnits)
+		return nil, nil, fmt.Errorf("model boot of %s: %w", name, ErrNoUnits)
 	}
 	doc, err := a.Facts(fsys, inv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return inv, doc, nil
+}
+
+// Audit runs the whole pipeline over fsys, naming the target t.
+func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
+	inv, doc, err := a.Document(fsys, t.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,6 @@ import (
 	"github.com/amilint/amilint/internal/image/disk/partition"
 	"github.com/amilint/amilint/internal/image/disktest"
 	"github.com/amilint/amilint/internal/image/integrity"
-	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/image/target"
 )
 
@@ -566,17 +565,7 @@ func auditImage(aud *audit.Auditor, r io.ReaderAt, size int64, lenient bool, bas
 	defer im.Close()
 	if base != nil {
 		// Audit's steps up to the policies, with its checks.
-		inv, err := audit.Model(im.FS, aud.ModelOptions())
-		if err == nil {
-			err = rootfs.Damaged(im.FS)
-		}
-		if err == nil && inv.Boot.Err != nil {
-			err = inv.Boot.Err
-		}
-		var doc *facts.Document
-		if err == nil {
-			doc, err = aud.Facts(im.FS, inv)
-		}
+		inv, doc, err := aud.Document(im.FS, im.Name)
 		if err != nil {
 			return outcome{code: ExitError, err: err}
 		}
