@@ -54,11 +54,17 @@ import (
 //
 // AMILINT_MUTATIONS sets the flips per format (500 by default; make fuzz
 // runs more), AMILINT_MUTATION_SEED the seed (1 by default).
+// AMILINT_MUTATION_JUDGE=all (or -mutation.judge-all) runs the checker on
+// every flip, not only on those that change the answer, and the table
+// then also says where amilint and the checker disagree the other way: an
+// exit 2 the checker finds nothing wrong with, a same answer over a
+// structure the checker calls corrupt (a copy read instead, say).
 var (
 	mutationFormat = flag.String("mutation.format", "", "run the mutation harness for this format only (ext4, xfs, gpt, lvm, vhdx, qcow2)")
 	mutationSeed   = flag.Uint64("mutation.seed", 0, "seed of the flips (default: $AMILINT_MUTATION_SEED, else 1)")
 	mutationFlips  = flag.Int("mutation.flips", 0, "flips per format (default: $AMILINT_MUTATIONS, else 500)")
 	mutationOnly   = flag.Int("mutation.only", -1, "replay only this flip (its index) of the seed")
+	mutationJudge  = flag.Bool("mutation.judge-all", false, "run the format's checker on every flip (default: $AMILINT_MUTATION_JUDGE=all), not only on those that change the answer")
 )
 
 // mutationRecipe versions the way the harness builds its images: the key
@@ -86,6 +92,21 @@ type span struct{ lo, hi int64 }
 // mutationCounts is a format's line of the table.
 type mutationCounts struct {
 	flips, exit2, same, changedMissed, silent, lenientChecked int
+	// With every flip judged: exit 2 where the checker sees nothing
+	// wrong, and the same answer where it sees corruption.
+	judged, exit2Clean, sameCorrupt int
+}
+
+func (c *mutationCounts) add(d mutationCounts) {
+	c.flips += d.flips
+	c.exit2 += d.exit2
+	c.same += d.same
+	c.changedMissed += d.changedMissed
+	c.silent += d.silent
+	c.lenientChecked += d.lenientChecked
+	c.judged += d.judged
+	c.exit2Clean += d.exit2Clean
+	c.sameCorrupt += d.sameCorrupt
 }
 
 func TestMutations(t *testing.T) {
@@ -107,6 +128,7 @@ func TestMutations(t *testing.T) {
 	if *mutationSeed != 0 {
 		seed = *mutationSeed
 	}
+	judgeAll := *mutationJudge || os.Getenv("AMILINT_MUTATION_JUDGE") == "all"
 	tree := mutationTree(t)
 	aud, err := audit.New(audit.Config{})
 	require.NoError(t, err)
@@ -124,7 +146,7 @@ func TestMutations(t *testing.T) {
 				testenv.Root(t, "building and checking an LVM PV (loop devices)")
 			}
 			img := cachedImage(t, cache, mt, tree)
-			c := runMutations(t, aud, mt, img, seed, flips)
+			c := runMutations(t, aud, mt, img, seed, flips, judgeAll)
 			mu.Lock()
 			table[mt.name] = c
 			mu.Unlock()
@@ -139,6 +161,14 @@ func TestMutations(t *testing.T) {
 			continue
 		}
 		fmt.Fprintf(&b, "%-6s %6d %7d %12d %28d %15d %16d\n", mt.name, c.flips, c.exit2, c.same, c.changedMissed, c.silent, c.lenientChecked)
+	}
+	if judgeAll {
+		fmt.Fprintf(&b, "every flip judged:\n%-6s %7s %25s %29s\n", "format", "judged", "exit 2, checker sees none", "same answer, checker corrupt")
+		for _, mt := range mutationTargets() {
+			if c, ok := table[mt.name]; ok {
+				fmt.Fprintf(&b, "%-6s %7d %25d %29d\n", mt.name, c.judged, c.exit2Clean, c.sameCorrupt)
+			}
+		}
 	}
 	t.Log("\n" + b.String())
 	_ = os.WriteFile(filepath.Join(cache, "table.txt"), []byte(b.String()), 0o644)
@@ -611,7 +641,7 @@ const lenientEvery = 10
 
 // runMutations damages img flips times and returns the format's counts;
 // a silent wrong answer fails the test with its replay.
-func runMutations(t *testing.T, aud *audit.Auditor, mt mutationTarget, img string, seed uint64, flips int) mutationCounts {
+func runMutations(t *testing.T, aud *audit.Auditor, mt mutationTarget, img string, seed uint64, flips int, judgeAll bool) mutationCounts {
 	fh, err := os.Open(img)
 	require.NoError(t, err)
 	defer fh.Close()
@@ -665,6 +695,19 @@ func runMutations(t *testing.T, aud *audit.Auditor, mt mutationTarget, img strin
 		got := auditWithin(t, aud, f, size, false, &base, replay)
 		var d mutationCounts
 		d.flips = 1
+		// judge runs the checker on the flipped image, once.
+		var corrupt *bool
+		var said string
+		judge := func() bool {
+			if corrupt == nil {
+				path := filepath.Join(t.TempDir(), fmt.Sprintf("flip-%d.img", i))
+				writeFlipped(t, img, path, f)
+				c, out := mt.judge(t, path)
+				os.Remove(path)
+				corrupt, said = &c, out
+			}
+			return *corrupt
+		}
 		switch {
 		case got.code == ExitError:
 			d.exit2 = 1
@@ -677,28 +720,30 @@ func runMutations(t *testing.T, aud *audit.Auditor, mt mutationTarget, img strin
 					t.Errorf("flip %d: %v, but --allow-corrupt gives exit %d without an image-corrupt finding\n%s", i, m, l.code, replay)
 				}
 			}
+			if judgeAll && !judge() {
+				d.exit2Clean = 1
+				t.Logf("flip %d: exit 2 (%v), the checker sees nothing wrong; %s", i, got.err, replay)
+			}
 		case got.answer == base.answer && got.code == base.code:
 			d.same = 1
+			if judgeAll && judge() {
+				d.sameCorrupt = 1
+			}
 		default:
-			path := filepath.Join(t.TempDir(), fmt.Sprintf("flip-%d.img", i))
-			writeFlipped(t, img, path, f)
-			corrupt, said := mt.judge(t, path)
-			os.Remove(path)
-			if !corrupt {
+			if !judge() {
 				d.changedMissed = 1
+				t.Logf("flip %d: the answer changed (exit %d), the checker sees nothing wrong either; %s", i, got.code, replay)
 				break
 			}
 			d.silent = 1
 			t.Errorf("flip %d: a silent wrong answer (exit %d, the answer changed) where the checker sees corruption:\n%.1500s\n%s",
 				i, got.code, said, replay)
 		}
+		if corrupt != nil {
+			d.judged = 1
+		}
 		mu.Lock()
-		c.flips += d.flips
-		c.exit2 += d.exit2
-		c.same += d.same
-		c.changedMissed += d.changedMissed
-		c.silent += d.silent
-		c.lenientChecked += d.lenientChecked
+		c.add(d)
 		mu.Unlock()
 	}
 	for range runtime.GOMAXPROCS(0) {

@@ -18,6 +18,7 @@ import (
 	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/imagetest"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -397,4 +398,39 @@ func FuzzLog(f *testing.F) {
 			require.True(t, st.Tail >= 0 && st.Tail < max(l.bbs, 1), "tail %d of %d", st.Tail, l.bbs)
 		}
 	})
+}
+
+// TestCorruptLogRefused: a log whose head or last record cannot be found
+// (here a block stamped with cycle 1 and no record header anywhere) is
+// damage the kernel refuses to mount, not a question of clean or dirty:
+// Open fails on it, and a lenient Checker records it and reads on.
+func TestCorruptLogRefused(t *testing.T) {
+	img := mkfs(t, tree(t), "300M")
+	base := newCompactReader(compact(t, img)) // the log left out: all zeros, never written
+	f, err := Open(base, compactSize)
+	require.NoError(t, err)
+	_, err = f.Log()
+	require.NoError(t, err, "a log never written is clean")
+
+	sb := make([]byte, 512)
+	_, err = base.ReadAt(sb, 0)
+	require.NoError(t, err)
+	d, err := f.daddr(binary.BigEndian.Uint64(sb[0x30:]))
+	require.NoError(t, err)
+	c := base.Clone()
+	c.Patch(int64(d)<<f.blockLog, []byte{0, 0, 0, 1})
+
+	_, err = Open(c, compactSize)
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.Contains(t, err.Error(), "no log record header")
+	assert.Contains(t, err.Error(), "the kernel would refuse to mount it")
+
+	var log integrity.Log
+	g, err := OpenWith(c, compactSize, integrity.Lenient(&log))
+	require.NoError(t, err, "a forensic read goes on")
+	require.Len(t, log.Lines(), 1)
+	assert.Contains(t, log.Lines()[0], "xfs: check log: no log record header")
+	require.Len(t, g.Warnings(), 1, "and says the tree may miss what the log held")
+	_, err = inodefs.Lookup(g.inodes, "test", "etc/os-release")
+	assert.NoError(t, err, "the tree is still read")
 }

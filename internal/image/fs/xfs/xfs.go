@@ -255,8 +255,17 @@ func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) 
 	if err := f.checkAGHeaders(); err != nil {
 		return nil, fmt.Errorf("open xfs: %w", err)
 	}
-	// A log that cannot be checked does not hide the tree: Warnings says so.
+	// A log on another device cannot be checked: Warnings says so, and the
+	// tree is read. A log whose head or last record cannot be found is
+	// damage the kernel refuses to mount (xlog_find_tail fails): an error,
+	// or with a lenient Checker a recorded line and the tree read on.
 	f.log, f.logErr = f.checkLog(sb)
+	if errors.Is(f.logErr, ErrCorrupt) {
+		if !check.Lenient() {
+			return nil, fmt.Errorf("open xfs: %w (the kernel would refuse to mount it)", f.logErr)
+		}
+		check.Record(fmt.Sprintf("xfs: %v (the kernel would refuse to mount it)", f.logErr))
+	}
 	root, err := f.inode(f.rootIno)
 	if err != nil {
 		return nil, fmt.Errorf("open xfs: root directory: %w", err)
