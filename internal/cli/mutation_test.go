@@ -728,6 +728,7 @@ func runMutations(t *testing.T, aud *audit.Auditor, mt mutationTarget, img strin
 			d.same = 1
 			if judgeAll && judge() {
 				d.sameCorrupt = 1
+				t.Logf("flip %d: the same answer (exit %d), the checker calls it corrupt; %s", i, got.code, replay)
 			}
 		default:
 			if !judge() {
