@@ -578,3 +578,50 @@ func TestVHDXLogReplay(t *testing.T) {
 	assert.True(t, bytes.Equal(clean, got), "a damaged entry is not applied")
 	assert.True(t, bytes.Equal(replayed(t, damaged), got), "nor by qemu")
 }
+
+// TestVHDXUnknownRequiredMetadata: a metadata item marked required that
+// the reader does not know is refused by its GUID, as qemu and the
+// specification refuse it; one not marked required is skipped.
+func TestVHDXUnknownRequiredMetadata(t *testing.T) {
+	raw := disktest.Ext4(t, disktest.Tree(t), "16M")
+	vhdx := disktest.Convert(t, raw, "vhdx")
+	le := binary.LittleEndian
+	orig, err := os.ReadFile(vhdx)
+	require.NoError(t, err)
+	var metaOff int64
+	for i := range int(le.Uint32(orig[192<<10+8:])) {
+		e := orig[192<<10+16+32*i:]
+		if le.Uint32(e) == 0x8B7CA206 { // the metadata region's GUID
+			metaOff = int64(le.Uint64(e[16:]))
+		}
+	}
+	require.NotZero(t, metaOff)
+	// The page 83 item (BECA12AB-…): read by no one here, so only the
+	// required flag decides.
+	page83 := -1
+	for i := range int(le.Uint16(orig[metaOff+10:])) {
+		if le.Uint32(orig[metaOff+32+32*int64(i):]) == 0xBECA12AB {
+			page83 = i
+		}
+	}
+	require.GreaterOrEqual(t, page83, 0, "qemu-img writes a page 83 item")
+	at := metaOff + 32 + 32*int64(page83)
+	for _, required := range []bool{true, false} {
+		p := mutate(t, vhdx, func(b []byte) []byte {
+			b[at] ^= 0xFF // another GUID
+			flags := le.Uint32(b[at+24:]) &^ 4
+			if required {
+				flags |= 4
+			}
+			le.PutUint32(b[at+24:], flags)
+			return b
+		})
+		_, _, _, err := openFile(t, p, vdisk.Options{})
+		if required {
+			require.ErrorIs(t, err, vdisk.ErrUnsupported)
+			assert.Contains(t, err.Error(), "vhdx required metadata item 54")
+			continue
+		}
+		assert.NoError(t, err, "an unknown item not marked required is skipped")
+	}
+}

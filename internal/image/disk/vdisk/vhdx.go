@@ -42,6 +42,8 @@ var (
 	vhdxLogicalGUID   = guid("8141BF1D-A96F-4709-BA47-F233A8FAAB5F")
 	vhdxParentGUID    = guid("A8D35F2D-B30B-454D-ABF7-D3D84834AB0C")
 	vhdxLocatorGUID   = guid("B04AEFB7-D19E-4A81-B789-25B8E9445913")
+	vhdxPage83GUID    = guid("BECA12AB-B2E6-4523-93EF-C309E000C746")
+	vhdxPhysicalGUID  = guid("CDA348C7-445D-4471-9CC9-E9885251C556")
 )
 
 // vhdxMaxLocatorEntries bounds the parent locator's key-value entries.
@@ -305,7 +307,18 @@ func openVHDX(r io.ReaderAt, fileSize int64, parent Disk, check *integrity.Check
 		if off+length > metaLen || (length > 0 && off < 64<<10) {
 			return nil, corruptf("vhdx: metadata item %d out of bounds", i)
 		}
-		spans[[16]byte(e[:16])] = span{off, length}
+		g := [16]byte(e[:16])
+		// An item marked required that the reader does not know changes
+		// how the disk is read: refused, as the specification and qemu
+		// refuse it, never guessed at.
+		switch g {
+		case vhdxFileParamGUID, vhdxDiskSizeGUID, vhdxLogicalGUID, vhdxParentGUID, vhdxPage83GUID, vhdxPhysicalGUID:
+		default:
+			if le.Uint32(e[24:])&4 != 0 {
+				return nil, fmt.Errorf("vhdx required metadata item %x: %w", e[:16], ErrUnsupported)
+			}
+		}
+		spans[g] = span{off, length}
 	}
 	item := func(g [16]byte) ([]byte, error) {
 		s, ok := spans[g]
