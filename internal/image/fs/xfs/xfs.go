@@ -36,7 +36,11 @@
 // (the log head from the cycle numbers stamped on its blocks, then whether
 // the last record is an unmount record): [FS.Log] tells, and
 // [FS.Warnings] says it in a line for the user. A log on an external
-// device cannot be checked and is reported so ([ErrExternalLog]).
+// device cannot be checked and is reported so ([ErrExternalLog]). A log
+// whose head or last record cannot be found is refused (ErrCorrupt), as
+// the kernel refuses to mount it; a lenient Checker records it and the
+// tree is read on. The records' own CRCs are not checked: a dirty log is
+// reported, never replayed, so nothing in its records is believed.
 //
 // # Hostile input
 //
