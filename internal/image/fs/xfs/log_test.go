@@ -121,11 +121,26 @@ func TestLogRealImages(t *testing.T) {
 			if tc.mount {
 				requireXFSMount(t)
 			}
-			img := mkfs(t, src, "300M", tc.mkfs...)
-			if tc.mount {
-				mounted(t, img, tc.sh)
+			// The judge is xfs_logprint. After a log has wrapped, it
+			// sometimes reports a cleanly unmounted log as DIRTY (seen on a
+			// loaded machine, from the same commands that read CLEAN alone): such an image is
+			// not the scenario asked for, so it is built again, at most
+			// three times, and every comparison below is still with
+			// xfs_logprint's own reading of the image used.
+			var img string
+			var tail, head int64
+			var clean bool
+			for try := 1; ; try++ {
+				img = mkfs(t, src, "300M", tc.mkfs...)
+				if tc.mount {
+					mounted(t, img, tc.sh)
+				}
+				tail, head, clean = logprint(t, img)
+				if clean == tc.clean || !tc.wrapped || try == 3 {
+					break
+				}
+				t.Logf("try %d: xfs_logprint reads the log as clean=%v (tail %d, head %d); building the image again", try, clean, tail, head)
 			}
-			tail, head, clean := logprint(t, img)
 			require.Equal(t, tc.clean, clean, "xfs_logprint's state")
 			f := openImage(t, img)
 			st, err := f.Log()
