@@ -715,10 +715,17 @@ func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot 
 	}), "the exporter's live-memcg-zombies finding names leak.service by correlation")
 	phase("exporter audits attribute the zombies by correlation")
 
+	// The exporter's attribution is statistical over its own one-second
+	// audits, whose phase against the pauses above drifts on a loaded
+	// machine: the suspect it exports must become the leaking unit while
+	// the leak runs, within 30 s (the last scrape is what is checked).
 	var families map[string]*dto.MetricFamily
 	require.Eventually(t, func() bool {
 		families = scrape(ctx, "http://"+addr+"/metrics")
-		return families["amilint_findings"] != nil && families["amilint_memcg_zombies"] != nil && families["amilint_memcg_leak_suspect"] != nil
+		if families["amilint_findings"] == nil || families["amilint_memcg_zombies"] == nil || families["amilint_memcg_leak_suspect"] == nil {
+			return false
+		}
+		return slices.Equal(leakSuspects(families), []string{"leak.service"})
 	}, 30*time.Second, 500*time.Millisecond, "live --serve exports an audit: %s", serr.String())
 	z := families["amilint_memcg_zombies"].GetMetric()[0].GetGauge().GetValue()
 	t.Logf("scraped amilint_memcg_zombies %v", z)
@@ -730,6 +737,13 @@ func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot 
 		}
 	}
 	assert.True(t, found, "amilint_findings{rule_id=\"live-memcg-zombies\"} is exported")
+	assert.Equal(t, []string{"leak.service"}, leakSuspects(families), "amilint_memcg_leak_suspect names the leaking unit")
+	phase("live --serve scraped")
+	return before.Zombies
+}
+
+// leakSuspects returns the units amilint_memcg_leak_suspect names.
+func leakSuspects(families map[string]*dto.MetricFamily) []string {
 	var suspects []string
 	for _, m := range families["amilint_memcg_leak_suspect"].GetMetric() {
 		for _, l := range m.GetLabel() {
@@ -738,9 +752,7 @@ func checkZombies(ctx context.Context, t *testing.T, initPID int, socket, croot 
 			}
 		}
 	}
-	assert.Equal(t, []string{"leak.service"}, suspects, "amilint_memcg_leak_suspect names the leaking unit")
-	phase("live --serve scraped")
-	return before.Zombies
+	return suspects
 }
 
 // scrape fetches and parses a Prometheus text exposition; nil on any error.
