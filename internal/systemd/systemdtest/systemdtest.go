@@ -102,7 +102,10 @@ var env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C", "SYSTEMD_COLO
 // Run runs argv, a program of s's root (looked up in its PATH, or an
 // absolute path in the root), chrooted in the root with tree (a host
 // directory, or "" for none) bind-mounted read-write at TreeMount, in a
-// private mount namespace with /proc mounted. Every Tree in argv is
+// private mount namespace with /proc mounted and a tmpfs of its own on the
+// root's /run and /tmp (systemctl and systemd-analyze write there, e.g.
+// /run/systemd/systemd-units-load, which would change the cached root
+// that tests treat as read-only). Every Tree in argv is
 // replaced by TreeMount. It fails tb only when the command cannot be
 // started; the command's own failure is in Output.Err.
 func (s Systemd) Run(tb testing.TB, tree string, argv ...string) Output {
@@ -112,6 +115,8 @@ func (s Systemd) Run(tb testing.TB, tree string, argv ...string) Output {
 r=$1 tree=$2 console=$3
 shift 3
 mount -t proc proc "$r/proc"
+mount -t tmpfs tmpfs "$r/run"
+mount -t tmpfs tmpfs "$r/tmp"
 mount --bind "$console" "$r/dev/console"
 if [ -n "$tree" ]; then mount --bind "$tree" "$r` + TreeMount + `"; fi
 exec chroot "$r" "$@"`

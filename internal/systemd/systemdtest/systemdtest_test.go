@@ -46,6 +46,34 @@ func TestSystemctlSeesTheTree(t *testing.T) {
 	}
 }
 
+// TestRunLeavesTheRootAlone: systemd-analyze and systemctl write under
+// /run and /tmp (systemd-units-load, temporary files); in a Run they write
+// into tmpfs mounts of their own, never into the cached root.
+func TestRunLeavesTheRootAlone(t *testing.T) {
+	for _, s := range Versions() {
+		t.Run(s.Name(), func(t *testing.T) {
+			root := s.Path(t)
+			dir := t.TempDir()
+			Write(t, dir, File("/usr/lib/systemd/system/probe.service", "[Service]\nExecStart=/bin/true\n"))
+			// The root's /run/systemd may hold a stamp an earlier run left;
+			// what matters is that this run changes nothing there.
+			mtimes := func() map[string]int64 {
+				m := map[string]int64{}
+				for _, p := range []string{"run", "run/systemd", "run/systemd/systemd-units-load", "tmp"} {
+					if fi, err := os.Lstat(filepath.Join(root, p)); err == nil {
+						m[p] = fi.ModTime().UnixNano()
+					}
+				}
+				return m
+			}
+			before := mtimes()
+			o := s.Run(t, dir, "systemd-analyze", "security", "--offline=true", "--root="+Tree, "probe.service")
+			require.NoError(t, o.Err, "%s", o.Stderr)
+			assert.Equal(t, before, mtimes(), "systemd-analyze wrote into the root's /run or /tmp")
+		})
+	}
+}
+
 // TestBootFailsOnMaskedRequirement: a masked unit that default.target
 // requires fails the transaction, and systemd says which.
 func TestBootFailsOnMaskedRequirement(t *testing.T) {
