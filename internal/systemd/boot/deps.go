@@ -163,8 +163,6 @@ func printfName(id, s string) (string, error) {
 	if !strings.Contains(s, "%") {
 		return s, nil
 	}
-	inst, _ := unit.Instance(id)
-	prefix := unit.Prefix(id)
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] != '%' {
@@ -175,29 +173,14 @@ func printfName(id, s string) (string, error) {
 			return "", fmt.Errorf("specifier at end of %q", s)
 		}
 		i++
-		switch s[i] {
+		switch c := s[i]; c {
 		case '%':
 			b.WriteByte('%')
-		case 'n':
-			b.WriteString(id)
-		case 'N':
-			b.WriteString(strings.TrimSuffix(id, "."+unit.Type(id)))
-		case 'p':
-			b.WriteString(prefix)
-		case 'i':
-			b.WriteString(inst)
-		case 'j':
-			j := prefix
-			if k := strings.LastIndexByte(prefix, '-'); k >= 0 {
-				j = prefix[k+1:]
-			}
-			b.WriteString(j)
-		case 'u', 'g':
-			b.WriteString("root")
-		case 'U', 'G':
-			b.WriteString("0")
+		case 'n', 'N', 'p', 'i', 'j', 'u', 'g', 'U', 'G':
+			v, _, _ := unit.NameSpecifier(0, id, c) // these unescape nothing
+			b.WriteString(v)
 		default:
-			return "", fmt.Errorf("specifier %%%c in %q depends on the running machine", s[i], s)
+			return "", fmt.Errorf("specifier %%%c in %q depends on the running machine", c, s)
 		}
 	}
 	return b.String(), nil

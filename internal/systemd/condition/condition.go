@@ -150,7 +150,7 @@ func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 	if rest, ok := strings.CutPrefix(v, "!"); ok {
 		c.Negate, v = true, strings.TrimLeft(rest, " \t\n")
 	}
-	expanded, err := expand(id, v, pathKind(kind))
+	expanded, err := expand(id, v)
 	c.Value = expanded
 	if err != nil {
 		c.Value = v
@@ -264,15 +264,13 @@ func cleanPath(p string) string {
 }
 
 // expand expands the specifiers of the system manager that an image
-// determines (%n %N %p %P %i %I %j %J %f, the fixed directories and
-// credentials of the system manager, %%); the ones that depend on the
-// running machine (%H %m %b %v %a %o %w %W %A %B %l %q) make it an error.
-func expand(id, s string, asPath bool) (string, error) {
+// determines (those of unit.NameSpecifier, root's home and shell, %%);
+// the ones that depend on the running machine (%H %m %b %v %a %o %w %W
+// %A %B %l %q) make it an error.
+func expand(id, s string) (string, error) {
 	if !strings.Contains(s, "%") {
 		return s, nil
 	}
-	inst, _ := unit.Instance(id)
-	prefix := unit.Prefix(id)
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		if s[i] != '%' {
@@ -283,89 +281,21 @@ func expand(id, s string, asPath bool) (string, error) {
 			return "", fmt.Errorf("a lone %% ends %q", s)
 		}
 		i++
-		switch s[i] {
-		case '%':
+		v, ok, err := unit.NameSpecifier(0, id, s[i])
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("specifier %%%c of %s: %w", s[i], id, err)
+		case ok:
+			b.WriteString(v)
+		case s[i] == '%':
 			b.WriteByte('%')
-		case 'n':
-			b.WriteString(id)
-		case 'N':
-			b.WriteString(strings.TrimSuffix(id, "."+unit.Type(id)))
-		case 'p':
-			b.WriteString(prefix)
-		case 'P':
-			b.WriteString(unescape(prefix, false))
-		case 'i':
-			b.WriteString(inst)
-		case 'I':
-			b.WriteString(unescape(inst, false))
-		case 'f':
-			if inst != "" {
-				b.WriteString(unescape(inst, true))
-			} else {
-				b.WriteString(unescape(prefix, true))
-			}
-		case 'j':
-			b.WriteString(lastDash(prefix))
-		case 'J':
-			b.WriteString(unescape(lastDash(prefix), false))
-		case 't':
-			b.WriteString("/run")
-		case 'S':
-			b.WriteString("/var/lib")
-		case 'C':
-			b.WriteString("/var/cache")
-		case 'L':
-			b.WriteString("/var/log")
-		case 'E':
-			b.WriteString("/etc")
-		case 'T':
-			b.WriteString("/tmp")
-		case 'V':
-			b.WriteString("/var/tmp")
-		case 'h':
+		case s[i] == 'h':
 			b.WriteString("/root")
-		case 'u', 'g':
-			b.WriteString("root")
-		case 'U', 'G':
-			b.WriteString("0")
-		case 's':
+		case s[i] == 's':
 			b.WriteString("/bin/sh")
 		default:
 			return "", fmt.Errorf("specifier %%%c depends on the machine that boots the image", s[i])
 		}
 	}
 	return b.String(), nil
-}
-
-func lastDash(p string) string {
-	if k := strings.LastIndexByte(p, '-'); k >= 0 {
-		return p[k+1:]
-	}
-	return p
-}
-
-// unescape is unit_name_unescape ("\x2d" → "-"), and for a path
-// unit_name_path_unescape too ("-" → "/", a leading "/").
-func unescape(s string, asPath bool) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '\\' && i+3 < len(s) && s[i+1] == 'x':
-			var c byte
-			if _, err := fmt.Sscanf(s[i+2:i+4], "%02x", &c); err == nil {
-				b.WriteByte(c)
-				i += 3
-				continue
-			}
-			b.WriteByte(s[i])
-		case asPath && s[i] == '-':
-			b.WriteByte('/')
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	if asPath {
-		return "/" + strings.TrimPrefix(b.String(), "/")
-	}
-	return b.String()
 }

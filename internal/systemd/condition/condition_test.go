@@ -182,6 +182,9 @@ func TestSpecifiers(t *testing.T) {
 	c = one(e, "var-lib-full.mount", "ConditionPathIsDirectory", "%f")
 	assert.Equal(t, "/var/lib/full", c.Value)
 	assert.Equal(t, True, c.Verdict)
+	// %I is unit_name_unescape: "-" is "/" and "\x2d" a "-".
+	c = one(e, "backup@var-lib\\x2dx.service", "ConditionPathExists", "/%I")
+	assert.Equal(t, "/var/lib-x", c.Value)
 }
 
 func TestResult(t *testing.T) {

@@ -1,0 +1,137 @@
+package unit
+
+import (
+	"errors"
+	"strings"
+)
+
+// NameSpecifier expands the specifier %c of a system unit named id that
+// depends only on the name and on the system manager (its fixed
+// directories and root's credentials), as unit_full_printf of systemd
+// version does: %n %N %p %P %i %I %j %J %f, %C %d %E %L %S %t %T %V, %D
+// from 257, %g %u %G %U. ok is false for any other specifier (those of
+// the running machine, %%, unknown ones), which callers handle as their
+// systemd command does; err is an invalid escape in the name.
+func NameSpecifier(version int, id string, c byte) (v string, ok bool, err error) {
+	prefix := Prefix(id)
+	inst, isInst := Instance(id)
+	switch c {
+	case 'n':
+		return id, true, nil
+	case 'N':
+		return strings.TrimSuffix(id, "."+Type(id)), true, nil
+	case 'p':
+		return prefix, true, nil
+	case 'P':
+		v, err := Unescape(prefix)
+		return v, true, err
+	case 'i':
+		return inst, true, nil
+	case 'I':
+		v, err := Unescape(inst)
+		return v, true, err
+	case 'j':
+		return lastDashComponent(prefix), true, nil
+	case 'J':
+		v, err := Unescape(lastDashComponent(prefix))
+		return v, true, err
+	case 'f':
+		if isInst {
+			v, err := PathUnescape(inst)
+			return v, true, err
+		}
+		v, err := PathUnescape(prefix)
+		return v, true, err
+	case 'C':
+		return "/var/cache", true, nil
+	case 'd':
+		return "/run/credentials/" + id, true, nil
+	case 'D':
+		if version >= 257 {
+			return "/usr/share", true, nil // specifier_shared_data_dir, new in 257
+		}
+	case 'E':
+		return "/etc", true, nil
+	case 'L':
+		return "/var/log", true, nil
+	case 'S':
+		return "/var/lib", true, nil
+	case 't':
+		return "/run", true, nil
+	case 'T':
+		return "/tmp", true, nil
+	case 'V':
+		return "/var/tmp", true, nil
+	case 'g', 'u':
+		return "root", true, nil
+	case 'G', 'U':
+		return "0", true, nil
+	}
+	return "", false, nil
+}
+
+// lastDashComponent is what follows the last "-" of a prefix (%j).
+func lastDashComponent(prefix string) string {
+	if i := strings.LastIndexByte(prefix, '-'); i >= 0 {
+		return prefix[i+1:]
+	}
+	return prefix
+}
+
+// errEscape is an invalid "\xNN" escape in a unit name.
+var errEscape = errors.New("invalid escape")
+
+// Unescape is unit_name_unescape: "-" is "/", "\xNN" a byte.
+func Unescape(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '-':
+			b.WriteByte('/')
+		case '\\':
+			if i+3 >= len(s) || s[i+1] != 'x' {
+				return "", errEscape
+			}
+			hi, lo := hexVal(s[i+2]), hexVal(s[i+3])
+			if hi < 0 || lo < 0 {
+				return "", errEscape
+			}
+			b.WriteByte(byte(hi<<4 | lo))
+			i += 3
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), nil
+}
+
+// PathUnescape is unit_name_path_unescape: "-" alone is "/", else the
+// unescaped name with a leading "/".
+func PathUnescape(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("empty path")
+	}
+	if s == "-" {
+		return "/", nil
+	}
+	w, err := Unescape(s)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(w, "/") || strings.HasSuffix(w, "/") {
+		return "", errors.New("invalid path")
+	}
+	return "/" + w, nil
+}
+
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
