@@ -1,5 +1,14 @@
 package policy
 
+import (
+	"context"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/amilint/amilint/internal/audit/finding"
+)
+
 // GoValue is goValue, for the benchmarks of package policy_test (which
 // build real facts through package audit, which imports this one).
 var GoValue = goValue
@@ -7,3 +16,42 @@ var GoValue = goValue
 // CatalogInput is the input an engine of the catalog alone evaluates: v
 // without what the catalog does not read.
 func CatalogInput(v any) (any, error) { return prunedGoValue(v, unreadByCatalog) }
+
+// EvaluateThroughJSON is Evaluate as it was before directFindings: rego
+// converts the result to Go, and decodeFindings decodes that through
+// encoding/json.
+func (e *Engine) EvaluateThroughJSON(ctx context.Context, input any) ([]finding.Finding, error) {
+	v, err := e.input(input)
+	if err != nil {
+		return nil, err
+	}
+	ctx, done := e.start(ctx)
+	defer done()
+	val, found, err := e.result(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return []finding.Finding{}, nil
+	}
+	return decodeFindings(val)
+}
+
+// TakesDirectPath reports whether Evaluate's findings of input come from
+// directFindings, not from the whole way through encoding/json.
+func (e *Engine) TakesDirectPath(ctx context.Context, input any) (bool, error) {
+	v, err := e.input(input)
+	if err != nil {
+		return false, err
+	}
+	val, found, err := e.result(ctx, v, rego.EvalGenerateJSON(keepTerm))
+	if err != nil || !found {
+		return false, err
+	}
+	t, ok := val.(*ast.Term)
+	if !ok {
+		return false, nil
+	}
+	_, ok = directFindings(t.Value)
+	return ok, nil
+}

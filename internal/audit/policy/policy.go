@@ -419,31 +419,63 @@ func mergeInto(dst, src map[string]any) error {
 // value with its JSON form, or that form as json.RawMessage) and returns
 // the findings, sorted by rule id, unit and message.
 func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, error) {
-	var omit []string
-	if e.catalogOnly {
-		omit = unreadByCatalog
-	}
-	v, err := inputValue(input, omit)
+	v, err := e.input(input)
 	if err != nil {
 		return nil, err
 	}
 	ctx, done := e.start(ctx)
 	defer done()
-	rs, err := e.query.Eval(ctx, rego.EvalParsedInput(v))
+	val, found, err := e.result(ctx, v, rego.EvalGenerateJSON(keepTerm))
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return []finding.Finding{}, nil
+	}
+	t, ok := val.(*ast.Term)
+	if !ok {
+		return decodeFindings(val)
+	}
+	if fs, ok := directFindings(t.Value); ok {
+		return sortFindings(fs), nil
+	}
+	// What directFindings declines goes the whole way, converted as rego
+	// converts results.
+	x, err := ast.JSON(t.Value)
 	if err != nil {
 		return nil, e.failed(ctx, err)
 	}
+	return decodeFindings(x)
+}
+
+// input is the Rego input of input for this engine.
+func (e *Engine) input(input any) (ast.Value, error) {
+	var omit []string
+	if e.catalogOnly {
+		omit = unreadByCatalog
+	}
+	return inputValue(input, omit)
+}
+
+// result evaluates the query over v in ctx (which start made) and returns
+// the value holding the findings, as the result converter of opts makes
+// it, and whether the query has one.
+func (e *Engine) result(ctx context.Context, v ast.Value, opts ...rego.EvalOption) (any, bool, error) {
+	rs, err := e.query.Eval(ctx, append(opts, rego.EvalParsedInput(v))...)
+	if err != nil {
+		return nil, false, e.failed(ctx, err)
+	}
 	if len(rs) == 0 {
-		return []finding.Finding{}, nil
+		return nil, false, nil
 	}
 	val, ok := rs[0].Bindings[resultVar]
 	if !ok {
 		if len(rs[0].Expressions) == 0 {
-			return []finding.Finding{}, nil
+			return nil, false, nil
 		}
 		val = rs[0].Expressions[0].Value
 	}
-	return decodeFindings(val)
+	return val, true, nil
 }
 
 // inputValue converts input to the Rego value of its JSON form: Go values
@@ -488,6 +520,8 @@ func inputValue(input any, omit []string) (ast.Value, error) {
 	return v, nil
 }
 
+// decodeFindings decodes the findings from v, the Go value of the
+// result (as ast.JSON makes it), through encoding/json; see findings.go.
 func decodeFindings(v any) ([]finding.Finding, error) {
 	items, ok := v.([]any)
 	if !ok {
@@ -521,6 +555,12 @@ func decodeFindings(v any) ([]finding.Finding, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("evaluate policies: %w", err)
 	}
+	return sortFindings(out), nil
+}
+
+// sortFindings sorts fs by rule id, unit and message, keeping the order
+// of equal ones, and returns it.
+func sortFindings(out []finding.Finding) []finding.Finding {
 	slices.SortStableFunc(out, func(a, b finding.Finding) int {
 		return cmp.Or(
 			strings.Compare(a.RuleID, b.RuleID),
@@ -528,7 +568,7 @@ func decodeFindings(v any) ([]finding.Finding, error) {
 			strings.Compare(a.Message, b.Message),
 		)
 	})
-	return out, nil
+	return out
 }
 
 func truncate(s string) string {

@@ -27,6 +27,21 @@ func debianFacts(t *testing.T, policies ...string) (*audit.Auditor, *facts.Docum
 	src, err := rootfs.OpenDir(testenv.Bookworm.Path(t))
 	require.NoError(t, err)
 	t.Cleanup(func() { src.Close() })
+	a, doc := rootFacts(t, src, policies...)
+	checks := 0
+	for _, u := range doc.Units {
+		if u.Security != nil {
+			checks += len(u.Security.Checks)
+		}
+	}
+	require.Greater(t, checks, 1000, "the Debian root's services carry their security checks")
+	return a, doc
+}
+
+// rootFacts is the facts document of the image root src and an auditor
+// over the catalog and the given user policies.
+func rootFacts(t *testing.T, src rootfs.Source, policies ...string) (*audit.Auditor, *facts.Document) {
+	t.Helper()
 	fsys := rootfs.New(src).Memo()
 	cfg := audit.Config{}
 	if len(policies) > 0 {
@@ -42,13 +57,6 @@ func debianFacts(t *testing.T, policies ...string) (*audit.Auditor, *facts.Docum
 	require.NoError(t, err)
 	doc, err := a.Facts(fsys, inv)
 	require.NoError(t, err)
-	checks := 0
-	for _, u := range doc.Units {
-		if u.Security != nil {
-			checks += len(u.Security.Checks)
-		}
-	}
-	require.Greater(t, checks, 1000, "the Debian root's services carry their security checks")
 	return a, doc
 }
 
