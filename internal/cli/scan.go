@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -356,9 +355,7 @@ func runFacts(e *env, args []string) int {
 		return fail(e, "facts", err)
 	}
 	warnCorrupt(e, im)
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
+	if err := report.WriteJSON(e.stdout, doc, true); err != nil {
 		return fail(e, "facts", err)
 	}
 	return ExitOK

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/image/target"
+	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/internal/systemd/install"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
@@ -147,9 +147,7 @@ func writeUnitsJSON(w io.Writer, im *target.Image, opts audit.ModelOptions) erro
 		}
 		doc.Units = append(doc.Units, j)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return report.WriteJSON(w, doc, true)
 }
 
 // writeUnitsTSV prints UNIT<TAB>STATE per unit, sorted by name.

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -24,10 +23,7 @@ func (j *jsonWriter) Write(w io.Writer, r *finding.Report) error {
 	if j.o.live != nil {
 		v = liveDocument{Report: r, Live: j.o.live}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := WriteJSON(w, v, false); err != nil {
 		return fmt.Errorf("write json report: %w", err)
 	}
 	return nil
