@@ -20,7 +20,7 @@ func WriteJSON(w io.Writer, v any, escapeHTML bool) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := w.Write(appendIndented(make([]byte, 0, buf.Len()+buf.Len()/2), buf.Bytes()))
+	_, err := w.Write(appendIndented(make([]byte, 0, 2*buf.Len()), buf.Bytes()))
 	return err
 }
 
@@ -31,11 +31,12 @@ func WriteJSON(w io.Writer, v any, escapeHTML bool) error {
 // (the Encoder's newline) is copied as is.
 func appendIndented(dst, src []byte) []byte {
 	depth := 0
+	spaces := []byte("\n                                                                ")
 	newline := func() {
-		dst = append(dst, '\n')
-		for range depth {
-			dst = append(dst, ' ', ' ')
+		for len(spaces) < 1+2*depth {
+			spaces = append(spaces, spaces[1:]...)
 		}
+		dst = append(dst, spaces[:1+2*depth]...)
 	}
 	for i := 0; i < len(src); {
 		switch c := src[i]; c {
