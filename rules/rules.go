@@ -226,8 +226,9 @@ func load(fsys fs.FS, dir, prefix string) ([]Rule, error) {
 	}
 	var rs []Rule
 	seen := map[string]string{}
-	for _, f := range files {
-		r, err := Parse(f.data)
+	parsed, perrs := parseEach(files, Parse)
+	for i, f := range files {
+		r, err := parsed[i], perrs[i]
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f.src, err))
 			continue
