@@ -261,15 +261,26 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	// same unit files: ask the image once (a view already remembering is
 	// shared as it is, so a caller's facts reuse the answers too).
 	fsys = fsys.Memo()
-	sv, err := opts.Version(fsys)
-	if err != nil {
-		return nil, err
-	}
 	// Enablement, the boot transaction and the machine the image boots are
 	// independent readers of the same view (safe for concurrent use, as
 	// every image source is): on a remote image their reads overlap, on a
 	// local one their parsing runs on two cores. Their errors are reported
-	// in the order the steps are listed.
+	// in the order the steps are listed below.
+	var (
+		first  bool
+		env    *condition.Env
+		envErr error
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		first = install.FirstBoot(fsys)
+		env, envErr = condition.NewEnv(fsys, first, opts.Assume)
+	})
+	sv, err := opts.Version(fsys)
+	if err != nil {
+		wg.Wait()
+		return nil, err
+	}
 	var (
 		files          []install.UnitFile
 		ps             *install.Presets
@@ -277,7 +288,6 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		b              *boot.Boot
 		listErr, psErr error
 		loadErr        error
-		wg             sync.WaitGroup
 	)
 	wg.Go(func() {
 		if files, listErr = install.List(fsys, sv.Major); listErr != nil {
@@ -292,8 +302,6 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 			b = g.Boot()
 		}
 	})
-	first := install.FirstBoot(fsys)
-	env, envErr := condition.NewEnv(fsys, first, opts.Assume)
 	wg.Wait()
 	switch {
 	case listErr != nil:

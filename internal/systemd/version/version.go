@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -95,13 +96,22 @@ const statusFile = "var/lib/dpkg/status"
 // I/O error of a corrupt image); a missing or unparseable file is only a
 // source less.
 func Detect(fsys *rootfs.FS) (Info, error) {
+	// The two sources are independent reads (a remote image's round trips
+	// overlap); the library's error is reported first.
+	var pkg Info
+	var pkgErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		pkg, pkgErr = fromDpkg(fsys)
+	}()
 	lib, err := fromLibrary(fsys)
+	<-read
 	if err != nil {
 		return Info{}, err
 	}
-	pkg, err := fromDpkg(fsys)
-	if err != nil {
-		return Info{}, err
+	if pkgErr != nil {
+		return Info{}, pkgErr
 	}
 	switch {
 	case lib.Major != 0:
@@ -138,10 +148,29 @@ func fromLibrary(fsys *rootfs.FS) (Info, error) {
 			dirs = append(dirs, "usr/lib/"+e.Name()+"/systemd")
 		}
 	}
+	// Each directory is resolved and listed on its own (a remote image's
+	// round trips overlap); the results are taken in order.
+	type listing struct {
+		real       string
+		resolveErr error
+		ents       []fs.DirEntry
+		err        error
+	}
+	got := make([]listing, len(dirs))
+	var wg sync.WaitGroup
+	for i, d := range dirs {
+		wg.Go(func() {
+			l := &got[i]
+			if l.real, l.resolveErr = fsys.Resolve(d); l.resolveErr == nil {
+				l.ents, l.err = fsys.ReadDir(d)
+			}
+		})
+	}
+	wg.Wait()
 	var best Info
 	seen := map[string]bool{}
-	for _, d := range dirs {
-		real, err := fsys.Resolve(d)
+	for i, d := range dirs {
+		real, err := got[i].real, got[i].resolveErr
 		if err != nil || seen[real] {
 			if err != nil && !absent(err) {
 				return Info{}, fmt.Errorf("resolve /%s: %w", d, err)
@@ -149,7 +178,7 @@ func fromLibrary(fsys *rootfs.FS) (Info, error) {
 			continue
 		}
 		seen[real] = true
-		ents, err := fsys.ReadDir(d)
+		ents, err := got[i].ents, got[i].err
 		if err != nil {
 			if absent(err) {
 				continue
