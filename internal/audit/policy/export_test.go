@@ -17,6 +17,11 @@ var GoValue = goValue
 // without what the catalog does not read.
 func CatalogInput(v any) (any, error) { return prunedGoValue(v, unreadByCatalog) }
 
+// CatalogUnread is what the catalog's input leaves out, as a tree: member
+// name ("*": every member without an entry of its own) → nil (left out),
+// true (kept whole) or the tree of its members.
+func CatalogUnread() map[string]any { return unreadByCatalog.tree().(map[string]any) }
+
 // EvaluateThroughJSON is Evaluate as it was before directFindings: rego
 // converts the result to Go, and decodeFindings decodes that through
 // encoding/json.

@@ -450,7 +450,7 @@ func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, er
 
 // input is the Rego input of input for this engine.
 func (e *Engine) input(input any) (ast.Value, error) {
-	var omit []string
+	omit := whole
 	if e.catalogOnly {
 		omit = unreadByCatalog
 	}
@@ -479,10 +479,10 @@ func (e *Engine) result(ctx context.Context, v ast.Value, opts ...rego.EvalOptio
 }
 
 // inputValue converts input to the Rego value of its JSON form: Go values
-// directly (goValue; without the member at path omit, if any),
+// directly (goValue, pruned by omit),
 // json.RawMessage through the fast decoder; both are several times
 // cheaper than OPA's generic round trip. An ast.Value is used as is.
-func inputValue(input any, omit []string) (ast.Value, error) {
+func inputValue(input any, omit prune) (ast.Value, error) {
 	var b []byte
 	switch in := input.(type) {
 	case ast.Value:
@@ -490,11 +490,7 @@ func inputValue(input any, omit []string) (ast.Value, error) {
 	case json.RawMessage:
 		b = in
 	default:
-		convert := goValue
-		if omit != nil {
-			convert = func(v any) (ast.Value, error) { return prunedGoValue(v, omit) }
-		}
-		v, err := convert(input)
+		v, err := prunedGoValue(input, omit)
 		if err == nil {
 			return v, nil
 		}

@@ -8,13 +8,31 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 )
 
-// unreadByCatalog is the member path (JSON names; "*" is every key of a
-// map) of the part of the facts document the built-in catalog never reads:
-// the 81 security checks of every service, most of the document (the
-// catalog reads units.NAME.security's exposure, level and top).
-// TestCatalogReadsNoChecks holds the catalog to it. When the catalog is
-// all an engine evaluates, its input leaves them out; a user's policy
-// (--policy) gets the whole document.
+// prune says what of a value an input leaves out.
+type prune struct {
+	// drop: the value, a member of an object, is left out.
+	drop bool
+	// members, when there are any, prune the value's members by name (JSON
+	// names, map keys); "*" prunes every member without an entry of its
+	// own. A member without an entry is kept whole.
+	members map[string]prune
+}
+
+var (
+	dropped = prune{drop: true}
+	whole   = prune{}
+)
+
+func membersOf(m map[string]prune) prune { return prune{members: m} }
+
+// unreadByCatalog is what of the facts document the built-in catalog
+// never reads: of every unit, the 81 security checks of a service (most
+// of the document; the catalog reads units.NAME.security's exposure,
+// level and top), the directives but Install's DefaultInstance, and the
+// members no catalog module names. TestCatalogReadsNoneOfWhatItIsNotGiven
+// holds the catalog to it. When the catalog is all an engine evaluates,
+// its input leaves them out; a user's policy (--policy) gets the whole
+// document.
 //
 // OPA's ast.LazyObject, which converts a member when it is first read,
 // does not serve instead: a lazy object inside an ordinary one is
@@ -23,13 +41,55 @@ import (
 // cache hashes arguments: the catalog's exposure rule alone converted the
 // checks of more services than the Debian root has), and OPA hands a lazy
 // object's native Go map, unconverted, to whatever reads the results.
-var unreadByCatalog = []string{"units", "*", "security", "checks"}
+var unreadByCatalog = membersOf(map[string]prune{"units": membersOf(map[string]prune{"*": membersOf(map[string]prune{
+	"security": membersOf(map[string]prune{"checks": dropped, "notes": dropped}),
+	"directives": membersOf(map[string]prune{
+		"Install": membersOf(map[string]prune{"DefaultInstance": whole, "*": dropped}),
+		"*":       dropped,
+	}),
+	"fragment":          dropped,
+	"drop_ins":          dropped,
+	"aliases":           dropped,
+	"conditions":        dropped,
+	"would_run":         dropped,
+	"type":              dropped,
+	"exec_start_pre":    dropped,
+	"user":              dropped,
+	"group":             dropped,
+	"dynamic_user":      dropped,
+	"environment_files": dropped,
+	"sandboxing":        dropped,
+	"wants":             dropped,
+	"requires":          dropped,
+	"after":             dropped,
+	"wanted_by":         dropped,
+	"problems":          dropped,
+})})})
 
-// prunedGoValue is goValue(v) without the member at path. Where the path
-// meets a value whose JSON form goValue does not build member by member
-// (a Marshaler, map keys that may collide once invalid UTF-8 is
-// repaired), that value is whole.
-func prunedGoValue(v any, path []string) (ast.Value, error) {
+// tree is p as JSON-shaped values, for tests: a dropped member is nil, a
+// whole one true, a pruned one the tree of its members.
+func (p prune) tree() any {
+	switch {
+	case p.drop:
+		return nil
+	case len(p.members) == 0:
+		return true
+	}
+	out := make(map[string]any, len(p.members))
+	for k, m := range p.members {
+		out[k] = m.tree()
+	}
+	return out
+}
+
+// prunedGoValue is goValue(v) pruned by path. Where the path meets a value
+// whose JSON form goValue does not build member by member (a Marshaler,
+// map keys that may collide once invalid UTF-8 is repaired), that value is
+// whole.
+func prunedGoValue(v any, path prune) (ast.Value, error) {
+	if len(path.members) == 0 {
+		return goValue(v)
+	}
 	e := newGoEncoder()
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() {
@@ -42,9 +102,8 @@ func prunedGoValue(v any, path []string) (ast.Value, error) {
 	return n.t.Value, nil
 }
 
-// pruned is the node of v (of type g) without the member at path, which
-// is not empty.
-func (e *goEncoder) pruned(v reflect.Value, g *goType, path []string, depth int) (node, error) {
+// pruned is the node of v (of type g) pruned by path, which has members.
+func (e *goEncoder) pruned(v reflect.Value, g *goType, path prune, depth int) (node, error) {
 	for g.kind == reflect.Pointer || g.kind == reflect.Interface {
 		if depth > maxJSONDepth || g.json || g.text || v.IsNil() {
 			return e.value(v, g, depth)
@@ -112,15 +171,19 @@ func (e *goEncoder) pruned(v reflect.Value, g *goType, path []string, depth int)
 }
 
 // prunedMember is the node of member name (value v, of type g) of an
-// object on path, and whether it is kept.
-func (e *goEncoder) prunedMember(v reflect.Value, g *goType, name string, path []string, depth int) (node, bool, error) {
-	if path[0] != "*" && path[0] != name {
+// object pruned by path, and whether it is kept.
+func (e *goEncoder) prunedMember(v reflect.Value, g *goType, name string, path prune, depth int) (node, bool, error) {
+	sub, on := path.members[name]
+	if !on {
+		sub = path.members["*"]
+	}
+	if sub.drop {
+		return node{}, false, nil
+	}
+	if len(sub.members) == 0 {
 		n, err := e.value(v, g, depth+1)
 		return n, true, err
 	}
-	if len(path) == 1 {
-		return node{}, false, nil
-	}
-	n, err := e.pruned(v, g, path[1:], depth+1)
+	n, err := e.pruned(v, g, sub, depth+1)
 	return n, true, err
 }
