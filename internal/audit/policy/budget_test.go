@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // forever never ends in any budget a test has: 27e9 iterations.
@@ -109,6 +113,54 @@ findings contains {"rule_id": "odd", "severity": "low", "message": "from a quote
 		ids = append(ids, f.RuleID)
 	}
 	assert.Equal(t, []string{"a", "odd", "top"}, ids)
+}
+
+// TestMarkedQueryForms: a family whose findings are contains rules alone
+// is counted directly (cheaper to compile), any other through a
+// comprehension; either way a family with no findings, or none defined,
+// leaves the query defined and the other families' findings in it.
+func TestMarkedQueryForms(t *testing.T) {
+	const other = `package amilint.rules.other
+
+findings contains {"rule_id": "other", "severity": "low", "message": "m"}
+`
+	for _, c := range []struct {
+		name, src string
+		direct    bool
+	}{
+		{"contains, none found", `findings contains {"rule_id": "x", "message": "m"} if input.never`, true},
+		{"contains, two rules", "findings contains {\"rule_id\": \"x\", \"message\": \"m\"} if input.never\n\nfindings contains {\"rule_id\": \"y\", \"message\": \"m\"} if input.never", true},
+		{"complete, undefined", `findings := {{"rule_id": "x", "message": "m"}} if input.never`, false},
+		{"complete, defined", `findings := {{"rule_id": "x", "severity": "low", "message": "m"}}`, false},
+		{"partial object", `findings[k] := {"rule_id": k, "severity": "low", "message": "m"} if some k in {"x"}`, false},
+		{"deeper contains", `findings.sub contains {"rule_id": "x", "severity": "low", "message": "m"}`, false},
+		{"no findings rule", `helper := 1`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, "p/other.rego", other)
+			write(t, dir, "p/x.rego", "package amilint.rules.x\n\n"+c.src+"\n")
+			p, err := Load(Config{PolicyDirs: []string{filepath.Join(dir, "p")}})
+			require.NoError(t, err)
+			q, _ := markedQuery("", p.compiler)
+			assert.Equal(t, c.direct, strings.Contains(q, "count(data.amilint.rules.x.findings)"), q)
+			assert.Contains(t, q, "count(data.amilint.rules.other.findings)")
+			e, err := p.Engine(context.Background(), Config{})
+			require.NoError(t, err)
+			fs, err := e.Evaluate(context.Background(), map[string]any{})
+			plain, perr := p.Engine(context.Background(), Config{Query: EntryPoint})
+			require.NoError(t, perr)
+			want, wantErr := plain.Evaluate(context.Background(), map[string]any{})
+			if wantErr != nil { // findings that are no set of findings
+				require.Error(t, err)
+				assert.Equal(t, wantErr.Error(), err.Error())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, want, fs)
+			assert.True(t, slices.ContainsFunc(fs, func(f finding.Finding) bool { return f.RuleID == "other" }))
+		})
+	}
 }
 
 // countingListener counts the connections a test server accepts.

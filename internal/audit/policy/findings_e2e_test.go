@@ -9,6 +9,7 @@ import (
 
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/audit/policy"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -36,7 +37,8 @@ func roots(t *testing.T) map[string]func() rootfs.Source {
 }
 
 // TestDirectFindingsOnRoots: the catalog's findings on every root come
-// out of OPA's value directly, equal to those through encoding/json.
+// out of OPA's value directly, equal to those through encoding/json, and
+// the query marked family by family finds what the entry point alone does.
 func TestDirectFindingsOnRoots(t *testing.T) {
 	ctx := context.Background()
 	for name, src := range roots(t) {
@@ -52,6 +54,11 @@ func TestDirectFindingsOnRoots(t *testing.T) {
 			direct, err := eng.TakesDirectPath(ctx, doc)
 			require.NoError(t, err)
 			assert.True(t, direct, "the catalog's findings go through encoding/json")
+			plain, err := a.EngineQuery(ctx, name, policy.EntryPoint)
+			require.NoError(t, err)
+			unmarked, err := plain.Evaluate(ctx, doc)
+			require.NoError(t, err)
+			assert.Equal(t, unmarked, got)
 		})
 	}
 }

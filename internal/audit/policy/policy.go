@@ -286,7 +286,7 @@ func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	query, b := markedQuery(cfg.Query, p.compiler.Modules)
+	query, b := markedQuery(cfg.Query, p.compiler)
 	b.timeout = cfg.Timeout
 	pq, err := rego.New(
 		rego.Query(query),
