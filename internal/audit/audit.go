@@ -319,25 +319,23 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	}
 	inv := &Inventory{Files: files, Boot: b, Graph: g, Presets: presets, FirstBoot: first, Systemd: sv, Conditions: env}
 	seen := map[string]bool{}
+	var loaded []*boot.Unit
 	add := func(in facts.UnitInput) {
 		name := in.Name
 		seen[name] = true
-		if u := g.Unit(name); u != nil {
+		u := g.Unit(name) // in this order: loading is systemd's, one name after another
+		if u != nil {
 			in.Options = u.Options
 			if in.DropIns == nil {
 				in.DropIns = u.DropIns
 			}
-			sources := make([][]*unit.Option, len(u.Sources))
-			for i, s := range u.Sources {
-				sources[i] = s.Options
-			}
-			in.Conditions = env.Unit(u.Name, sources)
 		}
 		in.StartsAtBoot = b.StartsAtBoot(name)
 		in.Chain = b.Chain(name)
 		in.ActivatedBy = b.ActivatedBy[name]
 		in.Preset = string(presets[name])
 		inv.Units = append(inv.Units, in)
+		loaded = append(loaded, u)
 	}
 	for _, f := range files {
 		add(facts.UnitInput{Name: f.Name, State: string(f.State), Path: f.Path, Fragment: f.Fragment, DropIns: f.DropIns, Aliases: f.Aliases})
@@ -347,6 +345,18 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 			add(facts.UnitInput{Name: name})
 		}
 	}
+	// The conditions test paths of the image, independently per unit.
+	rootfs.ForEach(len(loaded), func(i int) {
+		u := loaded[i]
+		if u == nil {
+			return
+		}
+		sources := make([][]*unit.Option, len(u.Sources))
+		for i, s := range u.Sources {
+			sources[i] = s.Options
+		}
+		inv.Units[i].Conditions = env.Unit(u.Name, sources)
+	})
 	slices.SortFunc(inv.Units, func(x, y facts.UnitInput) int {
 		switch {
 		case x.Name < y.Name:

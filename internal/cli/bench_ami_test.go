@@ -119,6 +119,11 @@ func BenchmarkAMI(b *testing.B) {
 	defer f.Close()
 	fi, err := f.Stat()
 	require.NoError(b, err)
+	// The first audit of a process pays for what every later one reuses
+	// (the disk file into the page cache, the AWS client's set-up, the
+	// catalog's compilation): without this run it was 3.5 s instead of
+	// 1.1 s, whichever row came first.
+	auditAMI(b, f, fi.Size(), 0, ebs.Options{})
 	var w strings.Builder
 	for b.Loop() {
 		w.Reset()

@@ -294,8 +294,9 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
 	res := newResolver(fsys)
-	for i := range units {
-		u := buildUnit(res, &units[i], &d.Manager)
+	built := make([]*Unit, len(units))
+	rootfs.ForEach(len(units), func(i int) { built[i] = buildUnit(res, &units[i], &d.Manager) })
+	for _, u := range built {
 		if _, dup := d.Units[u.Name]; dup {
 			return nil, fmt.Errorf("build facts: unit %s listed twice", u.Name)
 		}

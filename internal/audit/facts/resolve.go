@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
@@ -14,6 +15,7 @@ import (
 // of walking every component of every name again.
 type resolver struct {
 	fsys *rootfs.FS
+	mu   sync.Mutex
 	dirs map[string]string // directory name -> resolved name, "" if not a directory
 }
 
@@ -32,10 +34,14 @@ func (r *resolver) regular(name string) (string, bool) {
 	if base == "" || base == "." || base == ".." {
 		return "", false
 	}
+	r.mu.Lock()
 	rd, ok := r.dirs[dir]
+	r.mu.Unlock()
 	if !ok {
 		rd = r.resolveDir(dir)
+		r.mu.Lock()
 		r.dirs[dir] = rd
+		r.mu.Unlock()
 	}
 	if rd == "" {
 		return "", false

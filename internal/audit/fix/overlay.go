@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -21,7 +22,9 @@ type overlay struct {
 	dirs    map[string]bool   // added directories
 	files   map[string]string // added or rewritten regular files: name -> content
 	// The image does not change while a plan is computed: its answers
-	// are cached.
+	// are cached. The model reads concurrently (as every source allows);
+	// mu guards the caches. The planned changes are made between reads.
+	mu             sync.Mutex
 	cachedLstat    map[string]lstatResult
 	cachedReadLink map[string]linkResult
 }
@@ -112,10 +115,14 @@ func (o *overlay) Lstat(name string) (fs.FileInfo, error) {
 	if o.gone(name) {
 		return nil, notExist("lstat", name)
 	}
+	o.mu.Lock()
 	r, ok := o.cachedLstat[name]
+	o.mu.Unlock()
 	if !ok {
 		r.fi, r.err = o.base.Lstat(name)
+		o.mu.Lock()
 		o.cachedLstat[name] = r
+		o.mu.Unlock()
 	}
 	return r.fi, r.err
 }
@@ -128,10 +135,14 @@ func (o *overlay) ReadLink(name string) (string, error) {
 	if o.gone(name) {
 		return "", notExist("readlink", name)
 	}
+	o.mu.Lock()
 	r, ok := o.cachedReadLink[name]
+	o.mu.Unlock()
 	if !ok {
 		r.target, r.err = o.base.ReadLink(name)
+		o.mu.Lock()
 		o.cachedReadLink[name] = r
+		o.mu.Unlock()
 	}
 	return r.target, r.err
 }

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Memo returns a view of the same source that asks the source each
@@ -153,4 +154,25 @@ func (m memoSource) ReadFile(name string) ([]byte, error) { return m.f.readFile(
 func IsRaw(src Source) bool {
 	_, ok := src.(memoSource)
 	return ok
+}
+
+// InFlight is how many names a reader of a view works on at once when it
+// reads many independent ones (ForEach): enough for a remote image's round
+// trips to overlap (its block reader has as many fetches in flight), and
+// cheap on a local one, where the work is CPU on every core.
+const InFlight = 16
+
+// ForEach calls f(0) ... f(n-1), InFlight at a time, and returns when all
+// have returned; f must be safe for concurrent use.
+func ForEach(n int, f func(int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(InFlight, n) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }

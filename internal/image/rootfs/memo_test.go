@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -143,4 +144,27 @@ func TestRawSharesTheMemo(t *testing.T) {
 	}
 	assert.Equal(t, 1, c.n["readdir "+d])
 	assert.Equal(t, 1, c.n["readlink "+b])
+}
+
+func TestForEach(t *testing.T) {
+	for _, n := range []int{0, 1, rootfs.InFlight - 1, rootfs.InFlight, 10 * rootfs.InFlight} {
+		var mu sync.Mutex
+		calls := map[int]int{}
+		var running, most atomic.Int64
+		rootfs.ForEach(n, func(i int) {
+			now := running.Add(1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			mu.Lock()
+			calls[i]++
+			mu.Unlock()
+			running.Add(-1)
+		})
+		assert.Len(t, calls, n, "every index once")
+		for i, c := range calls {
+			assert.Equal(t, 1, c, "index %d", i)
+			assert.True(t, i >= 0 && i < n)
+		}
+		assert.LessOrEqual(t, most.Load(), int64(rootfs.InFlight))
+	}
 }

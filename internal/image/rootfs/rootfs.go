@@ -61,6 +61,10 @@ const NullName = "dev/null"
 //
 // Errors should be *fs.PathError wrapping fs.ErrNotExist, fs.ErrInvalid or a
 // reader's own error for corrupt content.
+//
+// A Source must be safe for concurrent use: the unit model reads
+// enablement, the boot transaction and the machine's configuration at the
+// same time, so that a remote image's round trips overlap.
 type Source interface {
 	fs.ReadDirFS
 	fs.ReadLinkFS
