@@ -3,6 +3,8 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +69,34 @@ func FuzzIndent(f *testing.F) {
 		require.NoError(t, json.Indent(&want, compact.Bytes(), "", "  "))
 		assert.Equal(t, want.String(), string(appendIndented(nil, compact.Bytes())))
 	})
+}
+
+// chunks records the writes it is given.
+type chunks struct {
+	bytes.Buffer
+	writes int
+	fail   error
+}
+
+func (c *chunks) Write(p []byte) (int, error) {
+	if c.fail != nil {
+		return 0, c.fail
+	}
+	c.writes++
+	return c.Buffer.Write(p)
+}
+
+// TestWriteJSONInChunks: a large document is handed over in pieces, which
+// together are the Encoder's bytes; a failing writer's error is returned.
+func TestWriteJSONInChunks(t *testing.T) {
+	big := map[string]any{}
+	for i := range 5000 {
+		big[fmt.Sprintf("unit-%04d.service", i)] = map[string]any{"a": []any{i, "x,y", map[string]any{}}, "b": `"quoted", {braces}`}
+	}
+	var got chunks
+	require.NoError(t, WriteJSON(&got, big, true))
+	assert.Equal(t, string(indentedByEncoder(t, big, true)), got.String())
+	assert.Greater(t, got.writes, 4, "written in pieces of about %d bytes", chunk)
+	failing := chunks{fail: errors.New("disk full")}
+	assert.ErrorContains(t, WriteJSON(&failing, big, true), "disk full")
 }

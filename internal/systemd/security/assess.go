@@ -13,10 +13,17 @@ import (
 type Tenths int
 
 // String formats t as systemd prints it ("9.6").
-func (t Tenths) String() string { return fmt.Sprintf("%d.%d", int(t)/10, int(t)%10) }
+func (t Tenths) String() string { return string(t.append(nil)) }
+
+// append appends what String returns (without fmt: a facts document
+// writes thousands of these).
+func (t Tenths) append(b []byte) []byte {
+	b = strconv.AppendInt(b, int64(t)/10, 10)
+	return strconv.AppendInt(append(b, '.'), int64(t)%10, 10)
+}
 
 // MarshalJSON writes t as a JSON number (9.6).
-func (t Tenths) MarshalJSON() ([]byte, error) { return []byte(t.String()), nil }
+func (t Tenths) MarshalJSON() ([]byte, error) { return t.append(make([]byte, 0, 8)), nil }
 
 // UnmarshalJSON reads a JSON number (9.6) as tenths.
 func (t *Tenths) UnmarshalJSON(b []byte) error {
