@@ -12,6 +12,7 @@ package version
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -260,17 +261,26 @@ func fromDpkg(fsys *rootfs.FS) (Info, error) {
 	}
 	sc := bufio.NewScanner(io.LimitReader(f, rootfs.MaxReadFile))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	field := func(l []byte, name string) (string, bool) {
+		if len(l) < len(name) || string(l[:len(name)]) != name {
+			return "", false
+		}
+		return string(bytes.TrimSpace(l[len(name):])), true
+	}
 	for sc.Scan() {
-		l := sc.Text()
-		switch {
-		case l == "":
+		// Bytes, not Text: only the three fields read become strings (a
+		// Debian status file has thousands of lines).
+		l := sc.Bytes()
+		if len(l) == 0 {
 			flush()
-		case strings.HasPrefix(l, "Package:"):
-			pkg = strings.TrimSpace(l[len("Package:"):])
-		case strings.HasPrefix(l, "Version:"):
-			ver = strings.TrimSpace(l[len("Version:"):])
-		case strings.HasPrefix(l, "Status:"):
-			status = strings.TrimSpace(l[len("Status:"):])
+			continue
+		}
+		if v, ok := field(l, "Package:"); ok {
+			pkg = v
+		} else if v, ok := field(l, "Version:"); ok {
+			ver = v
+		} else if v, ok := field(l, "Status:"); ok {
+			status = v
 		}
 	}
 	if err := sc.Err(); err != nil {
