@@ -24,7 +24,7 @@ func TestPoliciesFormatted(t *testing.T) {
 		got, err := format.SourceWithOpts(m.Name, []byte(m.Source), format.Opts{RegoVersion: ast.RegoV1})
 		require.NoError(t, err, m.Name)
 		if *updateFormat {
-			p := filepath.Join("..", "..", "policies", strings.TrimPrefix(m.Name, "embedded:"))
+			p := filepath.Join("..", "..", "..", "policies", strings.TrimPrefix(m.Name, "embedded:"))
 			require.NoError(t, os.WriteFile(p, got, 0o644))
 			continue
 		}

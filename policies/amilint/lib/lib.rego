@@ -214,7 +214,7 @@ remediation_units(rem, unit) := [unit] if count(object.get(rem, "units", [])) ==
 
 commands(action, units) := [sprintf("systemctl %s %s", [action, concat(" ", units)])] if action in {"disable", "mask"}
 
-commands(action, _) := [] if not action in {"disable", "mask"}
+else := []
 
 # METADATA
 # title: Finding
@@ -249,11 +249,11 @@ skipped(unit) if {
 
 finding_severity(rule, unit) := "info" if skipped(unit)
 
-finding_severity(rule, unit) := object.get(rule, "severity", "medium") if not skipped(unit)
+else := object.get(rule, "severity", "medium")
 
 skipped_note(unit) := sprintf("; but it never runs: its conditions fail in the image (%s), so the finding is informational", [input.units[unit].conditions_reason]) if skipped(unit)
 
-skipped_note(unit) := "" if not skipped(unit)
+else := ""
 
 # METADATA
 # title: Rule tuning
