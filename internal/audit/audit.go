@@ -423,37 +423,70 @@ func (a *Auditor) Document(fsys *rootfs.FS, name string) (*Inventory, *facts.Doc
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := rootfs.Damaged(fsys); err != nil {
-		return nil, nil, fmt.Errorf("read image: %w", err)
-	}
-	// An image whose boot transaction systemd cannot queue is a critical
-	// finding (boot-transaction-fails), not a failure of the audit. A tree
-	// with no unit file at all is no systemd image: auditing it would pass
-	// it with no findings, and a wrong input never yields 0.
-	if inv.Boot.Err != nil && len(inv.Files) == 0 {
-		return nil, nil, fmt.Errorf("model boot of %s: %w", name, ErrNoUnits)
-	}
-	doc, err := a.Facts(fsys, inv)
+	doc, err := a.document(fsys, name, inv)
 	if err != nil {
 		return nil, nil, err
 	}
 	return inv, doc, nil
 }
 
+// document is Document for an image already modelled on the view fsys.
+func (a *Auditor) document(fsys *rootfs.FS, name string, inv *Inventory) (*facts.Document, error) {
+	if err := rootfs.Damaged(fsys); err != nil {
+		return nil, fmt.Errorf("read image: %w", err)
+	}
+	// An image whose boot transaction systemd cannot queue is a critical
+	// finding (boot-transaction-fails), not a failure of the audit. A tree
+	// with no unit file at all is no systemd image: auditing it would pass
+	// it with no findings, and a wrong input never yields 0.
+	if inv.Boot.Err != nil && len(inv.Files) == 0 {
+		return nil, fmt.Errorf("model boot of %s: %w", name, ErrNoUnits)
+	}
+	return a.Facts(fsys, inv)
+}
+
+// prepare starts preparing the engine for the target name: it needs
+// nothing of the image, so it runs on another core while the image is read
+// and modelled (a scan of the Debian root spends about a fifth of its CPU
+// time on each). The function returned waits for it.
+func (a *Auditor) prepare(ctx context.Context, name string) func() (*policy.Engine, error) {
+	var eng *policy.Engine
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		eng, err = a.Engine(ctx, name)
+	}()
+	return func() (*policy.Engine, error) {
+		<-done
+		return eng, err
+	}
+}
+
 // Audit runs the whole pipeline over fsys, naming the target t.
 func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
-	// Preparing the policies needs nothing of the image: it runs on another
-	// core while the image is read and modelled (a scan of the Debian root
-	// spends about a fifth of its CPU time on each).
-	var eng *policy.Engine
-	var engErr error
-	prepared := make(chan struct{})
-	go func() {
-		defer close(prepared)
-		eng, engErr = a.Engine(ctx, t.Name)
-	}()
-	inv, doc, err := a.Document(fsys, t.Name)
-	<-prepared
+	prepared := a.prepare(ctx, t.Name)
+	fsys = fsys.Memo() // one view remembering for the model and the facts
+	inv, err := Model(fsys, a.cfg.Model)
+	if err != nil {
+		prepared()
+		return nil, err
+	}
+	return a.audit(ctx, fsys, inv, t, prepared)
+}
+
+// AuditModelled is Audit of an image the caller has modelled already
+// (Model(fsys, a.ModelOptions())): a command can read and model the image
+// while the auditor is still being built.
+func (a *Auditor) AuditModelled(ctx context.Context, fsys *rootfs.FS, inv *Inventory, t finding.Target) (*Result, error) {
+	return a.audit(ctx, fsys.Memo(), inv, t, a.prepare(ctx, t.Name))
+}
+
+// audit is the pipeline after the model: the facts, the policies (whose
+// engine prepared returns), waivers.
+func (a *Auditor) audit(ctx context.Context, fsys *rootfs.FS, inv *Inventory, t finding.Target, prepared func() (*policy.Engine, error)) (*Result, error) {
+	doc, err := a.document(fsys, t.Name, inv)
+	eng, engErr := prepared()
 	if err != nil {
 		return nil, err
 	}

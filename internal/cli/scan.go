@@ -179,6 +179,45 @@ func (a *auditFlags) auditor() (*audit.Auditor, finding.Severity, error) {
 	return aud, failOn, nil
 }
 
+// pendingAuditor is an auditor being built on another goroutine (see
+// buildAuditor).
+type pendingAuditor struct {
+	name  chan string
+	ready chan struct{} // closed once aud, sev and err are set
+	aud   *audit.Auditor
+	sev   finding.Severity
+	err   error
+}
+
+// buildAuditor builds the auditor of the flags on another goroutine, then
+// prepares its engine for the target name given to wait: neither needs the
+// image, so both run while the image is opened and modelled.
+func buildAuditor(e *env, af *auditFlags) *pendingAuditor {
+	p := &pendingAuditor{name: make(chan string, 1), ready: make(chan struct{})}
+	go func() {
+		p.aud, p.sev, p.err = af.auditor()
+		close(p.ready)
+		if p.err != nil {
+			return
+		}
+		// An error preparing the engine is the audit's to report; the
+		// engine is cached by name for it.
+		if name := <-p.name; name != "" {
+			_, _ = p.aud.Engine(e.ctx, name)
+		}
+	}()
+	return p
+}
+
+// wait gives the auditor the target's name ("" for none: no engine is
+// prepared) and returns it as auditor() would, once built; the engine may
+// still be in preparation.
+func (p *pendingAuditor) wait(name string) (*audit.Auditor, finding.Severity, error) {
+	p.name <- name
+	<-p.ready
+	return p.aud, p.sev, p.err
+}
+
 // ruleMeta tells report writers what the catalog knows of each rule.
 func ruleMeta(aud *audit.Auditor) map[string]report.RuleMeta {
 	m := map[string]report.RuleMeta{}
@@ -291,20 +330,35 @@ func runScan(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "scan", err)
 	}
-	aud, failOn, err := af.auditor()
+	if _, err := report.Get(*format); err != nil {
+		return fail(e, "scan", err)
+	}
+	// The auditor (the rule catalog, then the policies' engine for the
+	// target) is built while the image is opened and modelled; its errors
+	// still come first.
+	built := buildAuditor(e, &af)
+	im, err := openTarget(e, pos, af.disk)
+	if err != nil {
+		if _, _, aerr := built.wait(""); aerr != nil {
+			return fail(e, "scan", aerr)
+		}
+		return fail(e, "scan", err)
+	}
+	defer im.Close()
+	fsys := im.FS.Memo() // the model and the facts share what they read
+	inv, modelErr := audit.Model(fsys, af.model.opts)
+	aud, failOn, err := built.wait(im.Name)
 	if err != nil {
 		return fail(e, "scan", err)
+	}
+	if modelErr != nil {
+		return fail(e, "scan", modelErr)
 	}
 	w, err := report.Get(*format, report.WithFailOn(failOn), report.WithRules(ruleMeta(aud)), report.WithVersion(version()))
 	if err != nil {
 		return fail(e, "scan", err)
 	}
-	im, err := openTarget(e, pos, af.disk)
-	if err != nil {
-		return fail(e, "scan", err)
-	}
-	defer im.Close()
-	res, err := aud.Audit(e.ctx, im.FS, finding.Target{Name: im.Name, Kind: im.Kind})
+	res, err := aud.AuditModelled(e.ctx, fsys, inv, finding.Target{Name: im.Name, Kind: im.Kind})
 	if err != nil {
 		return fail(e, "scan", err)
 	}
@@ -336,19 +390,26 @@ func runFacts(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "facts", err)
 	}
-	aud, _, err := af.auditor()
-	if err != nil {
-		return fail(e, "facts", err)
-	}
+	// The auditor (the rule catalog: which configuration files the facts
+	// read) is built while the image is opened and modelled; its errors
+	// still come first.
+	built := buildAuditor(e, &af)
 	im, err := openTarget(e, pos, af.disk)
 	if err != nil {
+		if _, _, aerr := built.wait(""); aerr != nil {
+			return fail(e, "facts", aerr)
+		}
 		return fail(e, "facts", err)
 	}
 	defer im.Close()
 	fsys := im.FS.Memo() // the model and the facts share what they read
-	inv, err := audit.Model(fsys, af.model.opts)
+	inv, modelErr := audit.Model(fsys, af.model.opts)
+	aud, _, err := built.wait("")
 	if err != nil {
 		return fail(e, "facts", err)
+	}
+	if modelErr != nil {
+		return fail(e, "facts", modelErr)
 	}
 	doc, err := aud.Facts(fsys, inv)
 	if err != nil {

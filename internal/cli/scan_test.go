@@ -576,3 +576,29 @@ func TestScanConditions(t *testing.T) {
 	assert.Equal(t, ExitError, code)
 	assert.Contains(t, stderr, "unknown key")
 }
+
+// TestAuditorErrorsComeFirst: scan and facts build the auditor while the
+// image is opened and modelled, yet a flag the auditor refuses is reported
+// before a target that cannot be opened or modelled, as when they were one
+// after the other.
+func TestAuditorErrorsComeFirst(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-image")
+	empty := t.TempDir() // opens, but is no image root
+	for _, cmd := range []string{"scan", "facts"} {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--rules", missing, missing}, "load rules"},
+			{[]string{"--profile", "nope", missing}, `no profile "nope"`},
+			{[]string{"--profile", "nope", empty}, `no profile "nope"`},
+			{[]string{"--fail-on", "nope", missing}, "--fail-on"},
+			{[]string{missing}, "no-such-image"},
+		} {
+			code, _, stderr := runCLI(t, append([]string{cmd}, c.args...)...)
+			assert.Equal(t, ExitError, code, "%s %v", cmd, c.args)
+			assert.Contains(t, stderr, c.want, "%s %v", cmd, c.args)
+			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+		}
+	}
+}
