@@ -27,6 +27,7 @@ func (inv *Inventory) assess(fsys *rootfs.FS, opts ModelOptions) error {
 		}
 	}
 	s := security.NewScorer(fsys, inv.Graph, t, p)
+	var scored []int
 	for i := range inv.Units {
 		in := &inv.Units[i]
 		// A masked unit does not run; a "bad" one systemd cannot load
@@ -37,6 +38,13 @@ func (inv *Inventory) assess(fsys *rootfs.FS, opts ModelOptions) error {
 		if u := inv.Graph.Unit(in.Name); u == nil || u.State == boot.Masked {
 			continue
 		}
+		scored = append(scored, i)
+	}
+	// Every unit scored is loaded (above, in order): scoring reads the
+	// loaded units and the image, independently per unit.
+	errs := make([]error, len(scored))
+	rootfs.ForEach(len(scored), func(k int) {
+		in := &inv.Units[scored[k]]
 		a, err := s.Score(in.Name)
 		switch {
 		case err == nil:
@@ -44,7 +52,12 @@ func (inv *Inventory) assess(fsys *rootfs.FS, opts ModelOptions) error {
 		case errors.Is(err, security.ErrNotLoaded):
 			in.SecurityError = strings.TrimPrefix(err.Error(), in.Name+": ")
 		default:
-			return fmt.Errorf("assess %s: %w", in.Name, err)
+			errs[k] = fmt.Errorf("assess %s: %w", in.Name, err)
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
