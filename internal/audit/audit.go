@@ -86,13 +86,33 @@ type Auditor struct {
 	mu      sync.Mutex
 	engines map[string]*policy.Engine // prepared per target name
 
-	compileMu sync.Mutex
-	policies  *policy.Compiled
+	// compile is the policies' compilation, started by New.
+	compile *compilation
+}
+
+// compilation is the policies compiled once for every engine of an
+// auditor (the target name and the query are the engine's, the policies
+// are not). It needs neither the rule catalog nor an image, so New starts
+// it first, on another core.
+type compilation struct {
+	done     chan struct{}
+	policies *policy.Compiled
+	err      error
+}
+
+func compile(cfg Config) *compilation {
+	c := &compilation{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.policies, c.err = policy.Load(policy.Config{PolicyDirs: cfg.PolicyDirs, Capabilities: cfg.Capabilities})
+	}()
+	return c
 }
 
 // New loads the rule catalog and profiles. Policies are compiled per
 // target name by Audit, since the target is a policy parameter; see engine.
 func New(cfg Config) (*Auditor, error) {
+	policies := compile(cfg)
 	rs, err := rules.LoadAll(cfg.RulesDirs...)
 	if err != nil {
 		return nil, fmt.Errorf("load rules: %w", err)
@@ -147,7 +167,7 @@ func New(cfg Config) (*Auditor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load profiles: %w", err)
 	}
-	a := &Auditor{cfg: cfg, rules: rs, ruleData: rd, profData: pd, traits: traits}
+	a := &Auditor{cfg: cfg, rules: rs, ruleData: rd, profData: pd, traits: traits, compile: policies}
 	for _, c := range rules.ConfigRequests(rs) {
 		a.requests = append(a.requests, facts.ConfigRequest{Path: c.Path, Format: c.Format})
 	}
@@ -191,19 +211,10 @@ func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*p
 	return p.Engine(ctx, cfg)
 }
 
-// compiled compiles the policies once for every engine of the auditor:
-// the target name and the query are the engine's, the policies are not.
+// compiled waits for the policies' compilation New started.
 func (a *Auditor) compiled() (*policy.Compiled, error) {
-	a.compileMu.Lock()
-	defer a.compileMu.Unlock()
-	if a.policies == nil {
-		p, err := policy.Load(a.PolicyConfig(""))
-		if err != nil {
-			return nil, err
-		}
-		a.policies = p
-	}
-	return a.policies, nil
+	<-a.compile.done
+	return a.compile.policies, a.compile.err
 }
 
 // PolicyConfig is what the policies are compiled with for a target name:
