@@ -407,8 +407,13 @@ var ErrNoUnits = errors.New("no systemd unit files: not the root of a systemd im
 // systemd's would (an unreadable directory taken as absent): a damaged
 // image is not audited as an intact one.
 func (a *Auditor) Facts(fsys *rootfs.FS, inv *Inventory) (*facts.Document, error) {
+	return a.facts(fsys, inv, false)
+}
+
+// facts is Facts, without the services' security checks when omitChecks.
+func (a *Auditor) facts(fsys *rootfs.FS, inv *Inventory, omitChecks bool) (*facts.Document, error) {
 	machine := inv.Conditions.Host
-	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd, Boot: inv.BootFacts(), Machine: machine})
+	doc, err := facts.Build(fsys, inv.Units, facts.Options{ConfigFiles: a.requests, Systemd: inv.Systemd, Boot: inv.BootFacts(), Machine: machine, OmitChecks: omitChecks})
 	if err != nil {
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
@@ -421,8 +426,11 @@ func (a *Auditor) Facts(fsys *rootfs.FS, inv *Inventory) (*facts.Document, error
 // Result is one image's audit.
 type Result struct {
 	Inventory *Inventory
-	Facts     *facts.Document
-	Report    *finding.Report
+	// Facts are the document the policies judged: with the built-in
+	// catalog alone, without the services' security checks (Facts builds
+	// the whole document).
+	Facts  *facts.Document
+	Report *finding.Report
 }
 
 // Document runs the pipeline over fsys, the target named name, up to the
@@ -434,15 +442,16 @@ func (a *Auditor) Document(fsys *rootfs.FS, name string) (*Inventory, *facts.Doc
 	if err != nil {
 		return nil, nil, err
 	}
-	doc, err := a.document(fsys, name, inv)
+	doc, err := a.document(fsys, name, inv, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	return inv, doc, nil
 }
 
-// document is Document for an image already modelled on the view fsys.
-func (a *Auditor) document(fsys *rootfs.FS, name string, inv *Inventory) (*facts.Document, error) {
+// document is Document for an image already modelled on the view fsys;
+// without the services' security checks when omitChecks.
+func (a *Auditor) document(fsys *rootfs.FS, name string, inv *Inventory, omitChecks bool) (*facts.Document, error) {
 	if err := rootfs.Damaged(fsys); err != nil {
 		return nil, fmt.Errorf("read image: %w", err)
 	}
@@ -453,7 +462,7 @@ func (a *Auditor) document(fsys *rootfs.FS, name string, inv *Inventory) (*facts
 	if inv.Boot.Err != nil && len(inv.Files) == 0 {
 		return nil, fmt.Errorf("model boot of %s: %w", name, ErrNoUnits)
 	}
-	return a.Facts(fsys, inv)
+	return a.facts(fsys, inv, omitChecks)
 }
 
 // prepare starts preparing the engine for the target name: it needs
@@ -496,7 +505,9 @@ func (a *Auditor) AuditModelled(ctx context.Context, fsys *rootfs.FS, inv *Inven
 // audit is the pipeline after the model: the facts, the policies (whose
 // engine prepared returns), waivers.
 func (a *Auditor) audit(ctx context.Context, fsys *rootfs.FS, inv *Inventory, t finding.Target, prepared func() (*policy.Engine, error)) (*Result, error) {
-	doc, err := a.document(fsys, t.Name, inv)
+	// The built-in catalog alone never reads the services' 81 security
+	// checks (its engine is not given them): they are not built.
+	doc, err := a.document(fsys, t.Name, inv, policy.CatalogOnly(a.cfg.PolicyDirs))
 	eng, engErr := prepared()
 	if err != nil {
 		return nil, err

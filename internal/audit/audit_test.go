@@ -2,6 +2,8 @@ package audit_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"testing/fstest"
@@ -105,4 +107,73 @@ func TestEngineIsCompiledOncePerTarget(t *testing.T) {
 	e3, err := a.Engine(ctx, "other")
 	require.NoError(t, err)
 	assert.NotSame(t, e1, e3, "the target is a policy parameter")
+}
+
+// TestAuditBuildsChecksOnlyForUserPolicies: with the built-in catalog alone
+// the audit's facts leave out the services' security checks (the catalog
+// is never given them) and find exactly what the whole document finds; a
+// user policy gets them, and Facts always builds them.
+func TestAuditBuildsChecksOnlyForUserPolicies(t *testing.T) {
+	ctx := context.Background()
+	checks := func(doc *facts.Document) (services, withChecks int) {
+		for _, u := range doc.Units {
+			if u.Security != nil && u.Security.Exposure != nil {
+				services++
+				if len(u.Security.Checks) > 0 {
+					withChecks++
+				}
+			}
+		}
+		return services, withChecks
+	}
+	for _, name := range []string{"dlami", "hardened"} {
+		catalog, err := audit.New(audit.Config{})
+		require.NoError(t, err)
+		res, err := catalog.Audit(ctx, view(t, name), finding.Target{Name: name})
+		require.NoError(t, err)
+		services, withChecks := checks(res.Facts)
+		require.Positive(t, services, name)
+		assert.Zero(t, withChecks, "%s: the catalog's audit builds no checks", name)
+
+		_, doc, err := catalog.Document(view(t, name), name)
+		require.NoError(t, err)
+		services, withChecks = checks(doc)
+		assert.Equal(t, services, withChecks, "%s: Document builds every service's checks", name)
+		eng, err := catalog.Engine(ctx, name)
+		require.NoError(t, err)
+		whole, err := eng.Evaluate(ctx, doc)
+		require.NoError(t, err)
+		type key struct{ rule, unit, message, severity string }
+		keys := func(fs []finding.Finding) []key {
+			var out []key
+			for _, f := range fs {
+				out = append(out, key{f.RuleID, f.Unit, f.Message, f.Severity.String()})
+			}
+			return out
+		}
+		assert.ElementsMatch(t, keys(whole), keys(res.Report.Findings), "%s: the same findings from the whole document", name)
+
+		dir := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "c"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "c", "c.rego"), []byte(`package amilint.rules.c
+
+findings contains {"rule_id": "c", "unit": name, "message": "checks"} if {
+	some name, u in input.units
+	count(u.security.checks) > 0
+}
+`), 0o644))
+		user, err := audit.New(audit.Config{PolicyDirs: []string{dir}})
+		require.NoError(t, err)
+		res, err = user.Audit(ctx, view(t, name), finding.Target{Name: name})
+		require.NoError(t, err)
+		services, withChecks = checks(res.Facts)
+		assert.Equal(t, services, withChecks, "%s: a user policy's audit builds every service's checks", name)
+		n := 0
+		for _, f := range res.Report.Findings {
+			if f.RuleID == "c" {
+				n++
+			}
+		}
+		assert.Equal(t, services, n, "%s: the user policy sees every service's checks", name)
+	}
 }

@@ -85,6 +85,11 @@ type Options struct {
 	Boot Boot
 	// Machine is what the image says about the machine it boots.
 	Machine condition.Host
+	// OmitChecks leaves every service's security.checks empty, for a
+	// caller whose policies never read them (the built-in catalog alone:
+	// policy.CatalogOnly); its 81 checks a service are most of the
+	// document. The facts command and user policies get them.
+	OmitChecks bool
 }
 
 // Document is the policy input.
@@ -295,7 +300,7 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 	}
 	res := newResolver(fsys)
 	built := make([]*Unit, len(units))
-	rootfs.ForEach(len(units), func(i int) { built[i] = buildUnit(res, &units[i], &d.Manager) })
+	rootfs.ForEach(len(units), func(i int) { built[i] = buildUnit(res, &units[i], &d.Manager, opts.OmitChecks) })
 	for _, u := range built {
 		if _, dup := d.Units[u.Name]; dup {
 			return nil, fmt.Errorf("build facts: unit %s listed twice", u.Name)

@@ -47,7 +47,7 @@ type SecurityFix struct {
 
 // securityOf is the facts of a service's assessment (or of why it has
 // none); nil when the unit was not assessed.
-func securityOf(in *UnitInput) *Security {
+func securityOf(in *UnitInput, omitChecks bool) *Security {
 	switch {
 	case in.Security != nil:
 	case in.SecurityError != "":
@@ -57,9 +57,13 @@ func securityOf(in *UnitInput) *Security {
 	}
 	a := in.Security
 	e := a.Exposure
-	s := &Security{Exposure: &e, Level: a.Level, Checks: make(map[string]SecurityCheck, len(a.Checks)),
+	checks := a.Checks
+	if omitChecks {
+		checks = nil
+	}
+	s := &Security{Exposure: &e, Level: a.Level, Checks: make(map[string]SecurityCheck, len(checks)),
 		Top: []SecurityFix{}, Notes: a.Notes}
-	for _, c := range a.Checks {
+	for _, c := range checks {
 		s.Checks[c.ID] = SecurityCheck{Name: c.Name, Set: c.Set, Exposure: c.Exposure, Description: c.Description}
 	}
 	for _, c := range a.Top(3) {

@@ -35,7 +35,7 @@ const (
 	secInstall = "Install"
 )
 
-func buildUnit(res *resolver, in *UnitInput, m *Manager) *Unit {
+func buildUnit(res *resolver, in *UnitInput, m *Manager, omitChecks bool) *Unit {
 	u := &Unit{
 		Name:                     in.Name,
 		Type:                     unit.Type(in.Name),
@@ -66,7 +66,7 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager) *Unit {
 	if u.ConditionsMet == condition.False {
 		u.ConditionsReason = condition.Explain(in.Conditions)
 	}
-	u.Security = securityOf(in)
+	u.Security = securityOf(in, omitChecks)
 	opts := in.Options
 	for _, o := range opts {
 		sec := u.Directives[o.Section]

@@ -230,6 +230,12 @@ type Compiled struct {
 	catalogOnly bool
 }
 
+// CatalogOnly reports whether policies loaded with these --policy
+// directories are the built-in catalog alone, whose engine is given only
+// what the catalog reads (unreadByCatalog): no service's security checks,
+// for one.
+func CatalogOnly(policyDirs []string) bool { return len(policyDirs) == 0 }
+
 // Load loads and compiles the policies cfg names: PolicyDirs and
 // Capabilities; the rest of cfg is for Engine. The built-in catalog alone,
 // under the default capabilities, is not compiled again: it comes
@@ -276,7 +282,7 @@ func Load(cfg Config) (*Compiled, error) {
 	if len(c.GetRulesForVirtualDocument(ast.MustParseRef(EntryPoint))) == 0 {
 		return nil, fmt.Errorf("load policies: no rule defines %s", EntryPoint)
 	}
-	return &Compiled{compiler: c, catalogOnly: len(cfg.PolicyDirs) == 0}, nil
+	return &Compiled{compiler: c, catalogOnly: CatalogOnly(cfg.PolicyDirs)}, nil
 }
 
 // Engine prepares the compiled policies for the data and query of cfg
