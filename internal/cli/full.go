@@ -3,12 +3,10 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"time"
 
-	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/host/live"
 	"github.com/amilint/amilint/internal/host/metrics"
 )
@@ -42,13 +40,6 @@ func serveMetrics(e *env, host *live.Host, cfg serveConfig) error {
 		return fmt.Errorf("listen %s: %w", cfg.addr, err)
 	}
 	fmt.Fprintf(e.stderr, "amilint live: serving /metrics and /healthz on %s\n", ln.Addr())
-	audit := func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-		doc, fs, err := host.Audit(ctx)
-		if doc == nil {
-			return nil, nil, err
-		}
-		return doc.Live, fs, err
-	}
 	opts := metrics.ServeOptions{WebConfigFile: cfg.webConfig, MaxConnections: cfg.maxConns}
-	return metrics.New(audit, cfg.interval, e.log).Serve(e.ctx, ln, opts)
+	return metrics.New(host.AuditLive, cfg.interval, e.log).Serve(e.ctx, ln, opts)
 }

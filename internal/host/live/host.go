@@ -189,6 +189,16 @@ func (h *Host) Audit(ctx context.Context) (*Document, []finding.Finding, error) 
 	return doc, fs, cerr
 }
 
+// AuditLive is Audit for an exporter (metrics.AuditFunc): the live facts
+// of the document, the findings and the error.
+func (h *Host) AuditLive(ctx context.Context) (*Facts, []finding.Finding, error) {
+	doc, fs, err := h.Audit(ctx)
+	if doc == nil {
+		return nil, nil, err
+	}
+	return doc.Live, fs, err
+}
+
 // Evaluate runs the policies over doc and applies the waivers. With the
 // shipped policies alone it evaluates the static rule families once per
 // static document and overlay (see split), the live family every time;

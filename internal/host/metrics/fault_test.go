@@ -96,13 +96,7 @@ func TestServeFaults(t *testing.T) {
 	host, err := live.NewHost(context.Background(), opts, audit.Config{}, "faulty-host")
 	require.NoError(t, err)
 	defer host.Close()
-	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-		doc, fs, err := host.Audit(ctx)
-		if doc == nil {
-			return nil, nil, err
-		}
-		return doc.Live, fs, err
-	}, 100*time.Millisecond, nil)
+	e := metrics.New(host.AuditLive, 100*time.Millisecond, nil)
 	base := serve(t, e)
 	waitHealthy(t, base)
 

@@ -110,13 +110,7 @@ func TestServeRealHost(t *testing.T) {
 	host, err := live.NewHost(context.Background(), opts, audit.Config{}, "host")
 	require.NoError(t, err)
 	defer host.Close()
-	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-		doc, fs, err := host.Audit(ctx)
-		if doc == nil {
-			return nil, nil, err
-		}
-		return doc.Live, fs, err
-	}, time.Hour, nil)
+	e := metrics.New(host.AuditLive, time.Hour, nil)
 	base := serve(t, e)
 	waitHealthy(t, base)
 
