@@ -177,9 +177,7 @@ func runFixProcess(t *testing.T, dir, policy string, delay time.Duration) (kille
 // removes what the killed one left and ends with the complete fix's tree.
 // AMILINT_KILL_RUNS raises the number of kills (default 12).
 func TestFixSurvivesSIGKILL(t *testing.T) {
-	if testing.Short() && !testenv.CI() {
-		t.Skip("kills real processes; -short skips it (never under CI=true)")
-	}
+	testenv.Slow(t, "kills real processes")
 	runs := 12
 	if v := os.Getenv("AMILINT_KILL_RUNS"); v != "" {
 		n, err := strconv.Atoi(v)

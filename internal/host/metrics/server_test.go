@@ -142,9 +142,7 @@ type slowClient struct {
 // test waits up to 90 s, so a connection that is never cut fails it, not
 // a slow machine), and every normal scrape is answered.
 func TestSlowClientsAreCut(t *testing.T) {
-	if testing.Short() && !testenv.CI() {
-		t.Skip("takes the idle timeout (30 s); -short skips it (never under CI=true)")
-	}
+	testenv.Slow(t, "takes the idle timeout (30 s)")
 	addr := serveWith(t, steady(), metrics.ServeOptions{})
 	c := &http.Client{Timeout: 10 * time.Second}
 	require.Eventually(t, func() bool {
