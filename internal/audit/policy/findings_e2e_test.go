@@ -18,7 +18,7 @@ import (
 func roots(t *testing.T) map[string]func() rootfs.Source {
 	t.Helper()
 	out := map[string]func() rootfs.Source{}
-	for _, r := range []testenv.DebianRoot{testenv.Bookworm, testenv.Trixie} {
+	for _, r := range testenv.DebianRoots {
 		out[r.Cache] = func() rootfs.Source {
 			src, err := rootfs.OpenDir(r.Path(t))
 			require.NoError(t, err)

@@ -15,22 +15,15 @@ import (
 // boot transaction and every unit in it are those of the plain view, on
 // both Debian roots.
 func TestLoadThroughMemo(t *testing.T) {
-	for _, root := range []struct {
-		name string
-		path func(testing.TB) string
-		v    int
-	}{
-		{"bookworm", testenv.Bookworm.Path, 252},
-		{"trixie", testenv.Trixie.Path, 257},
-	} {
-		t.Run(root.name, func(t *testing.T) {
-			src, err := rootfs.OpenDir(root.path(t))
+	for _, root := range testenv.DebianRoots {
+		t.Run(root.Cache, func(t *testing.T) {
+			src, err := rootfs.OpenDir(root.Path(t))
 			require.NoError(t, err)
 			defer src.Close()
-			plain, err := Load(rootfs.New(src), root.v)
+			plain, err := Load(rootfs.New(src), root.Systemd)
 			require.NoError(t, err)
 			memo := rootfs.New(src).Memo()
-			viaMemo, err := Load(memo, root.v)
+			viaMemo, err := Load(memo, root.Systemd)
 			require.NoError(t, err)
 			want, got := plain.Boot(), viaMemo.Boot()
 			require.NotEmpty(t, want.Start)

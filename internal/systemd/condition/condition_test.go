@@ -379,7 +379,7 @@ func TestAssumptionsSet(t *testing.T) {
 // root without a boot loader, false once the image boots through GRUB
 // without snapd_recovery_mode.
 func TestDebianRoots(t *testing.T) {
-	for _, r := range []testenv.DebianRoot{testenv.Bookworm, testenv.Trixie} {
+	for _, r := range testenv.DebianRoots {
 		t.Run(r.Cache, func(t *testing.T) {
 			src, err := rootfs.OpenDir(r.Path(t))
 			require.NoError(t, err)

@@ -15,27 +15,20 @@ import (
 // the unit files and their states are those of the plain view, on both
 // Debian roots.
 func TestListThroughMemo(t *testing.T) {
-	for _, root := range []struct {
-		name string
-		path func(testing.TB) string
-		v    int
-	}{
-		{"bookworm", testenv.Bookworm.Path, 252},
-		{"trixie", testenv.Trixie.Path, 257},
-	} {
-		t.Run(root.name, func(t *testing.T) {
-			src, err := rootfs.OpenDir(root.path(t))
+	for _, root := range testenv.DebianRoots {
+		t.Run(root.Cache, func(t *testing.T) {
+			src, err := rootfs.OpenDir(root.Path(t))
 			require.NoError(t, err)
 			defer src.Close()
-			want, err := List(rootfs.New(src), root.v)
+			want, err := List(rootfs.New(src), root.Systemd)
 			require.NoError(t, err)
 			require.NotEmpty(t, want)
 			memo := rootfs.New(src).Memo()
 			require.True(t, rootfs.IsRaw(memo.Raw()))
-			got, err := List(memo, root.v)
+			got, err := List(memo, root.Systemd)
 			require.NoError(t, err)
 			assert.Equal(t, want, got)
-			again, err := List(memo, root.v) // from memory only
+			again, err := List(memo, root.Systemd) // from memory only
 			require.NoError(t, err)
 			assert.Equal(t, want, again)
 		})
