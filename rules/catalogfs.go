@@ -5,11 +5,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
 // catalogFile is one *.yaml or *.yml file of a catalog directory.
@@ -82,21 +81,12 @@ func mergeBy[T any](base, override []T, key func(T) string) []T {
 	return out
 }
 
-// parseEach parses every file's data with parse, on every core: the
-// embedded catalog's YAML is the largest part of a command's start-up that
-// needs no image (about 3 ms of a scan), and each file is independent.
-// The results are in the order of files.
+// parseEach parses every file's data with parse, many at once
+// (rootfs.ForEach): the embedded catalog's YAML is the largest part of a
+// command's start-up that needs no image (about 3 ms of a scan), and each
+// file is independent. The results are in the order of files.
 func parseEach[T any](files []catalogFile, parse func([]byte) (T, error)) ([]T, []error) {
 	out, errs := make([]T, len(files)), make([]error, len(files))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(files)) {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(files); i = int(next.Add(1)) - 1 {
-				out[i], errs[i] = parse(files[i].data)
-			}
-		})
-	}
-	wg.Wait()
+	rootfs.ForEach(len(files), func(i int) { out[i], errs[i] = parse(files[i].data) })
 	return out, errs
 }
