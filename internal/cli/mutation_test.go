@@ -400,14 +400,20 @@ func qcow2Structures(t *testing.T, r io.ReaderAt, size int64) []span {
 			}
 		}
 	}
-	slices.Sort(data)
+	return outside(data, cs, size)
+}
+
+// outside is every byte of [0, size) not in a block of length bs starting
+// at one of starts: a file's structures around its data blocks.
+func outside(starts []int64, bs, size int64) []span {
+	slices.Sort(starts)
 	var out []span
 	at := int64(0)
-	for _, d := range data {
+	for _, d := range starts {
 		if d > at {
 			out = append(out, span{at, d})
 		}
-		at = max(at, d+cs)
+		at = max(at, d+bs)
 	}
 	if at < size {
 		out = append(out, span{at, size})
@@ -495,18 +501,7 @@ func vhdxStructures(t *testing.T, r io.ReaderAt, size int64) []span {
 	if len(blocks) > 1 {
 		bs = blocks[1] - blocks[0]
 	}
-	var out []span
-	at := int64(0)
-	for _, b := range blocks {
-		if b > at {
-			out = append(out, span{at, b})
-		}
-		at = max(at, b+bs)
-	}
-	if at < size {
-		out = append(out, span{at, size})
-	}
-	return out
+	return outside(blocks, bs, size)
 }
 
 // recorder is the image under the readers: it notes every range read.
