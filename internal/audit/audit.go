@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -55,6 +56,11 @@ type Config struct {
 	// PolicyTimeout bounds each policy evaluation (--policy-timeout); 0
 	// is no bound.
 	PolicyTimeout time.Duration
+	// FactsOnly says the auditor only builds facts documents (the facts
+	// command): New does not start compiling the policies, which would
+	// take a core from the unit model for nothing; they are compiled the
+	// first time an engine is asked for.
+	FactsOnly bool
 	// Capabilities are the OPA capabilities policies are compiled with
 	// (--policy-capabilities); nil is the sandbox, policy.Sandbox.
 	Capabilities *ast.Capabilities
@@ -95,24 +101,37 @@ type Auditor struct {
 // are not). It needs neither the rule catalog nor an image, so New starts
 // it first, on another core.
 type compilation struct {
+	cfg      policy.Config
+	start    sync.Once
+	started  atomic.Bool // for tests: begin was called
 	done     chan struct{}
 	policies *policy.Compiled
 	err      error
 }
 
+// compile returns the policies' compilation of cfg, not yet started.
 func compile(cfg Config) *compilation {
-	c := &compilation{done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		c.policies, c.err = policy.Load(policy.Config{PolicyDirs: cfg.PolicyDirs, Capabilities: cfg.Capabilities})
-	}()
-	return c
+	return &compilation{cfg: policy.Config{PolicyDirs: cfg.PolicyDirs, Capabilities: cfg.Capabilities}, done: make(chan struct{})}
+}
+
+// begin starts the compilation on another goroutine, once.
+func (c *compilation) begin() {
+	c.start.Do(func() {
+		c.started.Store(true)
+		go func() {
+			defer close(c.done)
+			c.policies, c.err = policy.Load(c.cfg)
+		}()
+	})
 }
 
 // New loads the rule catalog and profiles. Policies are compiled per
 // target name by Audit, since the target is a policy parameter; see engine.
 func New(cfg Config) (*Auditor, error) {
 	policies := compile(cfg)
+	if !cfg.FactsOnly {
+		policies.begin()
+	}
 	rs, err := rules.LoadAll(cfg.RulesDirs...)
 	if err != nil {
 		return nil, fmt.Errorf("load rules: %w", err)
@@ -211,8 +230,10 @@ func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*p
 	return p.Engine(ctx, cfg)
 }
 
-// compiled waits for the policies' compilation New started.
+// compiled waits for the policies' compilation New started (or starts it,
+// for a FactsOnly auditor).
 func (a *Auditor) compiled() (*policy.Compiled, error) {
+	a.compile.begin()
 	<-a.compile.done
 	return a.compile.policies, a.compile.err
 }

@@ -177,3 +177,28 @@ findings contains {"rule_id": "c", "unit": name, "message": "checks"} if {
 		assert.Equal(t, services, n, "%s: the user policy sees every service's checks", name)
 	}
 }
+
+// TestFactsOnlyCompilesOnDemand: the facts command's auditor does not
+// compile the policies while it builds facts (that would take a core from
+// the model for nothing), and still compiles them, errors included, when
+// an engine is asked for.
+func TestFactsOnlyCompilesOnDemand(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.rego"), []byte("package amilint.user.broken\n\ndeny contains x if {\n"), 0o644))
+	for _, factsOnly := range []bool{false, true} {
+		a, err := audit.New(audit.Config{PolicyDirs: []string{dir}, FactsOnly: factsOnly})
+		require.NoError(t, err, "New does not wait for the policies")
+		assert.Equal(t, !factsOnly, audit.CompilationStarted(a), "FactsOnly=%v", factsOnly)
+		fsys := view(t, "dlami")
+		inv, err := audit.Model(fsys, audit.ModelOptions{})
+		require.NoError(t, err)
+		doc, err := a.Facts(fsys, inv)
+		require.NoError(t, err)
+		require.NotEmpty(t, doc.Units)
+		assert.Equal(t, !factsOnly, audit.CompilationStarted(a), "building facts compiles nothing")
+		_, err = a.Engine(ctx, "dlami")
+		require.ErrorContains(t, err, "broken.rego", "FactsOnly=%v: the engine still reports the policy's error", factsOnly)
+		assert.True(t, audit.CompilationStarted(a))
+	}
+}

@@ -110,6 +110,8 @@ type auditFlags struct {
 	failOn string
 	disk   diskFlags
 	model  modelFlags
+	// factsOnly is set by a command that prints facts and judges nothing.
+	factsOnly bool
 }
 
 // modelFlags tune the unit model: units, scan, facts, diff and fix share
@@ -172,6 +174,7 @@ func (a *auditFlags) auditor() (*audit.Auditor, finding.Severity, error) {
 		return nil, 0, err
 	}
 	cfg.Model = a.model.opts
+	cfg.FactsOnly = a.factsOnly
 	aud, err := audit.New(cfg)
 	if err != nil {
 		return nil, 0, err
@@ -381,7 +384,7 @@ func runScan(e *env, args []string) int {
 // runFacts implements `amilint facts [TARGET]`: the exact policy input.
 func runFacts(e *env, args []string) int {
 	fs := newFlags(e, "facts")
-	var af auditFlags
+	af := auditFlags{factsOnly: true}
 	af.register(fs)
 	pos, err := parse(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
