@@ -419,7 +419,7 @@ func runFacts(e *env, args []string) int {
 		return fail(e, "facts", err)
 	}
 	warnCorrupt(e, im)
-	if err := report.WriteJSON(e.stdout, doc, true); err != nil {
+	if err := report.WriteFacts(e.stdout, doc); err != nil {
 		return fail(e, "facts", err)
 	}
 	return ExitOK

@@ -21,7 +21,7 @@ func WriteJSON(w io.Writer, v any, escapeHTML bool) error {
 		return err
 	}
 	src := buf.Bytes()
-	out, err := indent(make([]byte, 0, min(2*len(src), 2*chunk)), src, w)
+	out, err := indentAt(make([]byte, 0, min(2*len(src), 2*chunk)), src, 0, w)
 	if err == nil {
 		_, err = w.Write(out)
 	}
@@ -39,15 +39,14 @@ const chunk = 64 << 10
 // member's name is followed by ": ", and what follows the last value
 // (the Encoder's newline) is copied as is.
 func appendIndented(dst, src []byte) []byte {
-	dst, _ = indent(dst, src, nil)
+	dst, _ = indentAt(dst, src, 0, nil)
 	return dst
 }
 
-// indent is appendIndented handing w what it has so far, when w is not
-// nil, each time that is chunk bytes or more after a ','; it returns the
-// rest.
-func indent(dst, src []byte, w io.Writer) ([]byte, error) {
-	depth := 0
+// indentAt is appendIndented of a value depth levels deep, handing w what
+// it has so far, when w is not nil, each time that is chunk bytes or more
+// after a ','; it returns the rest.
+func indentAt(dst, src []byte, depth int, w io.Writer) ([]byte, error) {
 	spaces := []byte("\n                                                                ")
 	newline := func() {
 		for len(spaces) < 1+2*depth {

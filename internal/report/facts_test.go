@@ -1,0 +1,131 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/audit/facts"
+	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/version"
+)
+
+// factsOf is the facts document `amilint facts` prints for src.
+func factsOf(t *testing.T, aud *audit.Auditor, src rootfs.Source) *facts.Document {
+	t.Helper()
+	fsys := rootfs.New(src).Memo()
+	inv, err := audit.Model(fsys, audit.ModelOptions{})
+	require.NoError(t, err)
+	doc, err := aud.Facts(fsys, inv)
+	require.NoError(t, err)
+	return doc
+}
+
+// assertWritesAsWriteJSON checks WriteFacts against WriteJSON, which
+// TestWriteJSONEqualsEncoder holds to encoding/json's Encoder.
+func assertWritesAsWriteJSON(t *testing.T, doc *facts.Document) {
+	t.Helper()
+	var want, got bytes.Buffer
+	require.NoError(t, WriteJSON(&want, doc, true))
+	require.NoError(t, WriteFacts(&got, doc))
+	if !bytes.Equal(want.Bytes(), got.Bytes()) {
+		w, g := want.String(), got.String()
+		i := 0
+		for i < min(len(w), len(g)) && w[i] == g[i] {
+			i++
+		}
+		t.Fatalf("WriteFacts differs from WriteJSON at byte %d of %d/%d:\nwant …%s…\ngot  …%s…", i, len(w), len(g), w[max(0, i-80):min(len(w), i+80)], g[max(0, i-80):min(len(g), i+80)])
+	}
+}
+
+func TestWriteFactsEqualsWriteJSON(t *testing.T) {
+	aud, err := audit.New(audit.Config{FactsOnly: true})
+	require.NoError(t, err)
+	for _, name := range fixtures.Names() {
+		t.Run(name, func(t *testing.T) {
+			src, err := fixtures.Source(name)
+			require.NoError(t, err)
+			assertWritesAsWriteJSON(t, factsOf(t, aud, src))
+		})
+	}
+	t.Run("debian-root", func(t *testing.T) {
+		src, err := rootfs.OpenDir(testenv.Bookworm.Path(t))
+		require.NoError(t, err)
+		defer src.Close()
+		doc := factsOf(t, aud, src)
+		require.Greater(t, len(doc.Units), 100, "a Debian root has hundreds of units: many pieces")
+		assertWritesAsWriteJSON(t, doc)
+	})
+}
+
+// TestWriteFactsEdges covers what real images rarely have: no units, a nil
+// map, names encoding/json escapes, a nil unit, and every count of units
+// around a piece's size.
+func TestWriteFactsEdges(t *testing.T) {
+	docs := []*facts.Document{
+		{},
+		{Schema: "amilint.facts/v1", Units: map[string]*facts.Unit{}, ConfigFiles: map[string]*facts.ConfigFile{}},
+		{Units: map[string]*facts.Unit{"a.service": nil}},
+		{Units: map[string]*facts.Unit{
+			"<html>&\u2028.service": {Name: "<html>&\u2028.service", Chain: nil, Aliases: []string{}},
+			"bad-\xff-utf8.service": {Name: "bad-\xff-utf8.service", Fragment: "/lib/systemd/system/\"quoted\\\".service"},
+			"ü.service":             {Name: "ü.service", DropIns: []string{"}{][,:"}},
+		}},
+		{Image: facts.Image{OSRelease: map[string]string{"ID": "debian", "X": "a\"b"}}, Systemd: version.Info{Major: 252}},
+	}
+	for _, n := range []int{1, 7, 8, 9, 16, 17, 64} {
+		units := map[string]*facts.Unit{}
+		for i := range n {
+			name := fmt.Sprintf("u%03d.service", i)
+			units[name] = &facts.Unit{Name: name, State: "enabled", DropIns: []string{}, ExecStart: &facts.Exec{Path: "/bin/" + name}}
+		}
+		docs = append(docs, &facts.Document{Units: units})
+	}
+	for i, doc := range docs {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { assertWritesAsWriteJSON(t, doc) })
+	}
+}
+
+// TestWriteFactsFails writes nothing when a value cannot be marshalled,
+// as WriteJSON does.
+func TestWriteFactsFails(t *testing.T) {
+	units := map[string]*facts.Unit{}
+	for i := range 20 {
+		units[fmt.Sprint(i)] = &facts.Unit{Name: fmt.Sprint(i)}
+	}
+	units["7"].RestartSec = facts.Seconds(math.NaN()) // a span no JSON number holds
+	var b bytes.Buffer
+	err := WriteFacts(&b, &facts.Document{Units: units})
+	require.Error(t, err)
+	assert.Zero(t, b.Len(), "nothing written on failure")
+
+	failing := errors.New("disk full")
+	doc := &facts.Document{Units: map[string]*facts.Unit{"a": {Name: "a"}}}
+	assert.ErrorIs(t, WriteFacts(&chunks{fail: failing}, doc), failing)
+}
+
+// TestWriteFactsKnowsEveryMember fails when the facts document gains or
+// loses a member: WriteFacts lists them by hand.
+func TestWriteFactsKnowsEveryMember(t *testing.T) {
+	var names []string
+	typ := reflect.TypeFor[facts.Document]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		require.False(t, f.Anonymous, "WriteFacts does not flatten embedded fields")
+		tag := f.Tag.Get("json")
+		require.NotContains(t, tag, ",", "WriteFacts writes every member, as a tag without options does")
+		names = append(names, tag)
+	}
+	assert.Equal(t, "schema image systemd boot manager units config_files", strings.Join(names, " "),
+		"facts.Document changed: update WriteFacts to write its members in this order")
+}
