@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/security"
 	"github.com/amilint/amilint/internal/systemd/version"
 )
 
@@ -82,6 +84,13 @@ func TestWriteFactsEdges(t *testing.T) {
 			"ü.service":             {Name: "ü.service", DropIns: []string{"}{][,:"}},
 		}},
 		{Image: facts.Image{OSRelease: map[string]string{"ID": "debian", "X": "a\"b"}}, Systemd: version.Info{Major: 252}},
+		{Units: map[string]*facts.Unit{
+			"no-checks.service":    {Name: "no-checks.service", Security: &facts.Security{}},
+			"empty-checks.service": {Name: "empty-checks.service", Security: &facts.Security{Checks: map[string]facts.SecurityCheck{}, Top: []facts.SecurityFix{}, Error: "not <found> & \"gone\""}},
+			"checks.service":       {Name: "checks.service", Security: securityEdges()},
+			"other.service":        {Name: "other.service", Security: &facts.Security{Checks: map[string]facts.SecurityCheck{"Z": {}, "A": {Name: "A="}}}},
+			"again.service":        {Name: "again.service", Security: securityEdges()},
+		}},
 	}
 	for _, n := range []int{1, 7, 8, 9, 16, 17, 64} {
 		units := map[string]*facts.Unit{}
@@ -93,6 +102,30 @@ func TestWriteFactsEdges(t *testing.T) {
 	}
 	for i, doc := range docs {
 		t.Run(fmt.Sprint(i), func(t *testing.T) { assertWritesAsWriteJSON(t, doc) })
+	}
+}
+
+// securityEdges is a service's security with every kind of check value:
+// passed, failed, not applicable, names and sentences to escape.
+func securityEdges() *facts.Security {
+	yes, no := true, false
+	exp, zero := security.Tenths(96), security.Tenths(0)
+	return &facts.Security{
+		Exposure: &exp, Level: "UNSAFE",
+		Checks: map[string]facts.SecurityCheck{
+			"PrivateTmp":    {Name: "PrivateTmp=", Set: &no, Exposure: &exp, Description: "Service has access to other software's temporary files"},
+			"UserOrDynamic": {Name: "User=/DynamicUser=", Set: &yes, Exposure: &zero, Description: "Service runs as <root> & \"friends\" \u2028 ü \x01"},
+			"bad\xffutf8":   {Name: "\xff", Description: "\t\n"},
+			"":              {},
+			"lt":            {Name: "a<b"},
+			"gt":            {Name: "a>b"},
+			"amp":           {Name: "a&b"},
+			"quote":         {Name: "a\"b"},
+			"backslash":     {Name: "a\\b"},
+			"control":       {Name: "a\x7fb\x1f"},
+		},
+		Top:   []facts.SecurityFix{{ID: "PrivateTmp", Name: "PrivateTmp=", Exposure: exp}},
+		Notes: []string{"a <note>"},
 	}
 }
 
@@ -114,18 +147,43 @@ func TestWriteFactsFails(t *testing.T) {
 	assert.ErrorIs(t, WriteFacts(&chunks{fail: failing}, doc), failing)
 }
 
-// TestWriteFactsKnowsEveryMember fails when the facts document gains or
-// loses a member: WriteFacts lists them by hand.
-func TestWriteFactsKnowsEveryMember(t *testing.T) {
+// jsonMembers is the JSON member names of struct type T's fields, in order,
+// each with its tag's options ("name,omitempty").
+func jsonMembers[T any](t *testing.T) string {
 	var names []string
-	typ := reflect.TypeFor[facts.Document]()
+	typ := reflect.TypeFor[T]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		require.False(t, f.Anonymous, "WriteFacts does not flatten embedded fields")
-		tag := f.Tag.Get("json")
-		require.NotContains(t, tag, ",", "WriteFacts writes every member, as a tag without options does")
-		names = append(names, tag)
+		require.False(t, f.Anonymous, "the facts writers do not flatten embedded fields")
+		names = append(names, f.Tag.Get("json"))
 	}
-	assert.Equal(t, "schema image systemd boot manager units config_files", strings.Join(names, " "),
-		"facts.Document changed: update WriteFacts to write its members in this order")
+	return strings.Join(names, " ")
+}
+
+// TestFactsWritersKnowTheirTypes fails when a type WriteFacts writes by
+// hand gains, loses or reorders a member: update WriteFacts (Document),
+// encodeUnit (Security must stay a Unit's last member) or appendSecurity
+// (Security, SecurityCheck) with it.
+func TestFactsWritersKnowTheirTypes(t *testing.T) {
+	assert.Equal(t, "schema image systemd boot manager units config_files", jsonMembers[facts.Document](t),
+		"facts.Document changed: update WriteFacts")
+	unit := strings.Fields(jsonMembers[facts.Unit](t))
+	assert.Equal(t, "security,omitempty", unit[len(unit)-1], "facts.Unit changed: encodeUnit appends security last")
+	assert.Equal(t, "exposure level,omitempty checks top notes,omitempty error,omitempty", jsonMembers[facts.Security](t),
+		"facts.Security changed: update appendSecurity")
+	assert.Equal(t, "name set exposure description", jsonMembers[facts.SecurityCheck](t),
+		"facts.SecurityCheck changed: update appendSecurity")
+}
+
+// FuzzAppendString holds appendString's fast path to encoding/json's
+// escaping of every string.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "PrivateTmp=", "a<b>&c", "\"\\", "\x00\x1f\x7f", "ü\u2028\u2029", "\xff\xfe"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(appendString(nil, s)))
+	})
 }

@@ -25,6 +25,9 @@ func (t Tenths) append(b []byte) []byte {
 // MarshalJSON writes t as a JSON number (9.6).
 func (t Tenths) MarshalJSON() ([]byte, error) { return t.append(make([]byte, 0, 8)), nil }
 
+// AppendJSON appends what MarshalJSON returns.
+func (t Tenths) AppendJSON(b []byte) []byte { return t.append(b) }
+
 // UnmarshalJSON reads a JSON number (9.6) as tenths.
 func (t *Tenths) UnmarshalJSON(b []byte) error {
 	f, err := strconv.ParseFloat(string(b), 64)
