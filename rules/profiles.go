@@ -187,7 +187,8 @@ func (p Profile) Allows(name string) bool {
 }
 
 // ProfilesData returns the profiles as the policies see them,
-// data.profiles: a map from name to the profile's JSON form.
+// data.profiles: a map from name to the profile's JSON form, decoded as
+// Data decodes the rules.
 func ProfilesData(ps []Profile) (map[string]any, error) {
 	out := make(map[string]any, len(ps))
 	for _, p := range ps {
@@ -195,8 +196,8 @@ func ProfilesData(ps []Profile) (map[string]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("profile %s as data: %w", p.Name, err)
 		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
+		v, err := jsonShaped(b)
+		if err != nil {
 			return nil, fmt.Errorf("profile %s as data: %w", p.Name, err)
 		}
 		out[p.Name] = v

@@ -569,7 +569,8 @@ func ConfigRequests(rs []Rule) []ConfigRequest {
 }
 
 // Data returns the rules as the policies see them, data.rules: a map from
-// id to the rule's JSON form.
+// id to the rule's JSON form, decoded as OPA decodes JSON (numbers are
+// json.Number), so the policy engine takes it without another round trip.
 func Data(rs []Rule) (map[string]any, error) {
 	out := make(map[string]any, len(rs))
 	for _, r := range rs {
@@ -577,11 +578,23 @@ func Data(rs []Rule) (map[string]any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rule %s as data: %w", r.ID, err)
 		}
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
+		v, err := jsonShaped(b)
+		if err != nil {
 			return nil, fmt.Errorf("rule %s as data: %w", r.ID, err)
 		}
 		out[r.ID] = v
 	}
 	return out, nil
+}
+
+// jsonShaped decodes b as OPA's util.UnmarshalJSON does: objects as
+// map[string]any, arrays as []any, numbers as json.Number.
+func jsonShaped(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }

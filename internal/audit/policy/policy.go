@@ -376,12 +376,42 @@ func Data(cfg Config) (map[string]any, error) {
 		"params":   params(cfg),
 		"user":     user,
 	}
-	// The store wants JSON-shaped values; round-trip whatever the caller gave.
-	var v any = d
-	if err := util.RoundTrip(&v); err != nil {
-		return nil, fmt.Errorf("build policy data: %w", err)
+	// The store wants JSON-shaped values: round-trip whatever the caller
+	// gave that is not (the parameters, say); the rules and profiles of
+	// rules.Data and the user's data files already are, and are large.
+	for k, v := range d {
+		if !JSONShaped(v) {
+			if err := util.RoundTrip(&v); err != nil {
+				return nil, fmt.Errorf("build policy data: %w", err)
+			}
+			d[k] = v
+		}
 	}
-	return v.(map[string]any), nil
+	return d, nil
+}
+
+// JSONShaped reports whether v is what OPA's util.UnmarshalJSON returns:
+// nil, bool, string, json.Number, and []any and map[string]any of those.
+func JSONShaped(v any) bool {
+	switch v := v.(type) {
+	case nil, bool, string, json.Number:
+		return true
+	case []any:
+		for _, x := range v {
+			if !JSONShaped(x) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		for _, x := range v {
+			if !JSONShaped(x) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // params is data.params before Data's JSON round trip, which turns the

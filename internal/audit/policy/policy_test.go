@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/open-policy-agent/opa/v1/util"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/systemd/unit"
+	"github.com/amilint/amilint/rules"
 )
 
 func write(t *testing.T, dir, name, text string) string {
@@ -150,4 +152,52 @@ func TestDataParams(t *testing.T) {
 	d, err = Data(Config{Traits: []string{"gpu", "immutable"}})
 	require.NoError(t, err)
 	assert.Equal(t, []any{"gpu", "immutable"}, d["params"].(map[string]any)["traits"])
+}
+
+// TestDataEqualsRoundTrip: Data passes what is already JSON-shaped (the
+// catalog's rules and profiles, the user's data files) to the store as is
+// and round-trips the rest; the result is what round-tripping everything
+// gives.
+func TestDataEqualsRoundTrip(t *testing.T) {
+	rs, err := rules.Load()
+	require.NoError(t, err)
+	ps, err := rules.LoadProfiles()
+	require.NoError(t, err)
+	rd, err := rules.Data(rs)
+	require.NoError(t, err)
+	pd, err := rules.ProfilesData(ps)
+	require.NoError(t, err)
+	require.True(t, JSONShaped(rd), "rules.Data is JSON-shaped")
+	require.True(t, JSONShaped(pd), "rules.ProfilesData is JSON-shaped")
+	userFile := write(t, t.TempDir(), "user.json", `{"a": {"n": 1.50, "e": 2e3, "l": [1, "x", null, true]}}`)
+	cfg := Config{
+		Rules: rd, Profiles: pd, DataFiles: []string{userFile}, Profile: "p", Target: "t", Traits: []string{"gpu"},
+		Params: map[string]any{"live": map[string]any{"cores": 2, "ratio": 0.25, "names": []string{"a"}, "big": int64(1) << 60}},
+	}
+	got, err := Data(cfg)
+	require.NoError(t, err)
+	var want any = map[string]any{"rules": rd, "profiles": pd, "params": params(cfg), "user": map[string]any{}}
+	var user any
+	require.NoError(t, util.Unmarshal([]byte(mustRead(t, userFile)), &user))
+	want.(map[string]any)["user"] = user
+	require.NoError(t, util.RoundTrip(&want))
+	assert.Equal(t, want, any(got))
+	assert.True(t, JSONShaped(got))
+	assert.IsType(t, json.Number(""), got["params"].(map[string]any)["live"].(map[string]any)["cores"], "parameters are round-tripped")
+}
+
+func mustRead(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestJSONShaped(t *testing.T) {
+	for _, v := range []any{nil, true, "s", json.Number("1"), []any{}, map[string]any{"a": []any{json.Number("2"), nil}}} {
+		assert.True(t, JSONShaped(v), "%#v", v)
+	}
+	for _, v := range []any{1, 1.5, []string{}, map[string]string{}, []any{1}, map[string]any{"a": map[string]any{"b": float64(1)}}} {
+		assert.False(t, JSONShaped(v), "%#v", v)
+	}
 }
