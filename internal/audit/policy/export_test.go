@@ -32,14 +32,20 @@ func (e *Engine) EvaluateThroughJSON(ctx context.Context, input any) ([]finding.
 	}
 	ctx, done := e.start(ctx)
 	defer done()
-	val, found, err := e.result(ctx, v)
+	// The result as rego converts it (ast.JSON), also for a split query,
+	// whose parts' results are united as terms.
+	val, found, err := e.result(ctx, v, rego.EvalGenerateJSON(keepTerm))
 	if err != nil {
 		return nil, err
 	}
 	if !found {
 		return []finding.Finding{}, nil
 	}
-	return decodeFindings(val)
+	x, err := ast.JSON(val.(*ast.Term).Value)
+	if err != nil {
+		return nil, err
+	}
+	return decodeFindings(x)
 }
 
 // TakesDirectPath reports whether Evaluate's findings of input come from
@@ -60,3 +66,6 @@ func (e *Engine) TakesDirectPath(ctx context.Context, input any) (bool, error) {
 	_, ok = directFindings(t.Value)
 	return ok, nil
 }
+
+// Parts is how many queries Evaluate runs side by side.
+func (e *Engine) Parts() int { return len(e.parts) }

@@ -2,13 +2,18 @@ package policy_test
 
 import (
 	"context"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/audit/policy"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
@@ -56,11 +61,61 @@ func TestDirectFindingsOnRoots(t *testing.T) {
 			assert.True(t, direct, "the catalog's findings go through encoding/json")
 			plain, err := a.EngineQuery(ctx, name, policy.EntryPoint)
 			require.NoError(t, err)
+			require.Equal(t, 1, plain.Parts())
 			unmarked, err := plain.Evaluate(ctx, doc)
 			require.NoError(t, err)
 			assert.Equal(t, unmarked, got)
+			assert.Equal(t, min(2, runtime.GOMAXPROCS(0)), eng.Parts(), "the catalog alone is evaluated in two parts on several cores")
 		})
 	}
+}
+
+// TestSplitEvaluation: on one core the catalog is evaluated in one query,
+// with the same findings as in two parts; a budget too small for either
+// part stops the evaluation with a TimeoutError naming a catalog package.
+func TestSplitEvaluation(t *testing.T) {
+	ctx := context.Background()
+	src, err := rootfs.OpenDir(testenv.Bookworm.Path(t))
+	require.NoError(t, err)
+	defer src.Close()
+	a, doc := rootFacts(t, src)
+	split, err := a.Engine(ctx, "split")
+	require.NoError(t, err)
+	require.Equal(t, 2, split.Parts(), "this test needs two cores")
+	want, err := split.Evaluate(ctx, doc)
+	require.NoError(t, err)
+	require.True(t, slices.ContainsFunc(want, func(f finding.Finding) bool { return f.RuleID == "service-exposure" }))
+	require.True(t, slices.ContainsFunc(want, func(f finding.Finding) bool { return f.RuleID != "service-exposure" }))
+
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	one, err := a.Engine(ctx, "one core")
+	require.NoError(t, err)
+	require.Equal(t, 1, one.Parts())
+	got, err := one.Evaluate(ctx, doc)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	runtime.GOMAXPROCS(2)
+
+	p, err := policy.Load(policy.Config{})
+	require.NoError(t, err)
+	cfg := a.PolicyConfig("tight")
+	cfg.Timeout = time.Nanosecond
+	tight, err := p.Engine(ctx, cfg)
+	require.NoError(t, err)
+	require.Equal(t, 2, tight.Parts())
+	// OPA notices the budget at its next step: a part may finish first.
+	timedOut := 0
+	for range 20 {
+		_, err = tight.Evaluate(ctx, doc)
+		if err == nil {
+			continue
+		}
+		var te *policy.TimeoutError
+		require.ErrorAs(t, err, &te)
+		assert.True(t, strings.HasPrefix(te.Package, "package amilint.rules.") || te.Package == "package amilint", te.Package)
+		timedOut++
+	}
+	assert.Positive(t, timedOut, "a budget of 1ns stops some evaluation")
 }
 
 // TestDirectFindingsOfUserPolicies: whatever a user's policy returns,

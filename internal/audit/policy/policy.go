@@ -18,6 +18,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -76,7 +77,11 @@ type Config struct {
 
 // Engine is a prepared policy set. It is safe for concurrent Evaluate calls.
 type Engine struct {
-	query   rego.PreparedEvalQuery
+	// parts are the queries evaluated, side by side, their findings
+	// united: the marked query (markedQuery) alone, or for the entry point
+	// of the built-in catalog alone on a machine of several cores, its
+	// families in parts (splitQueries).
+	parts   []rego.PreparedEvalQuery
 	modules int
 	budget
 	// catalogOnly: the input leaves out what the catalog does not read.
@@ -294,18 +299,37 @@ func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	query, b := markedQuery(cfg.Query, p.compiler)
 	b.timeout = cfg.Timeout
-	pq, err := rego.New(
-		rego.Query(query),
-		rego.Compiler(p.compiler),
-		rego.Store(newStore(data)),
-		rego.SetRegoVersion(ast.RegoV1),
-		rego.StrictBuiltinErrors(true),
-		markFunction(),
-	).PrepareForEval(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("prepare policies: %w", err)
+	store := newStore(data)
+	prepare := func(query string) (rego.PreparedEvalQuery, error) {
+		pq, err := rego.New(
+			rego.Query(query),
+			rego.Compiler(p.compiler),
+			rego.Store(store),
+			rego.SetRegoVersion(ast.RegoV1),
+			rego.StrictBuiltinErrors(true),
+			markFunction(),
+		).PrepareForEval(ctx)
+		if err != nil {
+			return pq, fmt.Errorf("prepare policies: %w", err)
+		}
+		return pq, nil
 	}
-	return &Engine{query: pq, modules: len(p.compiler.Modules), budget: b, catalogOnly: p.catalogOnly}, nil
+	e := &Engine{modules: len(p.compiler.Modules), budget: b, catalogOnly: p.catalogOnly}
+	var parts []string
+	if p.catalogOnly && cfg.Query == "" && runtime.GOMAXPROCS(0) > 1 {
+		parts = b.splitQueries(p.compiler)
+	}
+	if parts == nil {
+		parts = []string{query}
+	}
+	for _, q := range parts {
+		pq, err := prepare(q)
+		if err != nil {
+			return nil, err
+		}
+		e.parts = append(e.parts, pq)
+	}
+	return e, nil
 }
 
 // rulesPackage is where findings are gathered from; parsed on first use,
@@ -495,9 +519,50 @@ func (e *Engine) input(input any) (ast.Value, error) {
 
 // result evaluates the query over v in ctx (which start made) and returns
 // the value holding the findings, as the result converter of opts makes
-// it, and whether the query has one.
+// it, and whether the query has one. The parts of a split query are
+// evaluated on goroutines of their own, each with its own progress record,
+// and their findings sets united.
 func (e *Engine) result(ctx context.Context, v ast.Value, opts ...rego.EvalOption) (any, bool, error) {
-	rs, err := e.query.Eval(ctx, append(opts, rego.EvalParsedInput(v))...)
+	opts = append(opts, rego.EvalParsedInput(v))
+	if len(e.parts) == 1 {
+		return e.partResult(ctx, e.parts[0], opts)
+	}
+	type out struct {
+		val   any
+		found bool
+		err   error
+	}
+	outs := make([]out, len(e.parts))
+	var wg sync.WaitGroup
+	for i, pq := range e.parts {
+		wg.Go(func() {
+			pctx := context.WithValue(ctx, progressKey{}, &progress{})
+			outs[i].val, outs[i].found, outs[i].err = e.partResult(pctx, pq, opts)
+		})
+	}
+	wg.Wait()
+	union := ast.NewSet()
+	for _, o := range outs {
+		if o.err != nil {
+			return nil, false, o.err
+		}
+		// Each part binds a union of sets: defined, and a set term.
+		t, ok := o.val.(*ast.Term)
+		if !o.found || !ok {
+			return nil, false, fmt.Errorf("evaluate policies: a part of the catalog gave no set of findings")
+		}
+		s, ok := t.Value.(ast.Set)
+		if !ok {
+			return nil, false, fmt.Errorf("evaluate policies: a part of the catalog gave %s, not a set of findings", ast.ValueName(t.Value))
+		}
+		union = union.Union(s)
+	}
+	return ast.NewTerm(union), true, nil
+}
+
+// partResult is result of one query.
+func (e *Engine) partResult(ctx context.Context, pq rego.PreparedEvalQuery, opts []rego.EvalOption) (any, bool, error) {
+	rs, err := pq.Eval(ctx, opts...)
 	if err != nil {
 		return nil, false, e.failed(ctx, err)
 	}
