@@ -51,7 +51,7 @@ const maxDropIn = 64 << 10
 // each dir merged over it by id, later directories winning; an entry with
 // disabled: true removes the entry of its id. Sorted by id.
 func LoadHardening(dirs ...string) ([]Hardening, error) {
-	hs, err := loadHardening(catalog, "hardening", "embedded:hardening/")
+	hs, err := loadHardening(hardeningCatalog, "hardening", "embedded:hardening/")
 	if err != nil {
 		return nil, err
 	}

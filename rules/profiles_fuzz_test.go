@@ -15,10 +15,10 @@ import (
 // DIR/profiles/x.yaml: it is a profile or an error, never a panic, and a
 // profile that loads becomes policy data.
 func FuzzProfiles(f *testing.F) {
-	files, err := fs.Glob(catalog, "profiles/*.yaml")
+	files, err := fs.Glob(yamlCatalog, "profiles/*.yaml")
 	require.NoError(f, err)
 	for _, name := range files {
-		b, err := fs.ReadFile(catalog, name)
+		b, err := fs.ReadFile(yamlCatalog, name)
 		require.NoError(f, err)
 		stem := strings.TrimSuffix(path.Base(name), ".yaml")
 		seed := bytes.ReplaceAll(b, []byte("name: "+stem), []byte("name: x"))
