@@ -113,95 +113,103 @@ func indentUnits(units map[string]*facts.Unit) ([][]byte, error) {
 	return append(pieces, []byte("\n  }")), nil
 }
 
-// scratch is what a worker of indentUnits reuses from piece to piece: the
-// units' compact JSON, and the previous service's sorted check ids.
+// scratch is what a worker of indentUnits reuses from piece to piece: a
+// unit's compact JSON, the piece being written, and the previous service's
+// sorted check ids.
 type scratch struct {
 	compact bytes.Buffer
 	enc     *json.Encoder // writing to compact
+	piece   []byte
 	ids     []string
 }
 
 // unitsPiece is the members of units named in names, each on its own line
 // at depth 2 and indented as WriteJSON does, separated by commas, after a
-// byte of room for the comma before the piece. The units are marshalled
-// into sc.compact first, which sizes the output: in a run that never
-// collects garbage every allocated byte is fresh memory, and growing
-// buffers by copying was a third of the time.
+// byte of room for the comma before the piece. It is written in sc.piece
+// and copied out at its size: in a run that never collects garbage every
+// allocated byte is fresh memory, and growing buffers by copying was a
+// third of the time.
 func unitsPiece(names []string, units map[string]*facts.Unit, sc *scratch) ([]byte, error) {
-	sc.compact.Reset()
-	ends := make([]int, len(names))
-	size := 1
-	for i, name := range names {
-		if err := encodeUnit(sc, units[name]); err != nil {
-			return nil, err
-		}
-		ends[i] = sc.compact.Len()
-		size += len(name) + 16
-	}
-	src := sc.compact.Bytes()
-	out := make([]byte, 1, size+2*len(src)) // indenting about doubles a unit
-	start := 0
+	out := append(sc.piece[:0], 0)
 	for i, name := range names {
 		if i > 0 {
 			out = append(out, ',')
 		}
 		out = append(appendString(append(out, "\n    "...), name), ':', ' ')
 		var err error
-		if out, err = indentAt(out, src[start:ends[i]], 2, nil); err != nil {
+		if out, err = appendUnit(out, units[name], sc); err != nil {
 			return nil, err
 		}
-		start = ends[i]
 	}
-	return out, nil
+	sc.piece = out
+	return bytes.Clone(out), nil
 }
 
-// encodeUnit appends json.Marshal(u) to sc.compact. A service's security
-// checks, 81 of them each with a sentence, are three quarters of a facts
-// document; encoding/json would sort a map and walk a struct by
-// reflection per check, so they are appended by appendSecurity. Security
-// is the last member of a Unit (TestFactsWritersKnowTheirTypes).
-func encodeUnit(sc *scratch, u *facts.Unit) error {
-	buf := &sc.compact
+// appendUnit appends u as WriteJSON writes it two levels deep. A service's
+// security checks, 81 of them each with a sentence, are three quarters of
+// a facts document; encoding/json would sort a map and walk a struct by
+// reflection per check, and indenting them would read every byte again,
+// so they are written indented by appendSecurity. The rest of the unit is
+// marshalled by encoding/json and indented. Security is the last member
+// of a Unit (TestFactsWritersKnowTheirTypes).
+func appendUnit(out []byte, u *facts.Unit, sc *scratch) ([]byte, error) {
+	sc.compact.Reset()
 	if u == nil || u.Security == nil {
 		if err := sc.enc.Encode(u); err != nil {
-			return err
+			return nil, err
 		}
-		buf.Truncate(buf.Len() - 1) // the Encoder's newline
-		return nil
+		c := sc.compact.Bytes()
+		return indentAt(out, c[:len(c)-1], 2, nil) // without the Encoder's newline
 	}
 	rest := *u
 	rest.Security = nil
 	if err := sc.enc.Encode(&rest); err != nil {
-		return err
+		return nil, err
 	}
-	buf.Truncate(buf.Len() - 2) // the closing brace and the newline
-	b, err := appendSecurity(append(buf.AvailableBuffer(), `,"security":`...), u.Security, &sc.ids)
+	// The unit's members, its closing brace and the newline left out: the
+	// indentation stays inside the unit, where its last member follows.
+	c := sc.compact.Bytes()
+	out, err := indentAt(out, c[:len(c)-2], 2, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	buf.Write(append(b, '}'))
-	return nil
+	if out, err = appendSecurity(append(out, ",\n      \"security\": "...), u.Security, &sc.ids); err != nil {
+		return nil, err
+	}
+	return append(out, "\n    }"...), nil
 }
 
-// appendSecurity appends json.Marshal(s) for a non-nil s, member by member
-// in the struct's order; TestMarshalUnitKnowsSecurity fails when Security
-// changes.
+// Newlines and the indentation of the depths appendSecurity writes at: the
+// members of a security (4), its checks (5) and their members (6).
+const (
+	nl4 = "\n        "
+	nl5 = "\n          "
+	nl6 = "\n            "
+)
+
+// appendSecurity appends s, non-nil, as WriteJSON writes a unit's security
+// (three levels deep), member by member in the struct's order;
+// TestFactsWritersKnowTheirTypes fails when Security changes.
 //
 // ids is the previous service's check ids, sorted: every service of an
 // image has the same checks, which need not be sorted again.
 func appendSecurity(b []byte, s *facts.Security, ids *[]string) ([]byte, error) {
-	b = append(b, `{"exposure":`...)
-	b, err := appendMarshal(b, s.Exposure)
-	if err != nil {
-		return nil, err
-	}
-	if s.Level != "" {
-		b = appendString(append(b, `,"level":`...), s.Level)
-	}
-	b = append(b, `,"checks":`...)
-	if s.Checks == nil {
+	b = append(b, "{"+nl4+`"exposure": `...)
+	if s.Exposure == nil {
 		b = append(b, "null"...)
 	} else {
+		b = s.Exposure.AppendJSON(b)
+	}
+	if s.Level != "" {
+		b = appendString(append(b, ","+nl4+`"level": `...), s.Level)
+	}
+	b = append(b, ","+nl4+`"checks": `...)
+	switch {
+	case s.Checks == nil:
+		b = append(b, "null"...)
+	case len(s.Checks) == 0:
+		b = append(b, "{}"...)
+	default:
 		b = append(b, '{')
 		*ids = sortedAgain(*ids, s.Checks)
 		for i, id := range *ids {
@@ -209,8 +217,9 @@ func appendSecurity(b []byte, s *facts.Security, ids *[]string) ([]byte, error) 
 				b = append(b, ',')
 			}
 			c := s.Checks[id]
-			b = append(appendString(b, id), `:{"name":`...)
-			b = append(appendString(b, c.Name), `,"set":`...)
+			b = appendString(append(b, nl5...), id)
+			b = appendString(append(b, ": {"+nl6+`"name": `...), c.Name)
+			b = append(b, ","+nl6+`"set": `...)
 			switch {
 			case c.Set == nil:
 				b = append(b, "null"...)
@@ -219,50 +228,60 @@ func appendSecurity(b []byte, s *facts.Security, ids *[]string) ([]byte, error) 
 			default:
 				b = append(b, "false"...)
 			}
-			b = append(b, `,"exposure":`...)
+			b = append(b, ","+nl6+`"exposure": `...)
 			if c.Exposure == nil {
 				b = append(b, "null"...)
 			} else {
 				b = c.Exposure.AppendJSON(b)
 			}
-			b = append(appendString(append(b, `,"description":`...), c.Description), '}')
+			b = appendString(append(b, ","+nl6+`"description": `...), c.Description)
+			b = append(b, nl5+"}"...)
 		}
-		b = append(b, '}')
+		b = append(b, nl4+"}"...)
 	}
-	if b, err = appendMarshal(append(b, `,"top":`...), s.Top); err != nil {
+	var err error
+	if b, err = appendIndented4(append(b, ","+nl4+`"top": `...), s.Top); err != nil {
 		return nil, err
 	}
 	if len(s.Notes) > 0 {
-		if b, err = appendMarshal(append(b, `,"notes":`...), s.Notes); err != nil {
+		if b, err = appendIndented4(append(b, ","+nl4+`"notes": `...), s.Notes); err != nil {
 			return nil, err
 		}
 	}
 	if s.Error != "" {
-		b = appendString(append(b, `,"error":`...), s.Error)
+		b = appendString(append(b, ","+nl4+`"error": `...), s.Error)
 	}
-	return append(b, '}'), nil
+	return append(b, "\n      }"...), nil
 }
 
-// appendMarshal appends json.Marshal(v).
-func appendMarshal(b []byte, v any) ([]byte, error) {
+// appendIndented4 appends v as WriteJSON writes a member of a security.
+func appendIndented4(b []byte, v any) ([]byte, error) {
 	m, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return append(b, m...), nil
+	return indentAt(b, m, 4, nil)
 }
 
 // appendString appends s as encoding/json writes a string with HTML
-// escaped: as is between quotes when no byte needs escaping (printable
-// ASCII other than " \ < > &), else as json.Marshal writes it.
+// escaped: as is between quotes when every byte is plain (plainBytes),
+// else as json.Marshal writes it.
 func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c >= 0x80 || plainBytes[c>>6]&(1<<(c&63)) == 0 {
 			m, _ := json.Marshal(s) // a string always marshals
 			return append(b, m...)
 		}
 	}
 	return append(append(append(b, '"'), s...), '"')
+}
+
+// plainBytes is the set of bytes encoding/json writes as they are in a
+// string with HTML escaped, as a bit mask of bytes 0-63 and 64-127: the
+// printable ASCII bytes but " & < > and \\.
+var plainBytes = [2]uint64{
+	0xffffffff00000000 &^ (1<<'"' | 1<<'&' | 1<<'<' | 1<<'>'),
+	0x7fffffffffffffff &^ (1 << ('\\' - 64)),
 }
 
 // sortedAgain is m's keys, sorted: prev when it holds exactly those.
