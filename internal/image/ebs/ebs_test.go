@@ -3,7 +3,9 @@ package ebs_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -212,4 +214,29 @@ func TestSparseFileSnapshot(t *testing.T) {
 	_, err = snap.ReadAt(buf, 1<<30+5)
 	require.NoError(t, err)
 	assert.Equal(t, "hello", string(buf))
+}
+
+// TestServerRounds: the fake counts the requests a client waited for one
+// after another; requests made side by side count once.
+func TestServerRounds(t *testing.T) {
+	srv := &ebstest.Server{Latency: 20 * time.Millisecond}
+	url := srv.Start()
+	defer srv.Close()
+	get := func() {
+		resp, err := http.Get(url + "/snapshots/snap-x/blocks/0")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	get()
+	get()
+	assert.Equal(t, 2, srv.Rounds(), "two requests, each on the other's answer")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(get)
+	}
+	wg.Wait()
+	assert.Equal(t, 3, srv.Rounds(), "four side by side are one round more")
+	requests, _, _ := srv.Counts()
+	assert.Equal(t, 6, requests)
 }

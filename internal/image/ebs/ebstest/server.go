@@ -103,6 +103,22 @@ type Server struct {
 	BadSigned int
 	// MaxInFlight is the most GetSnapshotBlock calls served at once.
 	MaxInFlight int
+	// answered is the longest chain (see Rounds) of the requests answered
+	// so far; rounds of all requests.
+	answered, rounds int
+}
+
+// Rounds returns the longest chain of requests each made after the one
+// before it in the chain was answered: how many round trips the client
+// waited for one after another (those it made side by side count once).
+// It bounds the dependent round trips of a fetch from above: two requests
+// in a chain may be in order by chance, not because the second needed
+// the first's answer. With a latency much longer than the client's own
+// work, the wall time is about Rounds × Latency.
+func (s *Server) Rounds() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rounds
 }
 
 // Counts returns the requests served, the blocks fetched and the most
@@ -138,6 +154,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	s.mu.Lock()
 	s.Requests++
+	round := s.answered + 1
 	s.mu.Unlock()
 	if s.Latency > 0 {
 		t := time.NewTimer(s.Latency)
@@ -148,6 +165,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Answered from here on: recorded before any byte of the response is
+	// written, so a request made on its answer sees it.
+	s.mu.Lock()
+	s.answered = max(s.answered, round)
+	s.rounds = max(s.rounds, round)
+	s.mu.Unlock()
 	service := "ebs"
 	if r.Method == http.MethodPost && r.URL.Path == "/" {
 		service = "ec2"
