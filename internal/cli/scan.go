@@ -193,8 +193,8 @@ type pendingAuditor struct {
 }
 
 // buildAuditor builds the auditor of the flags on another goroutine, then
-// prepares its engine for the target name given to wait: neither needs the
-// image, so both run while the image is opened and modelled.
+// prepares its engine for the target name given to target: neither needs
+// the image, so both run while the image is opened and modelled.
 func buildAuditor(e *env, af *auditFlags) *pendingAuditor {
 	p := &pendingAuditor{name: make(chan string, 1), ready: make(chan struct{})}
 	go func() {
@@ -212,11 +212,13 @@ func buildAuditor(e *env, af *auditFlags) *pendingAuditor {
 	return p
 }
 
-// wait gives the auditor the target's name ("" for none: no engine is
-// prepared) and returns it as auditor() would, once built; the engine may
-// still be in preparation.
-func (p *pendingAuditor) wait(name string) (*audit.Auditor, finding.Severity, error) {
-	p.name <- name
+// target gives the auditor the target's name, once: its engine is prepared
+// for that name as soon as the auditor is built ("" prepares none).
+func (p *pendingAuditor) target(name string) { p.name <- name }
+
+// wait returns the auditor as auditor() would, once built; the engine may
+// still be in preparation. target must have been called.
+func (p *pendingAuditor) wait() (*audit.Auditor, finding.Severity, error) {
 	<-p.ready
 	return p.aud, p.sev, p.err
 }
@@ -342,15 +344,19 @@ func runScan(e *env, args []string) int {
 	built := buildAuditor(e, &af)
 	im, err := openTarget(e, pos, af.disk)
 	if err != nil {
-		if _, _, aerr := built.wait(""); aerr != nil {
+		built.target("")
+		if _, _, aerr := built.wait(); aerr != nil {
 			return fail(e, "scan", aerr)
 		}
 		return fail(e, "scan", err)
 	}
 	defer im.Close()
+	// The engine for the target's name is prepared while the image is
+	// modelled, not after.
+	built.target(im.Name)
 	fsys := im.FS.Memo() // the model and the facts share what they read
 	inv, modelErr := audit.Model(fsys, af.model.opts)
-	aud, failOn, err := built.wait(im.Name)
+	aud, failOn, err := built.wait()
 	if err != nil {
 		return fail(e, "scan", err)
 	}
@@ -399,7 +405,8 @@ func runFacts(e *env, args []string) int {
 	built := buildAuditor(e, &af)
 	im, err := openTarget(e, pos, af.disk)
 	if err != nil {
-		if _, _, aerr := built.wait(""); aerr != nil {
+		built.target("")
+		if _, _, aerr := built.wait(); aerr != nil {
 			return fail(e, "facts", aerr)
 		}
 		return fail(e, "facts", err)
@@ -407,7 +414,8 @@ func runFacts(e *env, args []string) int {
 	defer im.Close()
 	fsys := im.FS.Memo() // the model and the facts share what they read
 	inv, modelErr := audit.Model(fsys, af.model.opts)
-	aud, _, err := built.wait("")
+	built.target("")
+	aud, _, err := built.wait()
 	if err != nil {
 		return fail(e, "facts", err)
 	}
