@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"reflect"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -69,3 +70,15 @@ func (e *Engine) TakesDirectPath(ctx context.Context, input any) (bool, error) {
 
 // Parts is how many queries Evaluate runs side by side.
 func (e *Engine) Parts() int { return len(e.parts) }
+
+// CatalogInputOnOneCore is CatalogInput converting every map on the
+// calling goroutine (no prunedMapSplit).
+func CatalogInputOnOneCore(v any) (any, error) {
+	e := newGoEncoder()
+	rv := reflect.ValueOf(v)
+	n, err := e.pruned(rv, e.typ(rv.Type()), unreadByCatalog, 0)
+	if err != nil {
+		return nil, err
+	}
+	return n.t.Value, nil
+}

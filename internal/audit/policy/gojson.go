@@ -66,6 +66,9 @@ type goEncoder struct {
 	terms []*ast.Term
 	key   []byte
 	pairs [][2]*ast.Term
+	// split: a large map may be converted in two halves side by side
+	// (prunedMapSplit); set for the first one of a conversion.
+	split bool
 }
 
 func newGoEncoder() *goEncoder {

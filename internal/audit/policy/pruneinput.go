@@ -2,7 +2,9 @@ package policy
 
 import (
 	"reflect"
+	"runtime"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -91,6 +93,7 @@ func prunedGoValue(v any, path prune) (ast.Value, error) {
 		return goValue(v)
 	}
 	e := newGoEncoder()
+	e.split = runtime.GOMAXPROCS(0) > 1
 	rv := reflect.ValueOf(v)
 	if !rv.IsValid() {
 		return ast.NullValue, nil
@@ -150,6 +153,9 @@ func (e *goEncoder) pruned(v reflect.Value, g *goType, path prune, depth int) (n
 				return e.value(v, g, depth) // keys that may collide once repaired
 			}
 		}
+		if e.split && v.Len() >= splitMapMin {
+			return e.prunedMapSplit(v, g, path, depth)
+		}
 		base, tbase := len(e.ids), len(e.terms)
 		for it := v.MapRange(); it.Next(); {
 			k := it.Key().String()
@@ -168,6 +174,60 @@ func (e *goEncoder) pruned(v reflect.Value, g *goType, path prune, depth int) (n
 		return e.share('o', base, tbase), nil
 	}
 	return e.value(v, g, depth)
+}
+
+// splitMapMin is the size from which prunedMapSplit converts a map: the
+// units of a facts document (hundreds), not the maps inside a unit.
+const splitMapMin = 64
+
+// prunedMapSplit is the pruned node of map v (of type g, string keys of
+// valid UTF-8) converted in two halves side by side, the second by an
+// encoder of its own (an encoder and its type plans are one goroutine's):
+// the conversion of the catalog's input runs between the facts and the
+// evaluation, on one core while the other waits. Once per conversion; the
+// object is not shared, which costs its parent nothing it would share.
+func (e *goEncoder) prunedMapSplit(v reflect.Value, g *goType, path prune, depth int) (node, error) {
+	e.split = false
+	keys := v.MapKeys()
+	half := len(keys) / 2
+	var (
+		other    [][2]*ast.Term
+		otherErr error
+		wg       sync.WaitGroup
+	)
+	wg.Go(func() {
+		w := newGoEncoder()
+		other, otherErr = w.prunedPairs(v, w.typ(g.t), path, depth, keys[half:])
+	})
+	pairs, err := e.prunedPairs(v, g, path, depth, keys[:half])
+	wg.Wait()
+	if err == nil {
+		err = otherErr
+	}
+	if err != nil {
+		return node{}, err
+	}
+	pairs = append(pairs, other...)
+	if len(pairs) == 0 {
+		return emptyObjectNode, nil
+	}
+	return node{t: ast.ObjectTerm(pairs...)}, nil
+}
+
+// prunedPairs is the members of map v (of type g) under keys, pruned by
+// path, as key and value terms.
+func (e *goEncoder) prunedPairs(v reflect.Value, g *goType, path prune, depth int, keys []reflect.Value) ([][2]*ast.Term, error) {
+	out := make([][2]*ast.Term, 0, len(keys))
+	for _, k := range keys {
+		x, keep, err := e.prunedMember(v.MapIndex(k), g.elem, k.String(), path, depth)
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			out = append(out, [2]*ast.Term{e.str(k.String()).t, x.t})
+		}
+	}
+	return out, nil
 }
 
 // prunedMember is the node of member name (value v, of type g) of an

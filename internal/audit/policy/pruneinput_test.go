@@ -156,6 +156,29 @@ func TestCatalogInputLeavesOutOnlyWhatItDoesNotRead(t *testing.T) {
 	}
 }
 
+// TestCatalogInputSplitEqualsOneCore: the units of a document are
+// converted in two halves side by side (prunedMapSplit) into the value one
+// goroutine builds, and a unit that cannot be converted fails either way.
+func TestCatalogInputSplitEqualsOneCore(t *testing.T) {
+	_, doc := debianFacts(t)
+	require.Greater(t, len(doc.Units), 64, "enough units to split")
+	got, err := policy.CatalogInput(doc)
+	require.NoError(t, err)
+	want, err := policy.CatalogInputOnOneCore(doc)
+	require.NoError(t, err)
+	assert.Zero(t, ast.Compare(want.(ast.Value), got.(ast.Value)))
+
+	bad := map[string]any{"units": map[string]any{}}
+	for i := range 100 {
+		bad["units"].(map[string]any)[fmt.Sprintf("u%03d.service", i)] = map[string]any{"name": i}
+	}
+	bad["units"].(map[string]any)["u099.service"] = map[string]any{"f": func() {}}
+	_, err = policy.CatalogInput(bad)
+	require.Error(t, err)
+	_, wantErr := policy.CatalogInputOnOneCore(bad)
+	assert.Equal(t, wantErr.Error(), err.Error())
+}
+
 // everyMember is a facts document with one unit, every member of which is
 // set.
 func everyMember() *facts.Document {
