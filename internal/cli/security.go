@@ -66,13 +66,13 @@ func runSecurity(e *env, args []string) int {
 	if f.format != "text" && f.format != "json" {
 		return fail(e, "security", fmt.Errorf("unknown output format %q (want text or json)", f.format))
 	}
-	threshold := security.Tenths(-1)
+	var threshold *security.Tenths // none: no exposure fails
 	if f.threshold != "" {
 		t, err := security.ParseTenths(f.threshold)
 		if err != nil {
 			return fail(e, "security", fmt.Errorf("--threshold: %w", err))
 		}
-		threshold = t
+		threshold = &t
 	}
 	pol, err := f.readPolicy()
 	if err != nil {
@@ -119,7 +119,7 @@ func runSecurity(e *env, args []string) int {
 			// either: the job is not done.
 			fmt.Fprintf(e.stderr, "amilint security: %s\n", u.Error)
 			code = ExitError
-		case u.Assessment != nil && threshold >= 0 && u.Exposure > threshold && code == ExitOK:
+		case u.Assessment != nil && threshold != nil && u.Exposure > *threshold && code == ExitOK:
 			code = ExitFindings
 		}
 	}

@@ -3,6 +3,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -111,7 +112,7 @@ func writeChecks(w io.Writer, a *security.Assessment) error {
 			return r
 		}
 		if x.Exposure != nil && y.Exposure != nil && *x.Exposure != *y.Exposure {
-			return int(*y.Exposure) - int(*x.Exposure)
+			return cmp.Compare(*y.Exposure, *x.Exposure)
 		}
 		return strings.Compare(x.Name, y.Name)
 	})

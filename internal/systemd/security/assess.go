@@ -9,8 +9,11 @@ import (
 )
 
 // Tenths is an exposure in tenths: 96 is systemd's "9.6". It marshals to
-// JSON as the decimal number.
-type Tenths int
+// JSON as the decimal number. Like systemd's, it is an unsigned 64-bit
+// number: a security policy's weights can make the arithmetic wrap (a
+// hostile policy file in an image), and systemd then prints and ranks the
+// wrapped value, which amilint does too.
+type Tenths uint64
 
 // String formats t as systemd prints it ("9.6").
 func (t Tenths) String() string { return string(t.append(nil)) }
@@ -18,8 +21,8 @@ func (t Tenths) String() string { return string(t.append(nil)) }
 // append appends what String returns (without fmt: a facts document
 // writes thousands of these).
 func (t Tenths) append(b []byte) []byte {
-	b = strconv.AppendInt(b, int64(t)/10, 10)
-	return strconv.AppendInt(append(b, '.'), int64(t)%10, 10)
+	b = strconv.AppendUint(b, uint64(t)/10, 10)
+	return strconv.AppendUint(append(b, '.'), uint64(t)%10, 10)
 }
 
 // MarshalJSON writes t as a JSON number (9.6).
@@ -33,6 +36,9 @@ func (t *Tenths) UnmarshalJSON(b []byte) error {
 	f, err := strconv.ParseFloat(string(b), 64)
 	if err != nil {
 		return fmt.Errorf("exposure %s: %w", b, err)
+	}
+	if !(f >= 0 && f*10 < 1<<64) { // NaN, negative or beyond 64 bits
+		return fmt.Errorf("exposure %s: out of range", b)
 	}
 	*t = Tenths(f*10 + 0.5)
 	return nil
@@ -53,11 +59,10 @@ func ParseTenths(s string) (Tenths, error) {
 		}
 		f = int(frac[0] - '0')
 	}
-	t := Tenths(w*10 + f)
-	if t > 100 {
+	if w > 10 || w*10+f > 100 {
 		return 0, fmt.Errorf("exposure %q: above 10.0", s)
 	}
-	return t, nil
+	return Tenths(w*10 + f), nil
 }
 
 // levels is systemd's badness_table: the first level whose floor the

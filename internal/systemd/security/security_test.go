@@ -16,3 +16,29 @@ func TestTenthsFormat(t *testing.T) {
 		assert.Equal(t, want, string(b))
 	}
 }
+
+// TestTenthsIsSystemdsUint64: an exposure is systemd's uint64_t; a
+// policy's weights can wrap its arithmetic, and systemd prints and ranks
+// the wrapped number, never a negative one.
+func TestTenthsIsSystemdsUint64(t *testing.T) {
+	top := ^Tenths(0)
+	assert.Equal(t, "1844674407370955161.5", top.String())
+	b, err := json.Marshal(top)
+	require.NoError(t, err)
+	assert.True(t, json.Valid(b), "%s", b)
+	assert.Equal(t, "DANGEROUS", Level(top))
+	var back Tenths
+	require.NoError(t, json.Unmarshal([]byte("9.6"), &back))
+	assert.Equal(t, Tenths(96), back)
+	for _, bad := range []string{"-1", "-0.1", "1e30", "NaN"} {
+		assert.Error(t, back.UnmarshalJSON([]byte(bad)), bad)
+	}
+	// w*10 wrapped in int to 4 before: "0.4".
+	for _, bad := range []string{"1844674407370955162", "11", "10.1", "-1"} {
+		_, err := ParseTenths(bad)
+		assert.Error(t, err, bad)
+	}
+	got, err := ParseTenths("10.0")
+	require.NoError(t, err)
+	assert.Equal(t, Tenths(100), got)
+}
