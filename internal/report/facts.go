@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"maps"
 	"runtime"
@@ -24,6 +23,9 @@ import (
 // order; TestWriteFactsKnowsEveryMember fails when Document gains a member
 // this function does not write.
 func WriteFacts(w io.Writer, doc *facts.Document) error {
+	if doc == nil {
+		return WriteJSON(w, doc, true)
+	}
 	compact := []byte{'{'}
 	for _, m := range []struct {
 		name string
@@ -103,8 +105,12 @@ func indentUnits(units map[string]*facts.Unit) ([][]byte, error) {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	// The first failure in name order: the value encoding/json would have
+	// stopped at (a unit's security, written last, is its last member).
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	pieces[0][0] = '{' // the first piece's byte of room opens the map
 	for _, piece := range pieces[1:] {

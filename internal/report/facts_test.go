@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -173,6 +175,21 @@ func TestFactsWritersKnowTheirTypes(t *testing.T) {
 		"facts.Security changed: update appendSecurity")
 	assert.Equal(t, "name set exposure description", jsonMembers[facts.SecurityCheck](t),
 		"facts.SecurityCheck changed: update appendSecurity")
+	// appendUnit splices the security in after the unit's other members:
+	// its first member is always written, and none of these types writes
+	// itself (a Marshaler would change what encoding/json writes).
+	assert.Equal(t, "name", unit[0], "a Unit's first member has no omitempty")
+	marshaler := reflect.TypeFor[json.Marshaler]()
+	for _, typ := range []reflect.Type{reflect.TypeFor[facts.Unit](), reflect.TypeFor[facts.Security](), reflect.TypeFor[facts.SecurityCheck]()} {
+		assert.False(t, typ.Implements(marshaler) || reflect.PointerTo(typ).Implements(marshaler), "%s is a json.Marshaler", typ)
+	}
+}
+
+// TestWriteFactsWritesNil writes a nil document as WriteJSON does.
+func TestWriteFactsWritesNil(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, WriteFacts(&b, nil))
+	assert.Equal(t, "null\n", b.String())
 }
 
 // FuzzAppendString holds appendString's fast path to encoding/json's
@@ -186,4 +203,55 @@ func FuzzAppendString(f *testing.F) {
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(appendString(nil, s)))
 	})
+}
+
+// TestWriteFactsHostileSecurityPolicy: an image's own security policy can
+// make the exposure arithmetic wrap (its weights are uint64); the facts
+// are still exactly WriteJSON's and valid JSON, the exposure the wrapped
+// number systemd prints (it was a negative int written as "-46….-8").
+func TestWriteFactsHostileSecurityPolicy(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, fixtures.Materialize(fixtures.Default, dir))
+	src, err := rootfs.OpenDir(dir)
+	require.NoError(t, err)
+	aud, err := audit.New(audit.Config{FactsOnly: true})
+	require.NoError(t, err)
+	doc := factsOf(t, aud, src)
+	src.Close()
+	pol := map[string]any{}
+	for _, u := range doc.Units {
+		if u.Security != nil {
+			for id := range u.Security.Checks {
+				pol[id] = map[string]any{"weight": 0}
+			}
+		}
+	}
+	for id, w := range map[string]string{
+		"CapabilityBoundingSet_CAP_NET_ADMIN": "1729382256910270464",
+		"CapabilityBoundingSet_CAP_SYS_ADMIN": "622577612487697367",
+		"AmbientCapabilities":                 "16094784204311583786",
+	} {
+		require.Contains(t, pol, id)
+		pol[id] = map[string]any{"weight": json.Number(w)}
+	}
+	b, err := json.Marshal(pol)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/systemd"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/systemd/systemd-analyze-security.policy"), b, 0o644))
+	src, err = rootfs.OpenDir(dir)
+	require.NoError(t, err)
+	defer src.Close()
+	doc = factsOf(t, aud, src)
+	wrapped := 0
+	for _, u := range doc.Units {
+		if u.Security != nil && u.Security.Exposure != nil && *u.Security.Exposure > 1<<62 {
+			wrapped++
+			assert.Equal(t, "DANGEROUS", u.Security.Level, u.Name)
+		}
+	}
+	require.Positive(t, wrapped, "the policy wraps some service's exposure")
+	assertWritesAsWriteJSON(t, doc)
+	var out bytes.Buffer
+	require.NoError(t, WriteFacts(&out, doc))
+	assert.True(t, json.Valid(out.Bytes()))
 }

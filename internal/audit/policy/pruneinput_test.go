@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -160,6 +161,7 @@ func TestCatalogInputLeavesOutOnlyWhatItDoesNotRead(t *testing.T) {
 // converted in two halves side by side (prunedMapSplit) into the value one
 // goroutine builds, and a unit that cannot be converted fails either way.
 func TestCatalogInputSplitEqualsOneCore(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // the split needs two
 	_, doc := debianFacts(t)
 	require.Greater(t, len(doc.Units), 64, "enough units to split")
 	got, err := policy.CatalogInput(doc)

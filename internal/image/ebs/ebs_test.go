@@ -219,7 +219,9 @@ func TestSparseFileSnapshot(t *testing.T) {
 // TestServerRounds: the fake counts the requests a client waited for one
 // after another; requests made side by side count once.
 func TestServerRounds(t *testing.T) {
-	srv := &ebstest.Server{Latency: 20 * time.Millisecond}
+	// Long enough for the four side by side to all be asked before the
+	// first is answered, on a loaded machine too.
+	srv := &ebstest.Server{Latency: 100 * time.Millisecond}
 	url := srv.Start()
 	defer srv.Close()
 	get := func() {
