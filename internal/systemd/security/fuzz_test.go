@@ -39,7 +39,7 @@ func FuzzSettings(f *testing.F) {
 			st.patch()
 			a, err := tb.assessInfo(st.info(), nil)
 			require.NoError(t, err)
-			require.True(t, a.Exposure >= 0 && a.Exposure <= 100, "exposure %d", a.Exposure)
+			require.LessOrEqual(t, a.Exposure, Tenths(100), "the default policy keeps an exposure within 0.0..10.0")
 		}
 	})
 }
