@@ -596,7 +596,9 @@ func Data(rs []Rule) (map[string]any, error) {
 }
 
 // jsonShaped decodes b as OPA's util.UnmarshalJSON does: objects as
-// map[string]any, arrays as []any, numbers as json.Number.
+// map[string]any, arrays as []any, numbers as json.Number. It is not that
+// function: this package is part of the Packer plugin too, which links
+// no OPA.
 func jsonShaped(b []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

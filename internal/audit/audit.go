@@ -102,8 +102,7 @@ type Auditor struct {
 // it first, on another core.
 type compilation struct {
 	cfg      policy.Config
-	start    sync.Once
-	started  atomic.Bool // for tests: begin was called
+	started  atomic.Bool // begin was called
 	done     chan struct{}
 	policies *policy.Compiled
 	err      error
@@ -116,13 +115,12 @@ func compile(cfg Config) *compilation {
 
 // begin starts the compilation on another goroutine, once.
 func (c *compilation) begin() {
-	c.start.Do(func() {
-		c.started.Store(true)
+	if c.started.CompareAndSwap(false, true) {
 		go func() {
 			defer close(c.done)
 			c.policies, c.err = policy.Load(c.cfg)
 		}()
-	})
+	}
 }
 
 // New loads the rule catalog and profiles. Policies are compiled per

@@ -7,10 +7,9 @@ import (
 	"maps"
 	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/amilint/amilint/internal/audit/facts"
+	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
 // WriteFacts writes doc exactly as WriteJSON(w, doc, true) does, with the
@@ -20,7 +19,7 @@ import (
 // nothing when a value cannot be marshalled.
 //
 // The document's members are written here one by one, in the struct's
-// order; TestWriteFactsKnowsEveryMember fails when Document gains a member
+// order; TestFactsWritersKnowTheirTypes fails when Document gains a member
 // this function does not write.
 func WriteFacts(w io.Writer, doc *facts.Document) error {
 	if doc == nil {
@@ -93,18 +92,15 @@ func indentUnits(units map[string]*facts.Unit) ([][]byte, error) {
 	const perPiece = 8
 	pieces := make([][]byte, (len(names)+perPiece-1)/perPiece)
 	errs := make([]error, len(pieces))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(pieces)) {
-		wg.Go(func() {
-			var sc scratch
+	// A worker a core, each with its scratch.
+	scratches := make([]scratch, runtime.GOMAXPROCS(0))
+	rootfs.ForEachOn(len(scratches), len(pieces), func(w, p int) {
+		sc := &scratches[w]
+		if sc.enc == nil {
 			sc.enc = json.NewEncoder(&sc.compact)
-			for p := int(next.Add(1)) - 1; p < len(pieces); p = int(next.Add(1)) - 1 {
-				pieces[p], errs[p] = unitsPiece(names[p*perPiece:min(len(names), (p+1)*perPiece)], units, &sc)
-			}
-		})
-	}
-	wg.Wait()
+		}
+		pieces[p], errs[p] = unitsPiece(names[p*perPiece:min(len(names), (p+1)*perPiece)], units, sc)
+	})
 	// The first failure in name order: the value encoding/json would have
 	// stopped at (a unit's security, written last, is its last member).
 	for _, err := range errs {

@@ -233,18 +233,26 @@ func markedQuery(query string, c *ast.Compiler) (string, budget) {
 	}
 	b.whole = "package amilint"
 	b.keys = keys
-	var q []string
-	for i, fam := range slices.Sorted(maps.Keys(keys)) {
-		// What the family's findings are does not matter here, only that
-		// they are evaluated, without making the query undefined: count()
-		// of a set of contains rules (always defined, empty or not) does
-		// that and compiles in half the time of a comprehension, which
-		// any other family gets.
-		q = append(q, fmt.Sprintf("%s(%s)", markName, strconv.Quote(fam)),
-			fmt.Sprintf("amilint_family%d := count(%s)", i, familySet(c, keys[fam])))
-	}
+	// What a family's findings are does not matter here, only that they
+	// are evaluated, without making the query undefined: count() of a set
+	// of contains rules (always defined, empty or not) does that and
+	// compiles in half the time of a comprehension, which any other family
+	// gets.
+	q, _ := b.familyClauses(c, slices.Sorted(maps.Keys(keys)), "count(%s)")
 	q = append(q, fmt.Sprintf("%s(%s)", markName, strconv.Quote(b.whole)), resultVar+" := "+EntryPoint)
 	return strings.Join(q, "; "), b
+}
+
+// familyClauses are the clauses that evaluate each of fams, named as the
+// marks name them, in order: its mark, then amilint_familyN := form with
+// its findings set (familySet) in place of %s; and the variables bound.
+func (b budget) familyClauses(c *ast.Compiler, fams []string, form string) (clauses, vars []string) {
+	for i, fam := range fams {
+		v := fmt.Sprintf("amilint_family%d", i)
+		clauses = append(clauses, fmt.Sprintf("%s(%s)", markName, strconv.Quote(fam)), v+" := "+fmt.Sprintf(form, familySet(c, b.keys[fam])))
+		vars = append(vars, v)
+	}
+	return clauses, vars
 }
 
 // familySet is the set of the findings of the family under key in
@@ -285,12 +293,7 @@ func (b budget) splitQueries(c *ast.Compiler) []string {
 	}
 	var out []string
 	for _, part := range [][]string{heavy, rest} {
-		var q, sets []string
-		for i, fam := range part {
-			v := fmt.Sprintf("amilint_family%d", i)
-			q = append(q, fmt.Sprintf("%s(%s)", markName, strconv.Quote(fam)), v+" := "+familySet(c, b.keys[fam]))
-			sets = append(sets, v)
-		}
+		q, sets := b.familyClauses(c, part, "%s")
 		out = append(out, strings.Join(append(q, resultVar+" := "+strings.Join(sets, " | ")), "; "))
 	}
 	return out

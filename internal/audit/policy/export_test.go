@@ -4,9 +4,6 @@ import (
 	"context"
 	"reflect"
 
-	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
-
 	"github.com/amilint/amilint/internal/audit/finding"
 )
 
@@ -16,55 +13,32 @@ var GoValue = goValue
 
 // CatalogInput is the input an engine of the catalog alone evaluates: v
 // without what the catalog does not read.
-func CatalogInput(v any) (any, error) { return prunedGoValue(v, unreadByCatalog) }
+func CatalogInput(v any) (any, error) { return prunedGoValue(v, unreadByCatalog()) }
 
 // CatalogUnread is what the catalog's input leaves out, as a tree: member
 // name ("*": every member without an entry of its own) → nil (left out),
 // true (kept whole) or the tree of its members.
-func CatalogUnread() map[string]any { return unreadByCatalog.tree().(map[string]any) }
+func CatalogUnread() map[string]any { return unreadByCatalog().tree().(map[string]any) }
 
-// EvaluateThroughJSON is Evaluate as it was before directFindings: rego
-// converts the result to Go, and decodeFindings decodes that through
-// encoding/json.
+// EvaluateThroughJSON is Evaluate as it was before directFindings: the
+// result converted as rego converts it (ast.JSON), and decodeFindings
+// decodes that through encoding/json.
 func (e *Engine) EvaluateThroughJSON(ctx context.Context, input any) ([]finding.Finding, error) {
-	v, err := e.input(input)
+	t, err := e.term(ctx, input)
 	if err != nil {
 		return nil, err
 	}
-	ctx, done := e.start(ctx)
-	defer done()
-	// The result as rego converts it (ast.JSON), also for a split query,
-	// whose parts' results are united as terms.
-	val, found, err := e.result(ctx, v, rego.EvalGenerateJSON(keepTerm))
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		return []finding.Finding{}, nil
-	}
-	x, err := ast.JSON(val.(*ast.Term).Value)
-	if err != nil {
-		return nil, err
-	}
-	return decodeFindings(x)
+	return findingsOf(t, false)
 }
 
 // TakesDirectPath reports whether Evaluate's findings of input come from
 // directFindings, not from the whole way through encoding/json.
 func (e *Engine) TakesDirectPath(ctx context.Context, input any) (bool, error) {
-	v, err := e.input(input)
-	if err != nil {
+	t, err := e.term(ctx, input)
+	if err != nil || t == nil {
 		return false, err
 	}
-	val, found, err := e.result(ctx, v, rego.EvalGenerateJSON(keepTerm))
-	if err != nil || !found {
-		return false, err
-	}
-	t, ok := val.(*ast.Term)
-	if !ok {
-		return false, nil
-	}
-	_, ok = directFindings(t.Value)
+	_, ok := directFindings(t.Value)
 	return ok, nil
 }
 
@@ -76,7 +50,7 @@ func (e *Engine) Parts() int { return len(e.parts) }
 func CatalogInputOnOneCore(v any) (any, error) {
 	e := newGoEncoder()
 	rv := reflect.ValueOf(v)
-	n, err := e.pruned(rv, e.typ(rv.Type()), unreadByCatalog, 0)
+	n, err := e.pruned(rv, e.typ(rv.Type()), unreadByCatalog(), 0)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -45,8 +46,9 @@ var (
 )
 
 // objectType is the concrete type of OPA's ordinary objects (not its lazy
-// ones, which rego converts to their native Go map as is).
-var objectType = reflect.TypeOf(ast.NewObject())
+// ones, which rego converts to their native Go map as is); worked out on
+// first use, not at every program start.
+var objectType = sync.OnceValue(func() reflect.Type { return reflect.TypeOf(ast.NewObject()) })
 
 // errDeclined stops an iteration directFindings cannot finish.
 var errDeclined = errors.New("not a plain finding")
@@ -93,7 +95,7 @@ func elems(v ast.Value) ([]*ast.Term, bool) {
 // match one ignoring case declines, and a member with any other key must
 // be plain JSON (encoding/json skips it).
 func members(v ast.Value, names []string, depth int, f func(key string, val ast.Value) bool) bool {
-	if reflect.TypeOf(v) != objectType || depth > maxDirectDepth {
+	if reflect.TypeOf(v) != objectType() || depth > maxDirectDepth {
 		return false
 	}
 	err := v.(ast.Object).Iter(func(k, val *ast.Term) error {
@@ -199,8 +201,18 @@ func directFinding(v ast.Value) (finding.Finding, bool) {
 		}
 		return ok
 	})
-	if !ok || f.RuleID == "" || f.Message == "" {
+	if !ok || !complete(&f) {
 		return finding.Finding{}, false
+	}
+	return f, true
+}
+
+// complete reports whether f has what every finding must (a rule id and a
+// message) and fills in what a policy may leave out: no chain is an empty
+// one, no remediation action is "none". Both ways out of a result use it.
+func complete(f *finding.Finding) bool {
+	if f.RuleID == "" || f.Message == "" {
+		return false
 	}
 	if f.Chain == nil {
 		f.Chain = []unit.Edge{}
@@ -208,7 +220,7 @@ func directFinding(v ast.Value) (finding.Finding, bool) {
 	if f.Remediation.Action == "" {
 		f.Remediation.Action = "none"
 	}
-	return f, true
+	return true
 }
 
 // str is a string that encoding/json decodes as it is.
@@ -333,7 +345,7 @@ func plain(v ast.Value, depth int, build bool) (any, bool) {
 		}
 		return out, true
 	}
-	if reflect.TypeOf(v) != objectType {
+	if reflect.TypeOf(v) != objectType() {
 		return nil, false
 	}
 	obj := v.(ast.Object)

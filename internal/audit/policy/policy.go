@@ -31,7 +31,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/util"
 
 	"github.com/amilint/amilint/internal/audit/finding"
-	"github.com/amilint/amilint/internal/systemd/unit"
 	"github.com/amilint/amilint/policies"
 )
 
@@ -404,7 +403,7 @@ func Data(cfg Config) (map[string]any, error) {
 	// gave that is not (the parameters, say); the rules and profiles of
 	// rules.Data and the user's data files already are, and are large.
 	for k, v := range d {
-		if !JSONShaped(v) {
+		if !jsonShaped(v) {
 			if err := util.RoundTrip(&v); err != nil {
 				return nil, fmt.Errorf("build policy data: %w", err)
 			}
@@ -414,22 +413,22 @@ func Data(cfg Config) (map[string]any, error) {
 	return d, nil
 }
 
-// JSONShaped reports whether v is what OPA's util.UnmarshalJSON returns:
+// jsonShaped reports whether v is what OPA's util.UnmarshalJSON returns:
 // nil, bool, string, json.Number, and []any and map[string]any of those.
-func JSONShaped(v any) bool {
+func jsonShaped(v any) bool {
 	switch v := v.(type) {
 	case nil, bool, string, json.Number:
 		return true
 	case []any:
 		for _, x := range v {
-			if !JSONShaped(x) {
+			if !jsonShaped(x) {
 				return false
 			}
 		}
 		return true
 	case map[string]any:
 		for _, x := range v {
-			if !JSONShaped(x) {
+			if !jsonShaped(x) {
 				return false
 			}
 		}
@@ -479,31 +478,40 @@ func mergeInto(dst, src map[string]any) error {
 // value with its JSON form, or that form as json.RawMessage) and returns
 // the findings, sorted by rule id, unit and message.
 func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, error) {
+	t, err := e.term(ctx, input)
+	if err != nil {
+		return nil, err
+	}
+	return findingsOf(t, true)
+}
+
+// term evaluates the query over input, within the engine's budget, and
+// returns the term holding the findings, nil when the query has none.
+func (e *Engine) term(ctx context.Context, input any) (*ast.Term, error) {
 	v, err := e.input(input)
 	if err != nil {
 		return nil, err
 	}
 	ctx, done := e.start(ctx)
 	defer done()
-	val, found, err := e.result(ctx, v, rego.EvalGenerateJSON(keepTerm))
-	if err != nil {
-		return nil, err
-	}
-	if !found {
+	return e.result(ctx, v)
+}
+
+// findingsOf is the findings of t (nil: none): out of OPA's value directly
+// when direct (directFindings) and it can, else the whole way through
+// encoding/json (decodeFindings), converted as rego converts results.
+func findingsOf(t *ast.Term, direct bool) ([]finding.Finding, error) {
+	if t == nil {
 		return []finding.Finding{}, nil
 	}
-	t, ok := val.(*ast.Term)
-	if !ok {
-		return decodeFindings(val)
+	if direct {
+		if fs, ok := directFindings(t.Value); ok {
+			return sortFindings(fs), nil
+		}
 	}
-	if fs, ok := directFindings(t.Value); ok {
-		return sortFindings(fs), nil
-	}
-	// What directFindings declines goes the whole way, converted as rego
-	// converts results.
 	x, err := ast.JSON(t.Value)
 	if err != nil {
-		return nil, e.failed(ctx, err)
+		return nil, fmt.Errorf("evaluate policies: %w", err)
 	}
 	return decodeFindings(x)
 }
@@ -512,71 +520,68 @@ func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, er
 func (e *Engine) input(input any) (ast.Value, error) {
 	omit := whole
 	if e.catalogOnly {
-		omit = unreadByCatalog
+		omit = unreadByCatalog()
 	}
 	return inputValue(input, omit)
 }
 
 // result evaluates the query over v in ctx (which start made) and returns
-// the value holding the findings, as the result converter of opts makes
-// it, and whether the query has one. The parts of a split query are
-// evaluated on goroutines of their own, each with its own progress record,
-// and their findings sets united.
-func (e *Engine) result(ctx context.Context, v ast.Value, opts ...rego.EvalOption) (any, bool, error) {
-	opts = append(opts, rego.EvalParsedInput(v))
+// the term holding the findings, nil when the query has none. The parts of
+// a split query are evaluated on goroutines of their own, each with its
+// own progress record, and their findings sets united.
+func (e *Engine) result(ctx context.Context, v ast.Value) (*ast.Term, error) {
 	if len(e.parts) == 1 {
-		return e.partResult(ctx, e.parts[0], opts)
+		return e.partResult(ctx, e.parts[0], v)
 	}
 	type out struct {
-		val   any
-		found bool
-		err   error
+		t   *ast.Term
+		err error
 	}
 	outs := make([]out, len(e.parts))
 	var wg sync.WaitGroup
 	for i, pq := range e.parts {
 		wg.Go(func() {
 			pctx := context.WithValue(ctx, progressKey{}, &progress{})
-			outs[i].val, outs[i].found, outs[i].err = e.partResult(pctx, pq, opts)
+			outs[i].t, outs[i].err = e.partResult(pctx, pq, v)
 		})
 	}
 	wg.Wait()
 	union := ast.NewSet()
 	for _, o := range outs {
 		if o.err != nil {
-			return nil, false, o.err
+			return nil, o.err
 		}
 		// Each part binds a union of sets: defined, and a set term.
-		t, ok := o.val.(*ast.Term)
-		if !o.found || !ok {
-			return nil, false, fmt.Errorf("evaluate policies: a part of the catalog gave no set of findings")
+		if o.t == nil {
+			return nil, fmt.Errorf("evaluate policies: a part of the catalog gave no set of findings")
 		}
-		s, ok := t.Value.(ast.Set)
+		s, ok := o.t.Value.(ast.Set)
 		if !ok {
-			return nil, false, fmt.Errorf("evaluate policies: a part of the catalog gave %s, not a set of findings", ast.ValueName(t.Value))
+			return nil, fmt.Errorf("evaluate policies: a part of the catalog gave %s, not a set of findings", ast.ValueName(o.t.Value))
 		}
 		union = union.Union(s)
 	}
-	return ast.NewTerm(union), true, nil
+	return ast.NewTerm(union), nil
 }
 
-// partResult is result of one query.
-func (e *Engine) partResult(ctx context.Context, pq rego.PreparedEvalQuery, opts []rego.EvalOption) (any, bool, error) {
-	rs, err := pq.Eval(ctx, opts...)
+// partResult is result of one query: its result's term, as it is
+// (keepTerm), nil when it has none.
+func (e *Engine) partResult(ctx context.Context, pq rego.PreparedEvalQuery, v ast.Value) (*ast.Term, error) {
+	rs, err := pq.Eval(ctx, rego.EvalParsedInput(v), rego.EvalGenerateJSON(keepTerm))
 	if err != nil {
-		return nil, false, e.failed(ctx, err)
+		return nil, e.failed(ctx, err)
 	}
 	if len(rs) == 0 {
-		return nil, false, nil
+		return nil, nil
 	}
 	val, ok := rs[0].Bindings[resultVar]
 	if !ok {
 		if len(rs[0].Expressions) == 0 {
-			return nil, false, nil
+			return nil, nil
 		}
 		val = rs[0].Expressions[0].Value
 	}
-	return val, true, nil
+	return val.(*ast.Term), nil // what keepTerm hands over
 }
 
 // inputValue converts input to the Rego value of its JSON form: Go values
@@ -637,15 +642,9 @@ func decodeFindings(v any) ([]finding.Finding, error) {
 			errs = append(errs, fmt.Errorf("finding %s: %w", truncate(string(b)), err))
 			continue
 		}
-		if f.RuleID == "" || f.Message == "" {
+		if !complete(&f) {
 			errs = append(errs, fmt.Errorf("finding %s: rule_id and message are required", truncate(string(b))))
 			continue
-		}
-		if f.Chain == nil {
-			f.Chain = []unit.Edge{}
-		}
-		if f.Remediation.Action == "" {
-			f.Remediation.Action = "none"
 		}
 		out = append(out, f)
 	}

@@ -167,8 +167,8 @@ func TestDataEqualsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	pd, err := rules.ProfilesData(ps)
 	require.NoError(t, err)
-	require.True(t, JSONShaped(rd), "rules.Data is JSON-shaped")
-	require.True(t, JSONShaped(pd), "rules.ProfilesData is JSON-shaped")
+	require.True(t, jsonShaped(rd), "rules.Data is JSON-shaped")
+	require.True(t, jsonShaped(pd), "rules.ProfilesData is JSON-shaped")
 	userFile := write(t, t.TempDir(), "user.json", `{"a": {"n": 1.50, "e": 2e3, "l": [1, "x", null, true]}}`)
 	cfg := Config{
 		Rules: rd, Profiles: pd, DataFiles: []string{userFile}, Profile: "p", Target: "t", Traits: []string{"gpu"},
@@ -182,7 +182,7 @@ func TestDataEqualsRoundTrip(t *testing.T) {
 	want.(map[string]any)["user"] = user
 	require.NoError(t, util.RoundTrip(&want))
 	assert.Equal(t, want, any(got))
-	assert.True(t, JSONShaped(got))
+	assert.True(t, jsonShaped(got))
 	assert.IsType(t, json.Number(""), got["params"].(map[string]any)["live"].(map[string]any)["cores"], "parameters are round-tripped")
 }
 
@@ -193,11 +193,11 @@ func mustRead(t *testing.T, name string) string {
 	return string(b)
 }
 
-func TestJSONShaped(t *testing.T) {
+func TestJSONShapedValues(t *testing.T) {
 	for _, v := range []any{nil, true, "s", json.Number("1"), []any{}, map[string]any{"a": []any{json.Number("2"), nil}}} {
-		assert.True(t, JSONShaped(v), "%#v", v)
+		assert.True(t, jsonShaped(v), "%#v", v)
 	}
 	for _, v := range []any{1, 1.5, []string{}, map[string]string{}, []any{1}, map[string]any{"a": map[string]any{"b": float64(1)}}} {
-		assert.False(t, JSONShaped(v), "%#v", v)
+		assert.False(t, jsonShaped(v), "%#v", v)
 	}
 }

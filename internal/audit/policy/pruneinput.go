@@ -34,7 +34,7 @@ func membersOf(m map[string]prune) prune { return prune{members: m} }
 // members no catalog module names. TestCatalogReadsNoneOfWhatItIsNotGiven
 // holds the catalog to it. When the catalog is all an engine evaluates,
 // its input leaves them out; a user's policy (--policy) gets the whole
-// document.
+// document. It is built on first use, not at every program start.
 //
 // OPA's ast.LazyObject, which converts a member when it is first read,
 // does not serve instead: a lazy object inside an ordinary one is
@@ -43,30 +43,32 @@ func membersOf(m map[string]prune) prune { return prune{members: m} }
 // cache hashes arguments: the catalog's exposure rule alone converted the
 // checks of more services than the Debian root has), and OPA hands a lazy
 // object's native Go map, unconverted, to whatever reads the results.
-var unreadByCatalog = membersOf(map[string]prune{"units": membersOf(map[string]prune{"*": membersOf(map[string]prune{
-	"security": membersOf(map[string]prune{"checks": dropped, "notes": dropped}),
-	"directives": membersOf(map[string]prune{
-		"Install": membersOf(map[string]prune{"DefaultInstance": whole, "*": dropped}),
-		"*":       dropped,
-	}),
-	"fragment":          dropped,
-	"drop_ins":          dropped,
-	"aliases":           dropped,
-	"conditions":        dropped,
-	"would_run":         dropped,
-	"type":              dropped,
-	"exec_start_pre":    dropped,
-	"user":              dropped,
-	"group":             dropped,
-	"dynamic_user":      dropped,
-	"environment_files": dropped,
-	"sandboxing":        dropped,
-	"wants":             dropped,
-	"requires":          dropped,
-	"after":             dropped,
-	"wanted_by":         dropped,
-	"problems":          dropped,
-})})})
+var unreadByCatalog = sync.OnceValue(func() prune {
+	return membersOf(map[string]prune{"units": membersOf(map[string]prune{"*": membersOf(map[string]prune{
+		"security": membersOf(map[string]prune{"checks": dropped, "notes": dropped}),
+		"directives": membersOf(map[string]prune{
+			"Install": membersOf(map[string]prune{"DefaultInstance": whole, "*": dropped}),
+			"*":       dropped,
+		}),
+		"fragment":          dropped,
+		"drop_ins":          dropped,
+		"aliases":           dropped,
+		"conditions":        dropped,
+		"would_run":         dropped,
+		"type":              dropped,
+		"exec_start_pre":    dropped,
+		"user":              dropped,
+		"group":             dropped,
+		"dynamic_user":      dropped,
+		"environment_files": dropped,
+		"sandboxing":        dropped,
+		"wants":             dropped,
+		"requires":          dropped,
+		"after":             dropped,
+		"wanted_by":         dropped,
+		"problems":          dropped,
+	})})})
+})
 
 // tree is p as JSON-shaped values, for tests: a dropped member is nil, a
 // whole one true, a pruned one the tree of its members.

@@ -165,12 +165,19 @@ const InFlight = 16
 // ForEach calls f(0) ... f(n-1), InFlight at a time, and returns when all
 // have returned; f must be safe for concurrent use.
 func ForEach(n int, f func(int)) {
+	ForEachOn(InFlight, n, func(_, i int) { f(i) })
+}
+
+// ForEachOn calls f(w, 0) ... f(w, n-1) on workers goroutines, w being the
+// goroutine's number (0 to workers-1, so a worker can reuse state of its
+// own from call to call), and returns when all have returned.
+func ForEachOn(workers, n int, f func(w, i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(InFlight, n) {
+	for w := range min(workers, n) {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				f(i)
+				f(w, i)
 			}
 		})
 	}

@@ -168,3 +168,23 @@ func TestForEach(t *testing.T) {
 		assert.LessOrEqual(t, most.Load(), int64(rootfs.InFlight))
 	}
 }
+
+// TestForEachOn: every index once, on at most workers goroutines, and a
+// worker's number is never in use by two calls at once (its state is its
+// own).
+func TestForEachOn(t *testing.T) {
+	for _, workers := range []int{1, 2, 5} {
+		const n = 200
+		var calls [n]atomic.Int32
+		inUse := make([]atomic.Bool, workers)
+		rootfs.ForEachOn(workers, n, func(w, i int) {
+			require.True(t, w >= 0 && w < workers, "worker %d", w)
+			assert.True(t, inUse[w].CompareAndSwap(false, true), "worker %d used twice at once", w)
+			calls[i].Add(1)
+			inUse[w].Store(false)
+		})
+		for i := range calls {
+			assert.Equal(t, int32(1), calls[i].Load(), "index %d", i)
+		}
+	}
+}

@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/amilint/amilint/internal/image/fs/tarfs"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -158,16 +157,12 @@ func fromLibrary(fsys *rootfs.FS) (Info, error) {
 		err        error
 	}
 	got := make([]listing, len(dirs))
-	var wg sync.WaitGroup
-	for i, d := range dirs {
-		wg.Go(func() {
-			l := &got[i]
-			if l.real, l.resolveErr = fsys.Resolve(d); l.resolveErr == nil {
-				l.ents, l.err = fsys.ReadDir(d)
-			}
-		})
-	}
-	wg.Wait()
+	rootfs.ForEach(len(dirs), func(i int) {
+		l := &got[i]
+		if l.real, l.resolveErr = fsys.Resolve(dirs[i]); l.resolveErr == nil {
+			l.ents, l.err = fsys.ReadDir(dirs[i])
+		}
+	})
 	var best Info
 	seen := map[string]bool{}
 	for i, d := range dirs {
