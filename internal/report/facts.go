@@ -115,24 +115,38 @@ func indentUnits(units map[string]*facts.Unit) ([][]byte, error) {
 	return append(pieces, []byte("\n  }")), nil
 }
 
-// scratch is what a worker of indentUnits reuses from piece to piece: a
-// unit's compact JSON, the piece being written, and the previous service's
-// sorted check ids.
+// scratch is what a worker of indentUnits keeps from piece to piece: a
+// unit's compact JSON, the free room after the pieces written so far, and
+// the previous service's sorted check ids.
 type scratch struct {
 	compact bytes.Buffer
 	enc     *json.Encoder // writing to compact
-	piece   []byte
+	free    []byte        // empty, with room
 	ids     []string
 }
 
+// pieceRoom is the room a worker takes for its pieces, and pieceRoomLeast
+// the room it wants left before it starts a piece. In a run that never
+// collects garbage every allocated byte is fresh memory, a page fault on
+// its first write (copying pieces out of a reused buffer was a fifth of
+// the writing), and room never written costs nothing: a worker writes its
+// pieces one after the other in one buffer, and takes another when little
+// room is left (a piece of eight services is about 100 KB; one larger than
+// the room left grows by append).
+const (
+	pieceRoom      = 1 << 20
+	pieceRoomLeast = pieceRoom / 4
+)
+
 // unitsPiece is the members of units named in names, each on its own line
 // at depth 2 and indented as WriteJSON does, separated by commas, after a
-// byte of room for the comma before the piece. It is written in sc.piece
-// and copied out at its size: in a run that never collects garbage every
-// allocated byte is fresh memory, and growing buffers by copying was a
-// third of the time.
+// byte of room for the comma before the piece. It is written in sc.free,
+// where it stays.
 func unitsPiece(names []string, units map[string]*facts.Unit, sc *scratch) ([]byte, error) {
-	out := append(sc.piece[:0], 0)
+	if cap(sc.free) < pieceRoomLeast {
+		sc.free = make([]byte, 0, pieceRoom)
+	}
+	out := append(sc.free, 0)
 	for i, name := range names {
 		if i > 0 {
 			out = append(out, ',')
@@ -143,8 +157,8 @@ func unitsPiece(names []string, units map[string]*facts.Unit, sc *scratch) ([]by
 			return nil, err
 		}
 	}
-	sc.piece = out
-	return bytes.Clone(out), nil
+	sc.free = out[len(out):len(out)]
+	return out[:len(out):len(out)], nil
 }
 
 // appendUnit appends u as WriteJSON writes it two levels deep. A service's
