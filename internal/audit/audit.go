@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -348,57 +349,86 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		presets[f.Name] = ps.Query(f.Name)
 	}
 	inv := &Inventory{Files: files, Boot: b, Graph: g, Presets: presets, FirstBoot: first, Systemd: sv, Conditions: env}
-	seen := map[string]bool{}
-	var loaded []*boot.Unit
-	add := func(in facts.UnitInput) {
-		name := in.Name
-		seen[name] = true
-		u := g.Unit(name) // in this order: loading is systemd's, one name after another
+	// The units: every unit file, then what the boot transaction starts
+	// or activates without one.
+	ins := make([]facts.UnitInput, 0, len(files)+len(b.Start)+len(b.Activated))
+	seen := make(map[string]bool, cap(ins))
+	for _, f := range files {
+		seen[f.Name] = true
+		ins = append(ins, facts.UnitInput{Name: f.Name, State: string(f.State), Path: f.Path, Fragment: f.Fragment, DropIns: f.DropIns, Aliases: f.Aliases})
+	}
+	for _, name := range slices.Concat(b.Start, b.Activated) {
+		if !seen[name] {
+			seen[name] = true
+			ins = append(ins, facts.UnitInput{Name: name})
+		}
+	}
+	inv.Units = ins
+	scorer, scorerErr := inv.scorer(fsys, opts)
+	// Loading is systemd's, one name after another: an alias seen first
+	// decides what a later name gets. A loaded unit does not change, and
+	// what only reads it (its conditions, which test paths of the image,
+	// and its exposure) is done beside the loading of the next ones, then
+	// on every core.
+	loaded := make([]*boot.Unit, len(ins))
+	errs := make([]error, len(ins))
+	work := func(i int) {
+		in, u := &ins[i], loaded[i]
+		if u != nil {
+			sources := make([][]*unit.Option, len(u.Sources))
+			for i, s := range u.Sources {
+				sources[i] = s.Options
+			}
+			in.Conditions = env.Unit(u.Name, sources)
+		}
+		if scorer != nil {
+			errs[i] = assess(scorer, in, u)
+		}
+	}
+	jobs := make(chan int, len(ins))
+	for range runtime.GOMAXPROCS(0) - 1 {
+		wg.Go(func() {
+			for i := range jobs {
+				work(i)
+			}
+		})
+	}
+	for i := range ins {
+		in := &ins[i]
+		u := g.Unit(in.Name)
 		if u != nil {
 			in.Options = u.Options
 			if in.DropIns == nil {
 				in.DropIns = u.DropIns
 			}
 		}
-		in.StartsAtBoot = b.StartsAtBoot(name)
-		in.Chain = b.Chain(name)
-		in.ActivatedBy = b.ActivatedBy[name]
-		in.Preset = string(presets[name])
-		inv.Units = append(inv.Units, in)
-		loaded = append(loaded, u)
+		in.StartsAtBoot = b.StartsAtBoot(in.Name)
+		in.Chain = b.Chain(in.Name)
+		in.ActivatedBy = b.ActivatedBy[in.Name]
+		in.Preset = string(presets[in.Name])
+		loaded[i] = u
+		jobs <- i
 	}
-	for _, f := range files {
-		add(facts.UnitInput{Name: f.Name, State: string(f.State), Path: f.Path, Fragment: f.Fragment, DropIns: f.DropIns, Aliases: f.Aliases})
+	close(jobs)
+	for i := range jobs {
+		work(i)
 	}
-	for _, name := range slices.Concat(b.Start, b.Activated) {
-		if !seen[name] {
-			add(facts.UnitInput{Name: name})
+	wg.Wait()
+	if scorerErr != nil {
+		return nil, fmt.Errorf("assess services: %w", scorerErr)
+	}
+	// The first failure in the order of the names, as the units are sorted.
+	var failure error
+	failed := ""
+	for i, err := range errs {
+		if err != nil && (failure == nil || ins[i].Name < failed) {
+			failure, failed = err, ins[i].Name
 		}
 	}
-	// The conditions test paths of the image, independently per unit.
-	rootfs.ForEach(len(loaded), func(i int) {
-		u := loaded[i]
-		if u == nil {
-			return
-		}
-		sources := make([][]*unit.Option, len(u.Sources))
-		for i, s := range u.Sources {
-			sources[i] = s.Options
-		}
-		inv.Units[i].Conditions = env.Unit(u.Name, sources)
-	})
-	slices.SortFunc(inv.Units, func(x, y facts.UnitInput) int {
-		switch {
-		case x.Name < y.Name:
-			return -1
-		case x.Name > y.Name:
-			return 1
-		}
-		return 0
-	})
-	if err := inv.assess(fsys, opts); err != nil {
-		return nil, fmt.Errorf("assess services: %w", err)
+	if failure != nil {
+		return nil, fmt.Errorf("assess services: %w", failure)
 	}
+	slices.SortFunc(inv.Units, func(x, y facts.UnitInput) int { return strings.Compare(x.Name, y.Name) })
 	return inv, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"testing/fstest"
@@ -16,6 +17,7 @@ import (
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/security"
 )
 
 func view(t *testing.T, name string) *rootfs.FS {
@@ -200,5 +202,29 @@ func TestFactsOnlyCompilesOnDemand(t *testing.T) {
 		_, err = a.Engine(ctx, "dlami")
 		require.ErrorContains(t, err, "broken.rego", "FactsOnly=%v: the engine still reports the policy's error", factsOnly)
 		assert.True(t, audit.CompilationStarted(a))
+	}
+}
+
+// TestModelReportsTheFirstScoringFailureByName: the services are scored
+// beside the loading of the units, in whatever order the workers finish;
+// a failure is still the one of the first service by name, every time.
+func TestModelReportsTheFirstScoringFailureByName(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	p, err := security.ParsePolicy([]byte(`{"PrivateTmp": {"range": 0}}`))
+	require.NoError(t, err)
+	inv, err := audit.Model(view(t, "dlami"), audit.ModelOptions{})
+	require.NoError(t, err)
+	first := ""
+	for _, u := range inv.Units {
+		if u.Security != nil {
+			first = u.Name
+			break
+		}
+	}
+	require.NotEmpty(t, first)
+	for range 20 {
+		_, err := audit.Model(view(t, "dlami"), audit.ModelOptions{SecurityPolicy: p})
+		require.Error(t, err)
+		assert.Equal(t, "assess services: assess "+first+": "+first+": security policy: PrivateTmp: range 0", err.Error())
 	}
 }

@@ -159,6 +159,22 @@ func (s *Scorer) Score(name string) (*Assessment, error) {
 	if u == nil {
 		return nil, fmt.Errorf("%s: invalid unit name", name)
 	}
+	return s.score(name, u)
+}
+
+// ScoreLoaded is Score for a service whose unit the caller loaded already
+// from the scorer's graph (u is graph.Unit(name)), without asking the
+// graph again: it scores while the graph loads other units. A template
+// name (scored under the version's instance) goes through Score.
+func (s *Scorer) ScoreLoaded(name string, u *boot.Unit) (*Assessment, error) {
+	if !unit.Valid(name) || unit.Type(name) != "service" || unit.IsTemplate(name) || u == nil {
+		return s.Score(name)
+	}
+	return s.score(name, u)
+}
+
+// score assesses the service name, loaded as u.
+func (s *Scorer) score(name string, u *boot.Unit) (*Assessment, error) {
 	switch {
 	case u.State == boot.Masked:
 		return nil, fmt.Errorf("%s: %w: masked", name, ErrNotLoaded)
