@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"maps"
@@ -95,11 +94,7 @@ func indentUnits(units map[string]*facts.Unit) ([][]byte, error) {
 	// A worker a core, each with its scratch.
 	scratches := make([]scratch, runtime.GOMAXPROCS(0))
 	rootfs.ForEachOn(len(scratches), len(pieces), func(w, p int) {
-		sc := &scratches[w]
-		if sc.enc == nil {
-			sc.enc = json.NewEncoder(&sc.compact)
-		}
-		pieces[p], errs[p] = unitsPiece(names[p*perPiece:min(len(names), (p+1)*perPiece)], units, sc)
+		pieces[p], errs[p] = unitsPiece(names[p*perPiece:min(len(names), (p+1)*perPiece)], units, &scratches[w])
 	})
 	// The first failure in name order: the value encoding/json would have
 	// stopped at (a unit's security, written last, is its last member).
@@ -115,14 +110,12 @@ func indentUnits(units map[string]*facts.Unit) ([][]byte, error) {
 	return append(pieces, []byte("\n  }")), nil
 }
 
-// scratch is what a worker of indentUnits keeps from piece to piece: a
-// unit's compact JSON, the free room after the pieces written so far, and
-// the previous service's sorted check ids.
+// scratch is what a worker of indentUnits keeps from piece to piece: the
+// free room after the pieces written so far, and the previous service's
+// sorted check ids.
 type scratch struct {
-	compact bytes.Buffer
-	enc     *json.Encoder // writing to compact
-	free    []byte        // empty, with room
-	ids     []string
+	free []byte // empty, with room
+	ids  []string
 }
 
 // pieceRoom is the room a worker takes for its pieces, and pieceRoomLeast
@@ -161,36 +154,22 @@ func unitsPiece(names []string, units map[string]*facts.Unit, sc *scratch) ([]by
 	return out[:len(out):len(out)], nil
 }
 
-// appendUnit appends u as WriteJSON writes it two levels deep. A service's
-// security checks, 81 of them each with a sentence, are three quarters of
-// a facts document; encoding/json would sort a map and walk a struct by
-// reflection per check, and indenting them would read every byte again,
-// so they are written indented by appendSecurity. The rest of the unit is
-// marshalled by encoding/json and indented. Security is the last member
-// of a Unit (TestFactsWritersKnowTheirTypes).
+// appendUnit appends u as WriteJSON writes it two levels deep: its
+// members (factsunit.go), then its security. A service's security checks,
+// 81 of them each with a sentence, are three quarters of a facts
+// document; appendSecurity writes them without sorting a map or walking a
+// struct by reflection per check. Security is the last member of a Unit
+// (TestFactsWritersKnowTheirTypes).
 func appendUnit(out []byte, u *facts.Unit, sc *scratch) ([]byte, error) {
-	sc.compact.Reset()
-	if u == nil || u.Security == nil {
-		if err := sc.enc.Encode(u); err != nil {
-			return nil, err
-		}
-		c := sc.compact.Bytes()
-		return indentAt(out, c[:len(c)-1], 2, nil) // without the Encoder's newline
+	if u == nil {
+		return append(out, "null"...), nil
 	}
-	rest := *u
-	rest.Security = nil
-	if err := sc.enc.Encode(&rest); err != nil {
-		return nil, err
-	}
-	// The unit's members, its closing brace and the newline left out: the
-	// indentation stays inside the unit, where its last member follows.
-	c := sc.compact.Bytes()
-	out, err := indentAt(out, c[:len(c)-2], 2, nil)
+	out, err := appendUnitMembers(out, u)
 	if err != nil {
 		return nil, err
 	}
-	if out, err = appendSecurity(append(out, ",\n      \"security\": "...), u.Security, &sc.ids); err != nil {
-		return nil, err
+	if u.Security != nil {
+		out = appendSecurity(append(out, ",\n      \"security\": "...), u.Security, &sc.ids)
 	}
 	return append(out, "\n    }"...), nil
 }
@@ -209,7 +188,7 @@ const (
 //
 // ids is the previous service's check ids, sorted: every service of an
 // image has the same checks, which need not be sorted again.
-func appendSecurity(b []byte, s *facts.Security, ids *[]string) ([]byte, error) {
+func appendSecurity(b []byte, s *facts.Security, ids *[]string) []byte {
 	b = append(b, "{"+nl4+`"exposure": `...)
 	if s.Exposure == nil {
 		b = append(b, "null"...)
@@ -255,28 +234,32 @@ func appendSecurity(b []byte, s *facts.Security, ids *[]string) ([]byte, error) 
 		}
 		b = append(b, nl4+"}"...)
 	}
-	var err error
-	if b, err = appendIndented4(append(b, ","+nl4+`"top": `...), s.Top); err != nil {
-		return nil, err
+	b = append(b, ","+nl4+`"top": `...)
+	switch {
+	case s.Top == nil:
+		b = append(b, "null"...)
+	case len(s.Top) == 0:
+		b = append(b, "[]"...)
+	default:
+		b = append(b, '[')
+		for i, f := range s.Top {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(append(b, nl5+"{"+nl6+`"id": `...), f.ID)
+			b = appendString(append(b, ","+nl6+`"name": `...), f.Name)
+			b = f.Exposure.AppendJSON(append(b, ","+nl6+`"exposure": `...))
+			b = append(b, nl5+"}"...)
+		}
+		b = append(b, nl4+"]"...)
 	}
 	if len(s.Notes) > 0 {
-		if b, err = appendIndented4(append(b, ","+nl4+`"notes": `...), s.Notes); err != nil {
-			return nil, err
-		}
+		b = appendStrings(append(b, ","+nl4+`"notes": `...), s.Notes, 4)
 	}
 	if s.Error != "" {
 		b = appendString(append(b, ","+nl4+`"error": `...), s.Error)
 	}
-	return append(b, "\n      }"...), nil
-}
-
-// appendIndented4 appends v as WriteJSON writes a member of a security.
-func appendIndented4(b []byte, v any) ([]byte, error) {
-	m, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return indentAt(b, m, 4, nil)
+	return append(b, "\n      }"...)
 }
 
 // appendString appends s as encoding/json writes a string with HTML

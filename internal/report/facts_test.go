@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,7 +22,9 @@ import (
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/condition"
 	"github.com/amilint/amilint/internal/systemd/security"
+	"github.com/amilint/amilint/internal/systemd/unit"
 	"github.com/amilint/amilint/internal/systemd/version"
 )
 
@@ -139,10 +143,14 @@ func TestWriteFactsFails(t *testing.T) {
 		units[fmt.Sprint(i)] = &facts.Unit{Name: fmt.Sprint(i)}
 	}
 	units["7"].RestartSec = facts.Seconds(math.NaN()) // a span no JSON number holds
+	units["9"].StartLimitIntervalSec = facts.Seconds(math.Inf(-1))
 	var b bytes.Buffer
 	err := WriteFacts(&b, &facts.Document{Units: units})
 	require.Error(t, err)
 	assert.Zero(t, b.Len(), "nothing written on failure")
+	want := WriteJSON(io.Discard, &facts.Document{Units: units}, true)
+	require.Error(t, want)
+	assert.Equal(t, want.Error(), err.Error(), "the error encoding/json gives")
 
 	failing := errors.New("disk full")
 	doc := &facts.Document{Units: map[string]*facts.Unit{"a": {Name: "a"}}}
@@ -164,25 +172,186 @@ func jsonMembers[T any](t *testing.T) string {
 
 // TestFactsWritersKnowTheirTypes fails when a type WriteFacts writes by
 // hand gains, loses or reorders a member: update WriteFacts (Document),
-// encodeUnit (Security must stay a Unit's last member) or appendSecurity
-// (Security, SecurityCheck) with it.
+// appendUnitMembers (Unit and what it holds; Security must stay a Unit's
+// last member) or appendSecurity (Security, SecurityCheck, SecurityFix)
+// with it. A member whose type changes no longer compiles there.
 func TestFactsWritersKnowTheirTypes(t *testing.T) {
-	assert.Equal(t, "schema image systemd boot manager units config_files", jsonMembers[facts.Document](t),
-		"facts.Document changed: update WriteFacts")
-	unit := strings.Fields(jsonMembers[facts.Unit](t))
-	assert.Equal(t, "security,omitempty", unit[len(unit)-1], "facts.Unit changed: encodeUnit appends security last")
-	assert.Equal(t, "exposure level,omitempty checks top notes,omitempty error,omitempty", jsonMembers[facts.Security](t),
-		"facts.Security changed: update appendSecurity")
-	assert.Equal(t, "name set exposure description", jsonMembers[facts.SecurityCheck](t),
-		"facts.SecurityCheck changed: update appendSecurity")
-	// appendUnit splices the security in after the unit's other members:
-	// its first member is always written, and none of these types writes
-	// itself (a Marshaler would change what encoding/json writes).
-	assert.Equal(t, "name", unit[0], "a Unit's first member has no omitempty")
+	for _, c := range []struct {
+		members, want string
+	}{
+		{jsonMembers[facts.Document](t), "schema image systemd boot manager units config_files"},
+		{jsonMembers[facts.Unit](t), "name unit_type state path,omitempty fragment,omitempty drop_ins aliases starts_at_boot " +
+			"activated_by active_at_boot chain preset,omitempty conditions conditions_met conditions_reason,omitempty " +
+			"would_run type,omitempty exec_start exec_start_pre restart restart_sec start_limit_interval_sec " +
+			"start_limit_burst restart_prevent_exit_status user,omitempty group,omitempty dynamic_user environment_files " +
+			"sandboxing wants requires after wanted_by spawns_container directives problems,omitempty security,omitempty"},
+		{jsonMembers[facts.Exec](t), "path resolved,omitempty exists args prefixes raw error,omitempty"},
+		{jsonMembers[facts.EnvironmentFile](t), "path optional exists"},
+		{jsonMembers[unit.Edge](t), "from to kind source,omitempty"},
+		{jsonMembers[condition.Check](t), "setting value trigger negate verdict reason"},
+		{jsonMembers[facts.Security](t), "exposure level,omitempty checks top notes,omitempty error,omitempty"},
+		{jsonMembers[facts.SecurityCheck](t), "name set exposure description"},
+		{jsonMembers[facts.SecurityFix](t), "id name exposure"},
+	} {
+		assert.Equal(t, c.want, c.members, "a type the facts writer writes by hand changed: update it")
+	}
+	// None of these types writes itself (a Marshaler would change what
+	// encoding/json writes); Seconds and Tenths do, and the writer calls
+	// them.
 	marshaler := reflect.TypeFor[json.Marshaler]()
-	for _, typ := range []reflect.Type{reflect.TypeFor[facts.Unit](), reflect.TypeFor[facts.Security](), reflect.TypeFor[facts.SecurityCheck]()} {
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[facts.Unit](), reflect.TypeFor[facts.Exec](), reflect.TypeFor[facts.EnvironmentFile](),
+		reflect.TypeFor[unit.Edge](), reflect.TypeFor[condition.Check](), reflect.TypeFor[condition.Verdict](),
+		reflect.TypeFor[facts.Security](), reflect.TypeFor[facts.SecurityCheck](), reflect.TypeFor[facts.SecurityFix](),
+	} {
 		assert.False(t, typ.Implements(marshaler) || reflect.PointerTo(typ).Implements(marshaler), "%s is a json.Marshaler", typ)
 	}
+}
+
+// TestWriteFactsEveryUnitMember writes units with every member empty, nil,
+// set, and holding what encoding/json escapes.
+func TestWriteFactsEveryUnitMember(t *testing.T) {
+	units := map[string]*facts.Unit{"zero.service": {}}
+	for i := range 3 {
+		u := fullUnit(rand.New(rand.NewPCG(uint64(i), 7)))
+		units[fmt.Sprint(i, u.Name)] = u
+	}
+	yes := true
+	units["every.service"] = &facts.Unit{
+		Name: "every.service", Type: "service", State: "enabled", Path: "/p", Fragment: "/f",
+		DropIns: []string{"/a.conf", "<b>"}, Aliases: []string{}, StartsAtBoot: true, ActivatedBy: nil, ActiveAtBoot: true,
+		Chain:         []unit.Edge{{From: "a", To: "b", Kind: "Wants"}, {From: "b", To: "c", Kind: ".wants", Source: "/s"}},
+		Preset:        "enable",
+		Conditions:    []condition.Check{{Setting: "ConditionPathExists", Value: "!/x", Negate: true, Verdict: condition.True, Reason: "r&s"}},
+		ConditionsMet: condition.Unknown, ConditionsReason: "why", WouldRun: condition.False, ServiceType: "notify",
+		ExecStart:    &facts.Exec{Path: "/bin/x", Resolved: "/usr/bin/x", Exists: &yes, Args: []string{}, Prefixes: "-", Raw: "-/bin/x", Error: "e"},
+		ExecStartPre: []*facts.Exec{nil, {Path: "p", Args: []string{"1", "\u2028"}}},
+		Restart:      "always", RestartSec: facts.Infinity, StartLimitIntervalSec: 0.1, StartLimitBurst: -3,
+		RestartPreventExitStatus: []string{}, User: "u", Group: "g", DynamicUser: true,
+		EnvironmentFiles: []facts.EnvironmentFile{{Path: "/e", Optional: true}, {}},
+		Sandboxing:       map[string]string{"b": "1", "a": "<2>"},
+		Wants:            []string{"w"}, Requires: nil, After: []string{}, WantedBy: []string{"x", "y"}, SpawnsContainer: true,
+		Directives: map[string]map[string][]string{"Service": {"B": {"1", "2"}, "A": nil, "C": {}}, "Empty": {}, "Nil": nil},
+		Problems:   []string{"p"},
+		Security:   &facts.Security{Top: []facts.SecurityFix{{ID: "a<", Name: "n", Exposure: 95}, {}}, Notes: []string{}},
+	}
+	units["empty-top.service"] = &facts.Unit{Name: "empty-top.service", Problems: []string{}, Security: &facts.Security{Top: []facts.SecurityFix{}, Notes: []string{"n"}}}
+	assertWritesAsWriteJSON(t, &facts.Document{Units: units})
+}
+
+// FuzzWriteUnit holds the hand-written unit members to encoding/json's on
+// units drawn at random, every member empty, nil or set with strings that
+// need escaping.
+func FuzzWriteUnit(f *testing.F) {
+	for i := range 8 {
+		f.Add(uint64(i), uint64(i*31))
+	}
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		r := rand.New(rand.NewPCG(a, b))
+		units := map[string]*facts.Unit{}
+		for range 1 + r.IntN(10) {
+			u := fullUnit(r)
+			units[u.Name] = u
+		}
+		assertWritesAsWriteJSON(t, &facts.Document{Units: units})
+	})
+}
+
+// fullUnit is a unit with each member drawn at random: nil, empty or set.
+func fullUnit(r *rand.Rand) *facts.Unit {
+	words := []string{"", "a", "ssh.service", "<html>", "a&b", "\"q\"", "back\\slash", "\u2028", "ü", "\xff\xfe", "\x00\x1f", "tab\t", "/usr/bin/x"}
+	str := func() string { return words[r.IntN(len(words))] }
+	strs := func() []string {
+		switch r.IntN(3) {
+		case 0:
+			return nil
+		case 1:
+			return []string{}
+		}
+		out := make([]string, 1+r.IntN(3))
+		for i := range out {
+			out[i] = str()
+		}
+		return out
+	}
+	boolean := func() bool { return r.IntN(2) == 0 }
+	exec := func() *facts.Exec {
+		if r.IntN(4) == 0 {
+			return nil
+		}
+		e := &facts.Exec{Path: str(), Resolved: str(), Args: strs(), Prefixes: str(), Raw: str(), Error: str()}
+		if boolean() {
+			v := boolean()
+			e.Exists = &v
+		}
+		return e
+	}
+	seconds := func() facts.Seconds {
+		return []facts.Seconds{0, 0.1, 90, 1e21, 1e-7, facts.Infinity, 12345.678}[r.IntN(7)]
+	}
+	u := &facts.Unit{
+		Name: fmt.Sprint(r.Uint32(), str()), Type: str(), State: str(), Path: str(), Fragment: str(),
+		DropIns: strs(), Aliases: strs(), StartsAtBoot: boolean(), ActivatedBy: strs(), ActiveAtBoot: boolean(),
+		Preset: str(), ConditionsMet: condition.Verdict(str()), ConditionsReason: str(), WouldRun: condition.Verdict(str()),
+		ServiceType: str(), ExecStart: exec(), Restart: str(), RestartSec: seconds(), StartLimitIntervalSec: seconds(),
+		StartLimitBurst: r.IntN(2000) - 1000, RestartPreventExitStatus: strs(), User: str(), Group: str(),
+		DynamicUser: boolean(), Wants: strs(), Requires: strs(), After: strs(), WantedBy: strs(), SpawnsContainer: boolean(),
+		Problems: strs(),
+	}
+	if n := r.IntN(4); n > 0 {
+		u.Chain = make([]unit.Edge, n-1)
+		for i := range u.Chain {
+			u.Chain[i] = unit.Edge{From: str(), To: str(), Kind: str(), Source: str()}
+		}
+	}
+	if n := r.IntN(4); n > 0 {
+		u.Conditions = make([]condition.Check, n-1)
+		for i := range u.Conditions {
+			u.Conditions[i] = condition.Check{Setting: str(), Value: str(), Trigger: boolean(), Negate: boolean(), Verdict: condition.Verdict(str()), Reason: str()}
+		}
+	}
+	if n := r.IntN(4); n > 0 {
+		u.ExecStartPre = make([]*facts.Exec, n-1)
+		for i := range u.ExecStartPre {
+			u.ExecStartPre[i] = exec()
+		}
+	}
+	if n := r.IntN(4); n > 0 {
+		u.EnvironmentFiles = make([]facts.EnvironmentFile, n-1)
+		for i := range u.EnvironmentFiles {
+			u.EnvironmentFiles[i] = facts.EnvironmentFile{Path: str(), Optional: boolean(), Exists: boolean()}
+		}
+	}
+	if n := r.IntN(4); n > 0 {
+		u.Sandboxing = map[string]string{}
+		for range n - 1 {
+			u.Sandboxing[str()] = str()
+		}
+	}
+	if n := r.IntN(4); n > 0 {
+		u.Directives = map[string]map[string][]string{}
+		for range n - 1 {
+			var keys map[string][]string
+			if m := r.IntN(4); m > 0 {
+				keys = map[string][]string{}
+				for range m - 1 {
+					keys[str()] = strs()
+				}
+			}
+			u.Directives[str()] = keys
+		}
+	}
+	if boolean() {
+		s := &facts.Security{Level: str(), Notes: strs(), Error: str()}
+		if n := r.IntN(4); n > 0 {
+			s.Top = make([]facts.SecurityFix, n-1)
+			for i := range s.Top {
+				s.Top[i] = facts.SecurityFix{ID: str(), Name: str(), Exposure: security.Tenths(r.Uint64())}
+			}
+		}
+		u.Security = s
+	}
+	return u
 }
 
 // TestWriteFactsWritesNil writes a nil document as WriteJSON does.
