@@ -33,7 +33,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/boot"
@@ -381,30 +380,36 @@ func divRoundUp(x, y uint64) uint64 {
 }
 
 // Top returns the n failing checks whose fix would lower the exposure
-// most (the largest badness × weight / range first; ties by id).
+// most (the largest badness × weight / range first; ties by id). It keeps
+// the n best while it reads the checks, in order, instead of sorting them
+// all: every service of an image is asked for its three.
 func (a *Assessment) Top(n int) []Check {
-	idx := make([]int, 0, len(a.Checks))
-	for i, c := range a.Checks {
-		if c.Badness != nil && *c.Badness > 0 && c.Range > 0 {
-			idx = append(idx, i)
-		}
-	}
 	gain := func(c *Check) float64 { return float64(*c.Badness) * float64(c.Weight) / float64(c.Range) }
-	slices.SortFunc(idx, func(x, y int) int {
+	before := func(x, y int) bool {
 		cx, cy := &a.Checks[x], &a.Checks[y]
 		if gx, gy := gain(cx), gain(cy); gx != gy {
-			if gx > gy {
-				return -1
-			}
-			return 1
+			return gx > gy
 		}
-		return strings.Compare(cx.ID, cy.ID)
-	})
-	if len(idx) > n {
-		idx = idx[:n]
+		return cx.ID < cy.ID
 	}
-	out := make([]Check, len(idx))
-	for i, j := range idx {
+	best := make([]int, 0, min(n, len(a.Checks))+1)
+	for i, c := range a.Checks {
+		if n <= 0 || c.Badness == nil || *c.Badness == 0 || c.Range == 0 {
+			continue
+		}
+		j := len(best)
+		for j > 0 && before(i, best[j-1]) {
+			j--
+		}
+		if j < n {
+			best = slices.Insert(best, j, i)
+			if len(best) > n {
+				best = best[:n]
+			}
+		}
+	}
+	out := make([]Check, len(best))
+	for i, j := range best {
 		out[i] = a.Checks[j]
 	}
 	return out

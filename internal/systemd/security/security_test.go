@@ -1,7 +1,12 @@
 package security
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -41,4 +46,42 @@ func TestTenthsIsSystemdsUint64(t *testing.T) {
 	got, err := ParseTenths("10.0")
 	require.NoError(t, err)
 	assert.Equal(t, Tenths(100), got)
+}
+
+// TestTopIsTheSortedPrefix holds Top's selection to its definition: the
+// failing checks sorted by gain (ties by id), cut to n. Gains tie often
+// (equal weights and ranges), ids break the ties.
+func TestTopIsTheSortedPrefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		a := &Assessment{}
+		for i := range r.IntN(90) {
+			c := Check{ID: fmt.Sprintf("c%02d", r.IntN(100)*100+i), Weight: uint64(r.IntN(4) * 500), Range: uint64(r.IntN(3))}
+			if r.IntN(4) > 0 {
+				b := uint64(r.IntN(3))
+				c.Badness = &b
+			}
+			a.Checks = append(a.Checks, c)
+		}
+		var want []Check
+		for _, c := range a.Checks {
+			if c.Badness != nil && *c.Badness > 0 && c.Range > 0 {
+				want = append(want, c)
+			}
+		}
+		gain := func(c Check) float64 { return float64(*c.Badness) * float64(c.Weight) / float64(c.Range) }
+		slices.SortFunc(want, func(x, y Check) int {
+			if c := cmp.Compare(gain(y), gain(x)); c != 0 {
+				return c
+			}
+			return strings.Compare(x.ID, y.ID)
+		})
+		for _, n := range []int{0, 1, 3, 100} {
+			w := want[:min(n, len(want))]
+			if w == nil {
+				w = []Check{}
+			}
+			require.Equal(t, w, a.Top(n), "n=%d", n)
+		}
+	}
 }
