@@ -150,7 +150,7 @@ func unitsPiece(names []string, units map[string]*facts.Unit, sc *scratch) ([]by
 			return nil, err
 		}
 	}
-	sc.free = out[len(out):len(out)]
+	sc.free = out[len(out):]
 	return out[:len(out):len(out)], nil
 }
 
