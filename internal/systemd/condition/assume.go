@@ -26,7 +26,16 @@ var assumable = []string{
 func normKey(k string) string {
 	k = strings.ToLower(k)
 	k = strings.TrimPrefix(k, "condition")
-	return strings.NewReplacer("-", "", "_", "").Replace(k)
+	if !strings.ContainsAny(k, "-_") {
+		return k
+	}
+	b := make([]byte, 0, len(k))
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c != '-' && c != '_' {
+			b = append(b, c)
+		}
+	}
+	return string(b)
 }
 
 // assumeName is the dashed name of a condition kind for messages:
