@@ -6,6 +6,8 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -13,9 +15,10 @@ import (
 
 // WriteFacts writes doc exactly as WriteJSON(w, doc, true) does, with the
 // units, which are nearly all of a facts document (a few MB on a Debian
-// root), marshalled and indented on every core: encoding/json alone was
-// the larger half of the facts command's time. As WriteJSON, it writes
-// nothing when a value cannot be marshalled.
+// root), written on every core and handed to w as they are done, in
+// order. As WriteJSON, it writes nothing when a value cannot be
+// marshalled: every member that can fail is marshalled or checked before
+// the first write.
 //
 // The document's members are written here one by one, in the struct's
 // order; TestFactsWritersKnowTheirTypes fails when Document gains a member
@@ -47,8 +50,7 @@ func WriteFacts(w io.Writer, doc *facts.Document) error {
 		return err
 	}
 	head = append(head, `"units": `...)
-	units, err := indentUnits(doc.Units)
-	if err != nil {
+	if err := checkUnits(doc.Units); err != nil {
 		return err
 	}
 	b, err := marshalMember("config_files", doc.ConfigFiles)
@@ -61,12 +63,14 @@ func WriteFacts(w io.Writer, doc *facts.Document) error {
 		return err
 	}
 	tail = append(tail, '\n')
-	for _, b := range append(append([][]byte{head}, units...), tail) {
-		if _, err := w.Write(b); err != nil {
-			return err
-		}
+	if _, err := w.Write(head); err != nil {
+		return err
 	}
-	return nil
+	if err := writeUnits(w, doc.Units); err != nil {
+		return err
+	}
+	_, err = w.Write(tail)
+	return err
 }
 
 // marshalMember is `"name":value` as encoding/json writes a struct member.
@@ -78,68 +82,108 @@ func marshalMember(name string, v any) ([]byte, error) {
 	return append([]byte(`"`+name+`":`), b...), nil
 }
 
-// indentUnits is the units map as WriteJSON writes it one level deep, in
-// pieces to write one after the other: in the order of the names, a few
-// units to a piece, each piece marshalled and indented by a worker.
-func indentUnits(units map[string]*facts.Unit) ([][]byte, error) {
-	if len(units) == 0 {
-		b, err := json.Marshal(units) // null or {}
-		return [][]byte{b}, err
-	}
-	names := slices.Sorted(maps.Keys(units))
-	// Pieces of a few units each balance the workers.
-	const perPiece = 8
-	pieces := make([][]byte, (len(names)+perPiece-1)/perPiece)
-	errs := make([]error, len(pieces))
-	// A worker a core, each with its scratch.
-	scratches := make([]scratch, runtime.GOMAXPROCS(0))
-	rootfs.ForEachOn(len(scratches), len(pieces), func(w, p int) {
-		pieces[p], errs[p] = unitsPiece(names[p*perPiece:min(len(names), (p+1)*perPiece)], units, &scratches[w])
-	})
-	// The first failure in name order: the value encoding/json would have
-	// stopped at (a unit's security, written last, is its last member).
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+// checkUnits returns the error writing the units would meet, the one
+// encoding/json would stop at: the first in the order of the names. The
+// spans, which marshal themselves, are the only members of a unit that
+// can fail (a number no JSON number holds).
+func checkUnits(units map[string]*facts.Unit) error {
+	for _, name := range slices.Sorted(maps.Keys(units)) {
+		if u := units[name]; u != nil {
+			for _, s := range []facts.Seconds{u.RestartSec, u.StartLimitIntervalSec} {
+				if _, err := appendSeconds(nil, s); err != nil {
+					return err
+				}
+			}
 		}
 	}
-	pieces[0][0] = '{' // the first piece's byte of room opens the map
-	for _, piece := range pieces[1:] {
-		piece[0] = ','
-	}
-	return append(pieces, []byte("\n  }")), nil
+	return nil
 }
 
-// scratch is what a worker of indentUnits keeps from piece to piece: the
-// free room after the pieces written so far, and the previous service's
-// sorted check ids.
+// writeUnits writes the units map as WriteJSON writes it one level deep,
+// after checkUnits found nothing that fails. The names are cut into
+// pieces of a few units, in their order; a worker a core writes a piece
+// at a time into a buffer, and the worker that completes the next piece
+// in order hands it to w, with any done after it, and takes its buffer
+// back. In a run that never collects garbage every byte allocated is a
+// page fault on its first write: reusing a few buffers (a piece of eight
+// services is about 100 KB) touches a fraction of the 3 MB a Debian
+// root's units are.
+func writeUnits(w io.Writer, units map[string]*facts.Unit) error {
+	if len(units) == 0 {
+		b, err := json.Marshal(units) // null or {}
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	names := slices.Sorted(maps.Keys(units))
+	const perPiece = 8 // a few units each balance the workers
+	var (
+		mu    sync.Mutex
+		done  = make([][]byte, (len(names)+perPiece-1)/perPiece)
+		next  int      // the piece w gets next
+		free  [][]byte // buffers written, to reuse
+		err   error    // the first failure: nothing more is written
+		fails atomic.Bool
+	)
+	scratches := make([]scratch, runtime.GOMAXPROCS(0))
+	rootfs.ForEachOn(len(scratches), len(done), func(wk, p int) {
+		if fails.Load() {
+			return
+		}
+		mu.Lock()
+		var buf []byte
+		if n := len(free); n > 0 {
+			buf, free = free[n-1], free[:n-1]
+		}
+		mu.Unlock()
+		if buf == nil {
+			buf = make([]byte, 0, pieceRoom)
+		}
+		b, perr := unitsPiece(buf, names[p*perPiece:min(len(names), (p+1)*perPiece)], units, &scratches[wk])
+		mu.Lock()
+		defer mu.Unlock()
+		if perr != nil && err == nil {
+			err = perr
+			fails.Store(true)
+		}
+		done[p] = b
+		for ; err == nil && next < len(done) && done[next] != nil; next++ {
+			b := done[next]
+			b[0] = ',' // the piece's byte of room: a comma, or the brace opening the map
+			if next == 0 {
+				b[0] = '{'
+			}
+			if _, err = w.Write(b); err != nil {
+				fails.Store(true)
+			}
+			free = append(free, b[:0])
+			done[next] = nil
+		}
+	})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write([]byte("\n  }"))
+	return err
+}
+
+// scratch is what a worker of writeUnits keeps from piece to piece: the
+// previous service's sorted check ids.
 type scratch struct {
-	free []byte // empty, with room
-	ids  []string
+	ids []string
 }
 
-// pieceRoom is the room a worker takes for its pieces, and pieceRoomLeast
-// the room it wants left before it starts a piece. In a run that never
-// collects garbage every allocated byte is fresh memory, a page fault on
-// its first write (copying pieces out of a reused buffer was a fifth of
-// the writing), and room never written costs nothing: a worker writes its
-// pieces one after the other in one buffer, and takes another when little
-// room is left (a piece of eight services is about 100 KB; one larger than
-// the room left grows by append).
-const (
-	pieceRoom      = 1 << 20
-	pieceRoomLeast = pieceRoom / 4
-)
+// pieceRoom is the room a new buffer of writeUnits takes: room never
+// written costs nothing, and a piece larger grows by append.
+const pieceRoom = 256 << 10
 
-// unitsPiece is the members of units named in names, each on its own line
-// at depth 2 and indented as WriteJSON does, separated by commas, after a
-// byte of room for the comma before the piece. It is written in sc.free,
-// where it stays.
-func unitsPiece(names []string, units map[string]*facts.Unit, sc *scratch) ([]byte, error) {
-	if cap(sc.free) < pieceRoomLeast {
-		sc.free = make([]byte, 0, pieceRoom)
-	}
-	out := append(sc.free, 0)
+// unitsPiece appends to buf the members of units named in names, each on
+// its own line at depth 2 and indented as WriteJSON does, separated by
+// commas, after a byte of room for the comma before the piece.
+func unitsPiece(buf []byte, names []string, units map[string]*facts.Unit, sc *scratch) ([]byte, error) {
+	out := append(buf, 0)
 	for i, name := range names {
 		if i > 0 {
 			out = append(out, ',')
@@ -150,8 +194,7 @@ func unitsPiece(names []string, units map[string]*facts.Unit, sc *scratch) ([]by
 			return nil, err
 		}
 	}
-	sc.free = out[len(out):]
-	return out[:len(out):len(out)], nil
+	return out, nil
 }
 
 // appendUnit appends u as WriteJSON writes it two levels deep: its

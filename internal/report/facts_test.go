@@ -155,6 +155,39 @@ func TestWriteFactsFails(t *testing.T) {
 	failing := errors.New("disk full")
 	doc := &facts.Document{Units: map[string]*facts.Unit{"a": {Name: "a"}}}
 	assert.ErrorIs(t, WriteFacts(&chunks{fail: failing}, doc), failing)
+
+	// The units are handed over piece by piece as they are done: a writer
+	// failing on any of its writes gets no further write, and its error
+	// is returned.
+	units = map[string]*facts.Unit{}
+	for i := range 200 {
+		units[fmt.Sprint(i)] = &facts.Unit{Name: fmt.Sprint(i), Security: securityEdges()}
+	}
+	doc = &facts.Document{Units: units}
+	var all chunks
+	require.NoError(t, WriteFacts(&all, doc))
+	require.Greater(t, all.writes, 25, "the units come in pieces")
+	for n := range all.writes {
+		w := &failAfter{n: n, err: failing}
+		require.ErrorIs(t, WriteFacts(w, doc), failing, "failing on write %d", n)
+		assert.Equal(t, n+1, w.writes, "no write after the failure")
+		assert.True(t, bytes.HasPrefix(all.Bytes(), w.Bytes()), "what was written comes in order")
+	}
+}
+
+// failAfter is a writer failing on its write number n (from 0) and after.
+type failAfter struct {
+	bytes.Buffer
+	n, writes int
+	err       error
+}
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	f.writes++
+	if f.writes > f.n {
+		return 0, f.err
+	}
+	return f.Buffer.Write(p)
 }
 
 // jsonMembers is the JSON member names of struct type T's fields, in order,
