@@ -77,8 +77,9 @@ func (g *Graph) fill(u *Unit, requested string) {
 	// drop-ins, as unit_load_dropin does. .upholds directories count from
 	// systemd 254 on (the oracle tests prove 252 ignores them); Upholds=
 	// in a unit file counts in every version.
+	bases := dropinBases(u)
 	for _, d := range g.depDirs() {
-		for _, p := range g.dropinFiles(u, d, "") {
+		for _, p := range g.dropinFiles(u, bases, d, "") {
 			if name, ok := g.depLink(p, u); ok {
 				u.Deps = append(u.Deps, Dep{Kind: d, Name: name, Source: "/" + p})
 			}
@@ -91,7 +92,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 			u.Deps = append(u.Deps, g.genDeps[n]...)
 		}
 	}
-	for _, p := range g.dropinFiles(u, ".d", ".conf") {
+	for _, p := range g.dropinFiles(u, bases, ".d", ".conf") {
 		data, err := g.fsys.ReadFile(p)
 		if err != nil {
 			// A masked drop-in (-> /dev/null) is empty; anything else
@@ -162,27 +163,45 @@ func (g *Graph) merge(u *Unit, opts []*unit.Option, src string) {
 	}
 }
 
+// dropinBases are the names whose drop-in directories a unit reads, for
+// each of its names in order (each once), without the directory's suffix:
+// the same for every kind of drop-in directory.
+func dropinBases(u *Unit) [][]string {
+	var out [][]string
+	seen := map[string]bool{}
+	for _, n := range append([]string{u.Name}, u.Names...) {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, unit.DropInDirs(nil, n, ""))
+		}
+	}
+	return out
+}
+
 // dropinFiles is unit_file_find_dropin_paths: the files (image names) of
 // every "NAME+suffix" directory of the unit's names, their templates and
 // dash prefixes, and the type-level directory, in every search directory;
 // the first file of a given name wins; the result is sorted by file name.
 // fileSuffix filters names (".conf"); "" keeps every entry.
-func (g *Graph) dropinFiles(u *Unit, suffix, fileSuffix string) []string {
+func (g *Graph) dropinFiles(u *Unit, bases [][]string, suffix, fileSuffix string) []string {
 	var dirs []string
-	names := append([]string{u.Name}, u.Names...)
-	seen := map[string]bool{}
-	var cands []string
-	for _, n := range names {
-		if seen[n] {
+	for _, cands := range bases {
+		// Most units have no drop-in directory anywhere: one lookup a
+		// candidate tells, before one a candidate and search dir.
+		found := false
+		for _, c := range cands {
+			if g.entries[c+suffix] {
+				found = true
+				break
+			}
+		}
+		if !found {
 			continue
 		}
-		seen[n] = true
-		// The names to look for are the same in every search dir.
-		cands = unit.DropInDirs(cands[:0], n, suffix)
 		for _, d := range g.dirs {
 			for _, c := range cands {
-				if g.cache[d][c] {
-					dirs = append(dirs, d+"/"+c)
+				if g.cache[d][c+suffix] {
+					dirs = append(dirs, d+"/"+c+suffix)
 				}
 			}
 		}

@@ -159,7 +159,10 @@ type Graph struct {
 	ids    map[string]idEntry         // systemd's unit_id_map
 	byName map[string][]string        // fragment name -> names (unit_name_map)
 	cache  map[string]map[string]bool // search dir -> its entries' names
-	states map[string]fileState       // nullOrEmpty results by image path
+	// entries are the names of every search dir's entries: most names
+	// have no drop-in directory in any of them.
+	entries map[string]bool
+	states  map[string]fileState // nullOrEmpty results by image path
 
 	generated map[string]genFile // generator output, by image path
 	genDeps   map[string][]Dep   // generator .wants links, by unit name
@@ -207,6 +210,7 @@ func loadGraph(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 		ids:     map[string]idEntry{},
 		byName:  map[string][]string{},
 		cache:   map[string]map[string]bool{},
+		entries: map[string]bool{},
 		states:  map[string]fileState{},
 		units:   map[string]*Unit{},
 	}
@@ -232,6 +236,7 @@ func loadGraph(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 		g.cache[d] = names
 		for _, e := range ents {
 			names[e.Name()] = true
+			g.entries[e.Name()] = true
 			g.addID(d, e)
 		}
 	}
