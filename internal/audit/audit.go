@@ -319,19 +319,42 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		b              *boot.Boot
 		listErr, psErr error
 		loadErr        error
+		// Once the files are listed, the units are read ahead (Prepare)
+		// on the core the enablement leaves idle, for the boot
+		// transaction and the loading below, until that loading is done.
+		graph     = make(chan *boot.Graph, 1)
+		preparing sync.WaitGroup
+		prepared  atomic.Bool
 	)
+	defer func() {
+		prepared.Store(true)
+		preparing.Wait()
+	}()
 	wg.Go(func() {
 		if files, listErr = install.List(fsys, sv.Major); listErr != nil {
 			return
 		}
+		preparing.Go(func() {
+			if g := <-graph; g != nil {
+				names := make([]string, len(files))
+				for i, f := range files {
+					names[i] = f.Name
+				}
+				g.Prepare(names, prepared.Load)
+			}
+		})
 		// Query the presets for the files just listed: install.Preset
 		// would list every unit file of the image a second time.
 		ps, psErr = install.LoadPresets(fsys, sv.Major)
 	})
 	wg.Go(func() {
-		if g, loadErr = boot.Load(fsys, sv.Major); loadErr == nil {
-			b = g.Boot()
+		g, loadErr = boot.Load(fsys, sv.Major)
+		if loadErr != nil {
+			graph <- nil
+			return
 		}
+		graph <- g
+		b = g.Boot()
 	})
 	wg.Wait()
 	switch {
@@ -410,6 +433,7 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		jobs <- i
 	}
 	close(jobs)
+	prepared.Store(true)
 	for i := range jobs {
 		work(i)
 	}

@@ -41,35 +41,45 @@ func fragmentRequired(t string) bool {
 // Specifiers expand with the name the unit was first requested by, as
 // systemd parses a unit file before it merges the unit's names.
 func (g *Graph) fill(u *Unit, requested string) {
+	if g.fillFiles(u, g.nullOrEmpty) {
+		g.implicitDeps(u, unit.Type(u.Name), requested)
+	}
+}
+
+// fillFiles is what fill reads of the image, which depends on the unit's
+// names alone (state tells whether a file is a mask); it reports whether
+// the implicit dependencies are still to be added: not for a unit that
+// did not load.
+func (g *Graph) fillFiles(u *Unit, state func(string) fileState) bool {
 	t := unit.Type(u.Name)
 	if u.Fragment != "" {
-		switch g.nullOrEmpty(u.Fragment) {
+		switch state(u.Fragment) {
 		case fileMasked:
 			if perpetual(u.Name) {
 				break
 			}
 			u.State, u.Masked = Masked, true
-			return
+			return false
 		case fileMissing:
 			u.State = NotFound
 			u.LoadError = fmt.Errorf("open %s: %w", u.Fragment, fs.ErrNotExist)
-			return
+			return false
 		}
 		data, err := g.readFragment(u.Fragment)
 		if err != nil {
 			u.State, u.LoadError = NotFound, fmt.Errorf("read %s: %w", u.Fragment, err)
-			return
+			return false
 		}
 		opts, err := unit.ParseConfig(data)
 		if err != nil {
 			u.State, u.LoadError = Error, fmt.Errorf("parse %s: %w", u.Fragment, err)
-			return
+			return false
 		}
 		u.Sources = append(u.Sources, Source{Path: u.Fragment, Options: opts})
 		g.merge(u, opts, u.Fragment)
 	} else if fragmentRequired(t) && !perpetual(u.Name) {
 		u.State, u.LoadError = NotFound, fmt.Errorf("load %s: %w", u.Name, ErrNoFragment)
-		return
+		return false
 	}
 	u.State = Loaded
 
@@ -80,7 +90,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 	bases := dropinBases(u)
 	for _, d := range g.depDirs() {
 		for _, p := range g.dropinFiles(u, bases, d, "") {
-			if name, ok := g.depLink(p, u); ok {
+			if name, ok := g.depLink(p, u, state); ok {
 				u.Deps = append(u.Deps, Dep{Kind: d, Name: name, Source: "/" + p})
 			}
 		}
@@ -114,7 +124,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 	if err := verify(u, t); err != nil {
 		u.State, u.LoadError = BadSetting, err
 	}
-	g.implicitDeps(u, t, requested)
+	return true
 }
 
 // UpholdsDirs is the systemd version that reads .upholds directories.
@@ -249,8 +259,8 @@ func (g *Graph) dropinFiles(u *Unit, bases [][]string, suffix, fileSuffix string
 // directory: only a symlink counts, a link to /dev/null or an empty file is
 // a masked dependency, and the dependency is on the link's own name (even
 // when the link dangles).
-func (g *Graph) depLink(p string, u *Unit) (string, bool) {
-	switch g.nullOrEmpty("/" + p) {
+func (g *Graph) depLink(p string, u *Unit, state func(string) fileState) (string, bool) {
+	switch state("/" + p) {
 	case fileMasked:
 		return "", false
 	}

@@ -170,6 +170,20 @@ type Graph struct {
 	mu    sync.Mutex
 	units map[string]*Unit // every name loaded -> unit
 	boot  *Boot
+
+	// named holds every name of units, for Prepare to read without mu;
+	// prepared holds what Prepare read ahead, by requested name.
+	named    sync.Map // name -> struct{}
+	prepared sync.Map // name -> *prepared
+	took     int      // prepared units taken (under mu), for the tests
+}
+
+// prepared is a unit Prepare filled from the image ahead of its loading:
+// complete says the implicit dependencies, which load other units in
+// systemd's order, are still to be added.
+type prepared struct {
+	u        *Unit
+	complete bool
 }
 
 // idEntry is one unit_id_map value: an image path (a file, or a link
@@ -399,8 +413,29 @@ func (g *Graph) load(name string) *Unit {
 	if !unit.Valid(name) {
 		return nil
 	}
-	fragment, names := g.findFragment(name)
-	id := name
+	id, names, fragment := g.identify(name)
+	if u, ok := g.units[id]; ok {
+		g.register(u, names, name)
+		return u
+	}
+	if p := g.takePrepared(name, id, names, fragment); p != nil {
+		g.register(p.u, names, name)
+		if p.complete {
+			g.implicitDeps(p.u, unit.Type(p.u.Name), name)
+		}
+		return p.u
+	}
+	u := g.newUnit(id, names, fragment)
+	g.register(u, names, name)
+	g.fill(u, name)
+	return u
+}
+
+// identify is the id, the sorted names and the fragment of the unit name
+// loads as, as unit_file_find_fragment finds them.
+func (g *Graph) identify(name string) (id string, names []string, fragment string) {
+	fragment, names = g.findFragment(name)
+	id = name
 	if fragment != "" {
 		id = path.Base(fragment)
 		if unit.IsTemplate(id) {
@@ -411,21 +446,68 @@ func (g *Graph) load(name string) *Unit {
 			names = append(names, id)
 		}
 	}
-	if u, ok := g.units[id]; ok {
-		for _, n := range names {
-			g.units[n] = u
-		}
-		g.units[name] = u
-		return u
-	}
 	sort.Strings(names)
-	u := &Unit{Name: id, Names: names, Fragment: fragment, SourcePath: g.sourcePath(fragment)}
+	return id, names, fragment
+}
+
+func (g *Graph) newUnit(id string, names []string, fragment string) *Unit {
+	return &Unit{Name: id, Names: names, Fragment: fragment, SourcePath: g.sourcePath(fragment)}
+}
+
+// register makes u the unit of its names and of the name requested.
+func (g *Graph) register(u *Unit, names []string, requested string) {
 	for _, n := range names {
-		g.units[n] = u
+		g.name(n, u)
 	}
-	g.units[name] = u
-	g.fill(u, name)
-	return u
+	g.name(requested, u)
+}
+
+func (g *Graph) name(n string, u *Unit) {
+	if _, ok := g.units[n]; !ok {
+		g.named.Store(n, struct{}{})
+	}
+	g.units[n] = u
+}
+
+// Prepare reads ahead, for each of names not loaded yet, what loading it
+// will read of the image: its fragment, drop-ins and dependency links,
+// parsed and merged. It runs beside the loading (on a core the loading
+// leaves idle) and stops when stop reports true. Loading a name takes what
+// was prepared for it instead of reading it, and adds what depends on the
+// order of loading (the implicit dependencies, which load other units)
+// itself: a unit is the same whether it was prepared or not. What a unit
+// reads depends on its names alone, which the name map, fixed once the
+// graph is built, decides.
+func (g *Graph) Prepare(names []string, stop func() bool) {
+	for _, name := range names {
+		if stop() {
+			return
+		}
+		if _, loaded := g.named.Load(name); loaded || !unit.Valid(name) {
+			continue
+		}
+		id, ns, fragment := g.identify(name)
+		if _, loaded := g.named.Load(id); loaded {
+			continue
+		}
+		u := g.newUnit(id, ns, fragment)
+		g.prepared.Store(name, &prepared{u: u, complete: g.fillFiles(u, g.fileState)})
+	}
+}
+
+// takePrepared is what Prepare read for name, if it is the unit of that
+// id, names and fragment.
+func (g *Graph) takePrepared(name, id string, names []string, fragment string) *prepared {
+	v, ok := g.prepared.LoadAndDelete(name)
+	if !ok {
+		return nil
+	}
+	p := v.(*prepared)
+	if p.u.Name != id || p.u.Fragment != fragment || !slices.Equal(p.u.Names, names) {
+		return nil
+	}
+	g.took++
+	return p
 }
 
 // findFragment is unit_file_find_fragment: the fragment of name (directly,
@@ -478,17 +560,23 @@ const (
 	fileMissing           // dangling, unreadable or not a regular file
 )
 
-// nullOrEmpty is systemd's null_or_empty_path on an image path.
+// nullOrEmpty is systemd's null_or_empty_path on an image path,
+// remembered (under mu).
 func (g *Graph) nullOrEmpty(p string) fileState {
-	if _, ok := g.generated[p]; ok {
-		return fileOK
-	}
 	if st, ok := g.states[p]; ok {
 		return st
 	}
-	st := g.statFile(p)
+	st := g.fileState(p)
 	g.states[p] = st
 	return st
+}
+
+// fileState is nullOrEmpty, not remembered: safe without mu.
+func (g *Graph) fileState(p string) fileState {
+	if _, ok := g.generated[p]; ok {
+		return fileOK
+	}
+	return g.statFile(p)
 }
 
 func (g *Graph) statFile(p string) fileState {
