@@ -78,6 +78,11 @@ type ModelOptions struct {
 	// Assume states what the image cannot say about the machine that
 	// boots it (--assume KEY=VALUE), for Condition*= verdicts.
 	Assume condition.Assumptions
+	// ReadAhead reads the units ahead (boot.Graph.Prepare) on the core
+	// that enablement leaves idle while the boot transaction is computed.
+	// It is for a caller doing nothing else meanwhile: where another task
+	// (preparing the policies' engine) takes that core, it only adds work.
+	ReadAhead bool
 }
 
 // Auditor holds the compiled policies and loaded rules; it is reused for
@@ -319,9 +324,10 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		b              *boot.Boot
 		listErr, psErr error
 		loadErr        error
-		// Once the files are listed, the units are read ahead (Prepare)
-		// on the core the enablement leaves idle, for the boot
-		// transaction and the loading below, until that loading is done.
+		// Once the files are listed, the units are read ahead (Prepare,
+		// with ReadAhead) on the core the enablement leaves idle, for
+		// the boot transaction and the loading below, until that
+		// loading is done.
 		graph     = make(chan *boot.Graph, 1)
 		preparing sync.WaitGroup
 		prepared  atomic.Bool
@@ -334,15 +340,17 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		if files, listErr = install.List(fsys, sv.Major); listErr != nil {
 			return
 		}
-		preparing.Go(func() {
-			if g := <-graph; g != nil {
-				names := make([]string, len(files))
-				for i, f := range files {
-					names[i] = f.Name
+		if opts.ReadAhead {
+			preparing.Go(func() {
+				if g := <-graph; g != nil {
+					names := make([]string, len(files))
+					for i, f := range files {
+						names[i] = f.Name
+					}
+					g.Prepare(names, prepared.Load)
 				}
-				g.Prepare(names, prepared.Load)
-			}
-		})
+			})
+		}
 		// Query the presets for the files just listed: install.Preset
 		// would list every unit file of the image a second time.
 		ps, psErr = install.LoadPresets(fsys, sv.Major)

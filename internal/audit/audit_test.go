@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures"
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/audit/finding"
@@ -226,5 +227,40 @@ func TestModelReportsTheFirstScoringFailureByName(t *testing.T) {
 		_, err := audit.Model(view(t, "dlami"), audit.ModelOptions{SecurityPolicy: p})
 		require.Error(t, err)
 		assert.Equal(t, "assess services: assess "+first+": "+first+": security policy: PrivateTmp: range 0", err.Error())
+	}
+}
+
+// TestModelReadAheadChangesNothing: with the units read ahead beside the
+// loading (ReadAhead), the inventory is the one without, unit for unit,
+// on every fixture and both Debian roots.
+func TestModelReadAheadChangesNothing(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	check := func(t *testing.T, src rootfs.Source) {
+		plain, err := audit.Model(rootfs.New(src).Memo(), audit.ModelOptions{})
+		require.NoError(t, err)
+		for range 3 {
+			ahead, err := audit.Model(rootfs.New(src).Memo(), audit.ModelOptions{ReadAhead: true})
+			require.NoError(t, err)
+			require.Equal(t, len(plain.Units), len(ahead.Units))
+			for i := range plain.Units {
+				assert.Equal(t, plain.Units[i], ahead.Units[i], plain.Units[i].Name)
+			}
+			assert.Equal(t, plain.Boot.Start, ahead.Boot.Start)
+		}
+	}
+	for _, name := range fixtures.Names() {
+		t.Run(name, func(t *testing.T) {
+			src, err := fixtures.Source(name)
+			require.NoError(t, err)
+			check(t, src)
+		})
+	}
+	for _, root := range testenv.DebianRoots {
+		t.Run(root.Cache, func(t *testing.T) {
+			src, err := rootfs.OpenDir(root.Path(t))
+			require.NoError(t, err)
+			defer src.Close()
+			check(t, src)
+		})
 	}
 }

@@ -413,7 +413,11 @@ func runFacts(e *env, args []string) int {
 	}
 	defer im.Close()
 	fsys := im.FS.Memo() // the model and the facts share what they read
-	inv, modelErr := audit.Model(fsys, af.model.opts)
+	// facts does nothing else while the image is modelled: the units are
+	// read ahead on the core that leaves idle.
+	opts := af.model.opts
+	opts.ReadAhead = true
+	inv, modelErr := audit.Model(fsys, opts)
 	built.target("")
 	aud, _, err := built.wait()
 	if err != nil {

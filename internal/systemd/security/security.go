@@ -392,7 +392,7 @@ func (a *Assessment) Top(n int) []Check {
 		}
 		return cx.ID < cy.ID
 	}
-	best := make([]int, 0, min(n, len(a.Checks))+1)
+	best := make([]int, 0, max(0, min(n, len(a.Checks)))+1)
 	for i, c := range a.Checks {
 		if n <= 0 || c.Badness == nil || *c.Badness == 0 || c.Range == 0 {
 			continue
