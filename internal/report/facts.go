@@ -50,7 +50,8 @@ func WriteFacts(w io.Writer, doc *facts.Document) error {
 		return err
 	}
 	head = append(head, `"units": `...)
-	if err := checkUnits(doc.Units); err != nil {
+	names := slices.Sorted(maps.Keys(doc.Units))
+	if err := checkUnits(doc.Units, names); err != nil {
 		return err
 	}
 	b, err := marshalMember("config_files", doc.ConfigFiles)
@@ -66,7 +67,7 @@ func WriteFacts(w io.Writer, doc *facts.Document) error {
 	if _, err := w.Write(head); err != nil {
 		return err
 	}
-	if err := writeUnits(w, doc.Units); err != nil {
+	if err := writeUnits(w, doc.Units, names); err != nil {
 		return err
 	}
 	_, err = w.Write(tail)
@@ -83,11 +84,11 @@ func marshalMember(name string, v any) ([]byte, error) {
 }
 
 // checkUnits returns the error writing the units would meet, the one
-// encoding/json would stop at: the first in the order of the names. The
-// spans, which marshal themselves, are the only members of a unit that
-// can fail (a number no JSON number holds).
-func checkUnits(units map[string]*facts.Unit) error {
-	for _, name := range slices.Sorted(maps.Keys(units)) {
+// encoding/json would stop at: the first in the order of the names, which
+// are the units' sorted. The spans, which marshal themselves, are the only
+// members of a unit that can fail (a number no JSON number holds).
+func checkUnits(units map[string]*facts.Unit, names []string) error {
+	for _, name := range names {
 		if u := units[name]; u != nil {
 			for _, s := range []facts.Seconds{u.RestartSec, u.StartLimitIntervalSec} {
 				if _, err := appendSeconds(nil, s); err != nil {
@@ -100,7 +101,7 @@ func checkUnits(units map[string]*facts.Unit) error {
 }
 
 // writeUnits writes the units map as WriteJSON writes it one level deep,
-// after checkUnits found nothing that fails. The names are cut into
+// after checkUnits found nothing that fails. The names, sorted, are cut into
 // pieces of a few units, in their order; a worker a core writes a piece
 // at a time into a buffer, and the worker that completes the next piece
 // in order hands it to w, with any done after it, and takes its buffer
@@ -108,7 +109,7 @@ func checkUnits(units map[string]*facts.Unit) error {
 // page fault on its first write: reusing a few buffers (a piece of eight
 // services is about 100 KB) touches a fraction of the 3 MB a Debian
 // root's units are.
-func writeUnits(w io.Writer, units map[string]*facts.Unit) error {
+func writeUnits(w io.Writer, units map[string]*facts.Unit, names []string) error {
 	if len(units) == 0 {
 		b, err := json.Marshal(units) // null or {}
 		if err != nil {
@@ -117,14 +118,13 @@ func writeUnits(w io.Writer, units map[string]*facts.Unit) error {
 		_, err = w.Write(b)
 		return err
 	}
-	names := slices.Sorted(maps.Keys(units))
 	const perPiece = 8 // a few units each balance the workers
 	var (
 		mu    sync.Mutex
 		done  = make([][]byte, (len(names)+perPiece-1)/perPiece)
 		next  int      // the piece w gets next
 		free  [][]byte // buffers written, to reuse
-		err   error    // the first failure: nothing more is written
+		err   error    // w's failure: nothing more is written
 		fails atomic.Bool
 	)
 	scratches := make([]scratch, runtime.GOMAXPROCS(0))
@@ -141,13 +141,9 @@ func writeUnits(w io.Writer, units map[string]*facts.Unit) error {
 		if buf == nil {
 			buf = make([]byte, 0, pieceRoom)
 		}
-		b, perr := unitsPiece(buf, names[p*perPiece:min(len(names), (p+1)*perPiece)], units, &scratches[wk])
+		b := unitsPiece(buf, names[p*perPiece:min(len(names), (p+1)*perPiece)], units, &scratches[wk])
 		mu.Lock()
 		defer mu.Unlock()
-		if perr != nil && err == nil {
-			err = perr
-			fails.Store(true)
-		}
 		done[p] = b
 		for ; err == nil && next < len(done) && done[next] != nil; next++ {
 			b := done[next]
@@ -182,127 +178,15 @@ const pieceRoom = 256 << 10
 // unitsPiece appends to buf the members of units named in names, each on
 // its own line at depth 2 and indented as WriteJSON does, separated by
 // commas, after a byte of room for the comma before the piece.
-func unitsPiece(buf []byte, names []string, units map[string]*facts.Unit, sc *scratch) ([]byte, error) {
+func unitsPiece(buf []byte, names []string, units map[string]*facts.Unit, sc *scratch) []byte {
 	out := append(buf, 0)
 	for i, name := range names {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(appendString(append(out, "\n    "...), name), ':', ' ')
-		var err error
-		if out, err = appendUnit(out, units[name], sc); err != nil {
-			return nil, err
-		}
+		out = appendUnit(append(appendString(append(out, "\n    "...), name), ':', ' '), units[name], sc)
 	}
-	return out, nil
-}
-
-// appendUnit appends u as WriteJSON writes it two levels deep: its
-// members (factsunit.go), then its security. A service's security checks,
-// 81 of them each with a sentence, are three quarters of a facts
-// document; appendSecurity writes them without sorting a map or walking a
-// struct by reflection per check. Security is the last member of a Unit
-// (TestFactsWritersKnowTheirTypes).
-func appendUnit(out []byte, u *facts.Unit, sc *scratch) ([]byte, error) {
-	if u == nil {
-		return append(out, "null"...), nil
-	}
-	out, err := appendUnitMembers(out, u)
-	if err != nil {
-		return nil, err
-	}
-	if u.Security != nil {
-		out = appendSecurity(append(out, ",\n      \"security\": "...), u.Security, &sc.ids)
-	}
-	return append(out, "\n    }"...), nil
-}
-
-// Newlines and the indentation of the depths appendSecurity writes at: the
-// members of a security (4), its checks (5) and their members (6).
-const (
-	nl4 = "\n        "
-	nl5 = "\n          "
-	nl6 = "\n            "
-)
-
-// appendSecurity appends s, non-nil, as WriteJSON writes a unit's security
-// (three levels deep), member by member in the struct's order;
-// TestFactsWritersKnowTheirTypes fails when Security changes.
-//
-// ids is the previous service's check ids, sorted: every service of an
-// image has the same checks, which need not be sorted again.
-func appendSecurity(b []byte, s *facts.Security, ids *[]string) []byte {
-	b = append(b, "{"+nl4+`"exposure": `...)
-	if s.Exposure == nil {
-		b = append(b, "null"...)
-	} else {
-		b = s.Exposure.AppendJSON(b)
-	}
-	if s.Level != "" {
-		b = appendString(append(b, ","+nl4+`"level": `...), s.Level)
-	}
-	b = append(b, ","+nl4+`"checks": `...)
-	switch {
-	case s.Checks == nil:
-		b = append(b, "null"...)
-	case len(s.Checks) == 0:
-		b = append(b, "{}"...)
-	default:
-		b = append(b, '{')
-		*ids = sortedAgain(*ids, s.Checks)
-		for i, id := range *ids {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			c := s.Checks[id]
-			b = appendString(append(b, nl5...), id)
-			b = appendString(append(b, ": {"+nl6+`"name": `...), c.Name)
-			b = append(b, ","+nl6+`"set": `...)
-			switch {
-			case c.Set == nil:
-				b = append(b, "null"...)
-			case *c.Set:
-				b = append(b, "true"...)
-			default:
-				b = append(b, "false"...)
-			}
-			b = append(b, ","+nl6+`"exposure": `...)
-			if c.Exposure == nil {
-				b = append(b, "null"...)
-			} else {
-				b = c.Exposure.AppendJSON(b)
-			}
-			b = appendString(append(b, ","+nl6+`"description": `...), c.Description)
-			b = append(b, nl5+"}"...)
-		}
-		b = append(b, nl4+"}"...)
-	}
-	b = append(b, ","+nl4+`"top": `...)
-	switch {
-	case s.Top == nil:
-		b = append(b, "null"...)
-	case len(s.Top) == 0:
-		b = append(b, "[]"...)
-	default:
-		b = append(b, '[')
-		for i, f := range s.Top {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(b, nl5+"{"+nl6+`"id": `...), f.ID)
-			b = appendString(append(b, ","+nl6+`"name": `...), f.Name)
-			b = f.Exposure.AppendJSON(append(b, ","+nl6+`"exposure": `...))
-			b = append(b, nl5+"}"...)
-		}
-		b = append(b, nl4+"]"...)
-	}
-	if len(s.Notes) > 0 {
-		b = appendStrings(append(b, ","+nl4+`"notes": `...), s.Notes, 4)
-	}
-	if s.Error != "" {
-		b = appendString(append(b, ","+nl4+`"error": `...), s.Error)
-	}
-	return append(b, "\n      }"...)
+	return out
 }
 
 // appendString appends s as encoding/json writes a string with HTML

@@ -205,7 +205,7 @@ func jsonMembers[T any](t *testing.T) string {
 
 // TestFactsWritersKnowTheirTypes fails when a type WriteFacts writes by
 // hand gains, loses or reorders a member: update WriteFacts (Document),
-// appendUnitMembers (Unit and what it holds; Security must stay a Unit's
+// appendUnit (Unit and what it holds; Security must stay a Unit's
 // last member) or appendSecurity (Security, SecurityCheck, SecurityFix)
 // with it. A member whose type changes no longer compiles there.
 func TestFactsWritersKnowTheirTypes(t *testing.T) {

@@ -9,16 +9,17 @@ import (
 
 	"github.com/amilint/amilint/internal/audit/facts"
 	"github.com/amilint/amilint/internal/systemd/condition"
+	"github.com/amilint/amilint/internal/systemd/security"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
-// The members of a unit, written by hand as WriteJSON writes them two
-// levels deep: encoding/json's reflection and the second pass to indent
-// were the larger half of the writing once the security checks were
-// written by hand. Member by member in each struct's order, with its
-// omitempty; TestFactsWritersKnowTheirTypes fails when one of these
-// types changes, and the equality tests and FuzzWriteUnit hold the bytes
-// to WriteJSON's.
+// A unit, written by hand as WriteJSON writes it two levels deep:
+// encoding/json's reflection and a second pass to indent were most of the
+// writing. Member by member in each struct's order, with its omitempty;
+// TestFactsWritersKnowTheirTypes fails when one of these types changes,
+// and the equality tests and FuzzWriteUnit hold the bytes to WriteJSON's.
+// Nothing here fails: the only members that can (the spans) are checked
+// by checkUnits before anything is written.
 
 // indents is a newline and the indentation of any depth written here.
 const indents = "\n                                                                "
@@ -42,29 +43,73 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, "false"...)
 }
 
-// appendStrings appends ss, an array at depth.
-func appendStrings(b []byte, ss []string, depth int) []byte {
-	switch {
-	case ss == nil:
+// appendOptBool appends a *bool: null, true or false.
+func appendOptBool(b []byte, v *bool) []byte {
+	if v == nil {
 		return append(b, "null"...)
-	case len(ss) == 0:
+	}
+	return appendBool(b, *v)
+}
+
+// appendTenths appends a *Tenths: null or its number.
+func appendTenths(b []byte, t *security.Tenths) []byte {
+	if t == nil {
+		return append(b, "null"...)
+	}
+	return t.AppendJSON(b)
+}
+
+// appendArray appends xs, an array at depth: null, [] or each element on
+// its own line, written by elem at depth+1.
+func appendArray[T any](b []byte, xs []T, depth int, elem func([]byte, T, int) []byte) []byte {
+	switch {
+	case xs == nil:
+		return append(b, "null"...)
+	case len(xs) == 0:
 		return append(b, "[]"...)
 	}
 	b = append(b, '[')
-	for i, s := range ss {
+	for i, x := range xs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(nl(b, depth+1), s)
+		b = elem(nl(b, depth+1), x, depth+1)
 	}
 	return append(nl(b, depth), ']')
 }
+
+// appendMap appends m, an object at depth with its keys in the order
+// encoding/json sorts them, each value written by val at depth+1.
+func appendMap[V any](b []byte, m map[string]V, depth int, val func([]byte, V, int) []byte) []byte {
+	switch {
+	case m == nil:
+		return append(b, "null"...)
+	case len(m) == 0:
+		return append(b, "{}"...)
+	}
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = val(append(appendString(nl(b, depth+1), k), ':', ' '), m[k], depth+1)
+	}
+	return append(nl(b, depth), '}')
+}
+
+// appendStrings appends ss, an array at depth.
+func appendStrings(b []byte, ss []string, depth int) []byte {
+	return appendArray(b, ss, depth, appendStringAt)
+}
+
+func appendStringAt(b []byte, s string, _ int) []byte { return appendString(b, s) }
 
 // secondsType names Seconds in the error encoding/json gives when its
 // MarshalJSON fails.
 var secondsType = reflect.TypeFor[facts.Seconds]()
 
-// appendSeconds appends s's MarshalJSON, as encoding/json does.
+// appendSeconds appends s's MarshalJSON, as encoding/json does, failing
+// as it does.
 func appendSeconds(b []byte, s facts.Seconds) ([]byte, error) {
 	m, err := s.MarshalJSON()
 	if err != nil {
@@ -73,9 +118,19 @@ func appendSeconds(b []byte, s facts.Seconds) ([]byte, error) {
 	return append(b, m...), nil
 }
 
-// appendUnitMembers appends a non-nil unit's opening brace and members
-// but its security, at depth 3, without the closing brace.
-func appendUnitMembers(b []byte, u *facts.Unit) ([]byte, error) {
+// appendSpan appends a span checkUnits found to marshal.
+func appendSpan(b []byte, s facts.Seconds) []byte {
+	m, _ := s.MarshalJSON()
+	return append(b, m...)
+}
+
+// appendUnit appends u as WriteJSON writes it two levels deep: its
+// members, then its security, which is a Unit's last member
+// (TestFactsWritersKnowTheirTypes).
+func appendUnit(b []byte, u *facts.Unit, sc *scratch) []byte {
+	if u == nil {
+		return append(b, "null"...)
+	}
 	const d = 3
 	b = appendString(key(append(b, '{'), true, d, "name"), u.Name)
 	b = appendString(key(b, false, d, "unit_type"), u.Type)
@@ -91,11 +146,11 @@ func appendUnitMembers(b []byte, u *facts.Unit) ([]byte, error) {
 	b = appendBool(key(b, false, d, "starts_at_boot"), u.StartsAtBoot)
 	b = appendStrings(key(b, false, d, "activated_by"), u.ActivatedBy, d)
 	b = appendBool(key(b, false, d, "active_at_boot"), u.ActiveAtBoot)
-	b = appendEdges(key(b, false, d, "chain"), u.Chain, d)
+	b = appendArray(key(b, false, d, "chain"), u.Chain, d, appendEdge)
 	if u.Preset != "" {
 		b = appendString(key(b, false, d, "preset"), u.Preset)
 	}
-	b = appendChecks(key(b, false, d, "conditions"), u.Conditions, d)
+	b = appendArray(key(b, false, d, "conditions"), u.Conditions, d, appendCondition)
 	b = appendString(key(b, false, d, "conditions_met"), string(u.ConditionsMet))
 	if u.ConditionsReason != "" {
 		b = appendString(key(b, false, d, "conditions_reason"), u.ConditionsReason)
@@ -105,30 +160,10 @@ func appendUnitMembers(b []byte, u *facts.Unit) ([]byte, error) {
 		b = appendString(key(b, false, d, "type"), u.ServiceType)
 	}
 	b = appendExec(key(b, false, d, "exec_start"), u.ExecStart, d)
-	b = key(b, false, d, "exec_start_pre")
-	switch {
-	case u.ExecStartPre == nil:
-		b = append(b, "null"...)
-	case len(u.ExecStartPre) == 0:
-		b = append(b, "[]"...)
-	default:
-		b = append(b, '[')
-		for i, e := range u.ExecStartPre {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendExec(nl(b, d+1), e, d+1)
-		}
-		b = append(nl(b, d), ']')
-	}
+	b = appendArray(key(b, false, d, "exec_start_pre"), u.ExecStartPre, d, appendExec)
 	b = appendString(key(b, false, d, "restart"), u.Restart)
-	var err error
-	if b, err = appendSeconds(key(b, false, d, "restart_sec"), u.RestartSec); err != nil {
-		return nil, err
-	}
-	if b, err = appendSeconds(key(b, false, d, "start_limit_interval_sec"), u.StartLimitIntervalSec); err != nil {
-		return nil, err
-	}
+	b = appendSpan(key(b, false, d, "restart_sec"), u.RestartSec)
+	b = appendSpan(key(b, false, d, "start_limit_interval_sec"), u.StartLimitIntervalSec)
 	b = strconv.AppendInt(key(b, false, d, "start_limit_burst"), int64(u.StartLimitBurst), 10)
 	b = appendStrings(key(b, false, d, "restart_prevent_exit_status"), u.RestartPreventExitStatus, d)
 	if u.User != "" {
@@ -138,102 +173,57 @@ func appendUnitMembers(b []byte, u *facts.Unit) ([]byte, error) {
 		b = appendString(key(b, false, d, "group"), u.Group)
 	}
 	b = appendBool(key(b, false, d, "dynamic_user"), u.DynamicUser)
-	b = key(b, false, d, "environment_files")
-	switch {
-	case u.EnvironmentFiles == nil:
-		b = append(b, "null"...)
-	case len(u.EnvironmentFiles) == 0:
-		b = append(b, "[]"...)
-	default:
-		b = append(b, '[')
-		for i, f := range u.EnvironmentFiles {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(nl(b, d+1), '{')
-			b = appendString(key(b, true, d+2, "path"), f.Path)
-			b = appendBool(key(b, false, d+2, "optional"), f.Optional)
-			b = appendBool(key(b, false, d+2, "exists"), f.Exists)
-			b = append(nl(b, d+1), '}')
-		}
-		b = append(nl(b, d), ']')
-	}
-	b = key(b, false, d, "sandboxing")
-	switch {
-	case u.Sandboxing == nil:
-		b = append(b, "null"...)
-	case len(u.Sandboxing) == 0:
-		b = append(b, "{}"...)
-	default:
-		b = append(b, '{')
-		for i, k := range slices.Sorted(maps.Keys(u.Sandboxing)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(append(appendString(nl(b, d+1), k), ':', ' '), u.Sandboxing[k])
-		}
-		b = append(nl(b, d), '}')
-	}
+	b = appendArray(key(b, false, d, "environment_files"), u.EnvironmentFiles, d, appendEnvironmentFile)
+	b = appendMap(key(b, false, d, "sandboxing"), u.Sandboxing, d, appendStringAt)
 	b = appendStrings(key(b, false, d, "wants"), u.Wants, d)
 	b = appendStrings(key(b, false, d, "requires"), u.Requires, d)
 	b = appendStrings(key(b, false, d, "after"), u.After, d)
 	b = appendStrings(key(b, false, d, "wanted_by"), u.WantedBy, d)
 	b = appendBool(key(b, false, d, "spawns_container"), u.SpawnsContainer)
-	b = appendDirectives(key(b, false, d, "directives"), u.Directives, d)
+	b = appendMap(key(b, false, d, "directives"), u.Directives, d, func(b []byte, keys map[string][]string, depth int) []byte {
+		return appendMap(b, keys, depth, appendStrings)
+	})
 	if len(u.Problems) > 0 {
 		b = appendStrings(key(b, false, d, "problems"), u.Problems, d)
 	}
-	return b, nil
+	if u.Security != nil {
+		b = appendSecurity(key(b, false, d, "security"), u.Security, d, &sc.ids)
+	}
+	return append(nl(b, d-1), '}')
 }
 
-// appendEdges appends a chain, an array at depth.
-func appendEdges(b []byte, es []unit.Edge, depth int) []byte {
-	switch {
-	case es == nil:
-		return append(b, "null"...)
-	case len(es) == 0:
-		return append(b, "[]"...)
+// appendEdge appends an edge of a chain, an object at depth.
+func appendEdge(b []byte, e unit.Edge, depth int) []byte {
+	d := depth + 1
+	b = appendString(key(append(b, '{'), true, d, "from"), e.From)
+	b = appendString(key(b, false, d, "to"), e.To)
+	b = appendString(key(b, false, d, "kind"), e.Kind)
+	if e.Source != "" {
+		b = appendString(key(b, false, d, "source"), e.Source)
 	}
-	b = append(b, '[')
-	for i, e := range es {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(nl(b, depth+1), '{')
-		b = appendString(key(b, true, depth+2, "from"), e.From)
-		b = appendString(key(b, false, depth+2, "to"), e.To)
-		b = appendString(key(b, false, depth+2, "kind"), e.Kind)
-		if e.Source != "" {
-			b = appendString(key(b, false, depth+2, "source"), e.Source)
-		}
-		b = append(nl(b, depth+1), '}')
-	}
-	return append(nl(b, depth), ']')
+	return append(nl(b, depth), '}')
 }
 
-// appendChecks appends a unit's conditions, an array at depth.
-func appendChecks(b []byte, cs []condition.Check, depth int) []byte {
-	switch {
-	case cs == nil:
-		return append(b, "null"...)
-	case len(cs) == 0:
-		return append(b, "[]"...)
-	}
-	b = append(b, '[')
-	for i, c := range cs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(nl(b, depth+1), '{')
-		b = appendString(key(b, true, depth+2, "setting"), c.Setting)
-		b = appendString(key(b, false, depth+2, "value"), c.Value)
-		b = appendBool(key(b, false, depth+2, "trigger"), c.Trigger)
-		b = appendBool(key(b, false, depth+2, "negate"), c.Negate)
-		b = appendString(key(b, false, depth+2, "verdict"), string(c.Verdict))
-		b = appendString(key(b, false, depth+2, "reason"), c.Reason)
-		b = append(nl(b, depth+1), '}')
-	}
-	return append(nl(b, depth), ']')
+// appendCondition appends a unit's condition, an object at depth.
+func appendCondition(b []byte, c condition.Check, depth int) []byte {
+	d := depth + 1
+	b = appendString(key(append(b, '{'), true, d, "setting"), c.Setting)
+	b = appendString(key(b, false, d, "value"), c.Value)
+	b = appendBool(key(b, false, d, "trigger"), c.Trigger)
+	b = appendBool(key(b, false, d, "negate"), c.Negate)
+	b = appendString(key(b, false, d, "verdict"), string(c.Verdict))
+	b = appendString(key(b, false, d, "reason"), c.Reason)
+	return append(nl(b, depth), '}')
+}
+
+// appendEnvironmentFile appends an EnvironmentFile= reference, an object
+// at depth.
+func appendEnvironmentFile(b []byte, f facts.EnvironmentFile, depth int) []byte {
+	d := depth + 1
+	b = appendString(key(append(b, '{'), true, d, "path"), f.Path)
+	b = appendBool(key(b, false, d, "optional"), f.Optional)
+	b = appendBool(key(b, false, d, "exists"), f.Exists)
+	return append(nl(b, depth), '}')
 }
 
 // appendExec appends a command, an object at depth (null when nil).
@@ -246,12 +236,7 @@ func appendExec(b []byte, e *facts.Exec, depth int) []byte {
 	if e.Resolved != "" {
 		b = appendString(key(b, false, d, "resolved"), e.Resolved)
 	}
-	b = key(b, false, d, "exists")
-	if e.Exists == nil {
-		b = append(b, "null"...)
-	} else {
-		b = appendBool(b, *e.Exists)
-	}
+	b = appendOptBool(key(b, false, d, "exists"), e.Exists)
 	b = appendStrings(key(b, false, d, "args"), e.Args, d)
 	b = appendString(key(b, false, d, "prefixes"), e.Prefixes)
 	b = appendString(key(b, false, d, "raw"), e.Raw)
@@ -261,38 +246,55 @@ func appendExec(b []byte, e *facts.Exec, depth int) []byte {
 	return append(nl(b, depth), '}')
 }
 
-// appendDirectives appends section → key → values, an object at depth,
-// each map in the order of its keys as encoding/json sorts them.
-func appendDirectives(b []byte, ds map[string]map[string][]string, depth int) []byte {
-	switch {
-	case ds == nil:
-		return append(b, "null"...)
-	case len(ds) == 0:
-		return append(b, "{}"...)
+// appendSecurity appends s, non-nil, a service's security, an object at
+// depth. Its 81 checks, each with a sentence, are three quarters of a
+// facts document: they are written without reflection, and their ids,
+// the same for every service of an image, are sorted once (ids holds the
+// previous service's, sorted).
+func appendSecurity(b []byte, s *facts.Security, depth int, ids *[]string) []byte {
+	d := depth + 1
+	b = appendTenths(key(append(b, '{'), true, d, "exposure"), s.Exposure)
+	if s.Level != "" {
+		b = appendString(key(b, false, d, "level"), s.Level)
 	}
-	b = append(b, '{')
-	for i, section := range slices.Sorted(maps.Keys(ds)) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(appendString(nl(b, depth+1), section), ':', ' ')
-		keys := ds[section]
-		switch {
-		case keys == nil:
-			b = append(b, "null"...)
-			continue
-		case len(keys) == 0:
-			b = append(b, "{}"...)
-			continue
-		}
+	b = key(b, false, d, "checks")
+	switch {
+	case s.Checks == nil:
+		b = append(b, "null"...)
+	case len(s.Checks) == 0:
+		b = append(b, "{}"...)
+	default:
 		b = append(b, '{')
-		for j, k := range slices.Sorted(maps.Keys(keys)) {
-			if j > 0 {
+		*ids = sortedAgain(*ids, s.Checks)
+		for i, id := range *ids {
+			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendStrings(append(appendString(nl(b, depth+2), k), ':', ' '), keys[k], depth+2)
+			c := s.Checks[id]
+			b = append(appendString(nl(b, d+1), id), ": {"...)
+			b = appendString(key(b, true, d+2, "name"), c.Name)
+			b = appendOptBool(key(b, false, d+2, "set"), c.Set)
+			b = appendTenths(key(b, false, d+2, "exposure"), c.Exposure)
+			b = appendString(key(b, false, d+2, "description"), c.Description)
+			b = append(nl(b, d+1), '}')
 		}
-		b = append(nl(b, depth+1), '}')
+		b = append(nl(b, d), '}')
 	}
+	b = appendArray(key(b, false, d, "top"), s.Top, d, appendFix)
+	if len(s.Notes) > 0 {
+		b = appendStrings(key(b, false, d, "notes"), s.Notes, d)
+	}
+	if s.Error != "" {
+		b = appendString(key(b, false, d, "error"), s.Error)
+	}
+	return append(nl(b, depth), '}')
+}
+
+// appendFix appends one of a security's top fixes, an object at depth.
+func appendFix(b []byte, f facts.SecurityFix, depth int) []byte {
+	d := depth + 1
+	b = appendString(key(append(b, '{'), true, d, "id"), f.ID)
+	b = appendString(key(b, false, d, "name"), f.Name)
+	b = f.Exposure.AppendJSON(key(b, false, d, "exposure"))
 	return append(nl(b, depth), '}')
 }
