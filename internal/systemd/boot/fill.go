@@ -87,7 +87,8 @@ func (g *Graph) fillFiles(u *Unit, state func(string) fileState) bool {
 	// drop-ins, as unit_load_dropin does. .upholds directories count from
 	// systemd 254 on (the oracle tests prove 252 ignores them); Upholds=
 	// in a unit file counts in every version.
-	bases := dropinBases(u)
+	names := ownNames(u)
+	bases := dropinBases(names)
 	for _, d := range g.depDirs() {
 		for _, p := range g.dropinFiles(u, bases, d, "") {
 			if name, ok := g.depLink(p, u, state); ok {
@@ -95,12 +96,8 @@ func (g *Graph) fillFiles(u *Unit, state func(string) fileState) bool {
 			}
 		}
 	}
-	seen := map[string]bool{}
-	for _, n := range append([]string{u.Name}, u.Names...) {
-		if !seen[n] {
-			seen[n] = true
-			u.Deps = append(u.Deps, g.genDeps[n]...)
-		}
+	for _, n := range names {
+		u.Deps = append(u.Deps, g.genDeps[n]...)
 	}
 	for _, p := range g.dropinFiles(u, bases, ".d", ".conf") {
 		data, err := g.fsys.ReadFile(p)
@@ -173,17 +170,24 @@ func (g *Graph) merge(u *Unit, opts []*unit.Option, src string) {
 	}
 }
 
-// dropinBases are the names whose drop-in directories a unit reads, for
-// each of its names in order (each once), without the directory's suffix:
-// the same for every kind of drop-in directory.
-func dropinBases(u *Unit) [][]string {
-	var out [][]string
-	seen := map[string]bool{}
-	for _, n := range append([]string{u.Name}, u.Names...) {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, unit.DropInDirs(nil, n, ""))
+// ownNames are the unit's id and then its names, each once.
+func ownNames(u *Unit) []string {
+	out := []string{u.Name}
+	for _, n := range u.Names {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
 		}
+	}
+	return out
+}
+
+// dropinBases are the names whose drop-in directories a unit of these
+// names (ownNames) reads, for each name in order, without the directory's
+// suffix: the same for every kind of drop-in directory.
+func dropinBases(names []string) [][]string {
+	out := make([][]string, len(names))
+	for i, n := range names {
+		out[i] = unit.DropInDirs(nil, n, "")
 	}
 	return out
 }

@@ -175,7 +175,6 @@ type Graph struct {
 	// prepared holds what Prepare read ahead, by requested name.
 	named    sync.Map // name -> struct{}
 	prepared sync.Map // name -> *prepared
-	took     int      // prepared units taken (under mu), for the tests
 }
 
 // prepared is a unit Prepare filled from the image ahead of its loading:
@@ -506,7 +505,6 @@ func (g *Graph) takePrepared(name, id string, names []string, fragment string) *
 	if p.u.Name != id || p.u.Fragment != fragment || !slices.Equal(p.u.Names, names) {
 		return nil
 	}
-	g.took++
 	return p
 }
 
