@@ -104,16 +104,12 @@ func appendStrings(b []byte, ss []string, depth int) []byte {
 
 func appendStringAt(b []byte, s string, _ int) []byte { return appendString(b, s) }
 
-// secondsType names Seconds in the error encoding/json gives when its
-// MarshalJSON fails.
-var secondsType = reflect.TypeFor[facts.Seconds]()
-
 // appendSeconds appends s's MarshalJSON, as encoding/json does, failing
-// as it does.
+// as it does (its error names the type).
 func appendSeconds(b []byte, s facts.Seconds) ([]byte, error) {
 	m, err := s.MarshalJSON()
 	if err != nil {
-		return nil, &json.MarshalerError{Type: secondsType, Err: err}
+		return nil, &json.MarshalerError{Type: reflect.TypeFor[facts.Seconds](), Err: err}
 	}
 	return append(b, m...), nil
 }
