@@ -42,7 +42,9 @@ type Options struct {
 	// ReadAhead is how many allocated blocks after one read on demand are
 	// fetched with it, in the background (default 4; -1 for none): files
 	// and directories written together lie together, and each block saved
-	// is a round trip to the region saved.
+	// is a round trip to the region saved. Unless it is -1, Open also
+	// starts fetching the volume's first and last blocks, which every
+	// reader of a disk asks for first.
 	ReadAhead int
 	// CacheBlocks bounds the blocks kept in memory (default 256, 128 MiB
 	// with 512 KiB blocks).
@@ -128,7 +130,27 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 		}
 	}
 	s.order = slices.Sorted(maps.Keys(s.tokens))
+	if opt.ReadAhead > 0 {
+		// Every disk format and partition table keeps its header in the
+		// volume's first block and a footer or backup table in its last,
+		// and a reader asks for both first, one after the other. Fetching
+		// both now, the first with its read-ahead (where the first
+		// partitions' filesystems start), makes that one round trip.
+		s.prefetch(0)
+		s.prefetch(s.size/s.blockSize - 1)
+	}
 	return s, nil
+}
+
+// prefetch starts fetching block i, if allocated and neither cached nor
+// being fetched, and reads ahead after it; nobody waits for it.
+func (s *Snapshot) prefetch(i int64) {
+	if _, ok := s.tokens[i]; !ok {
+		return
+	}
+	if _, _, started := s.lookup(i); started {
+		s.readAhead(i)
+	}
 }
 
 // Size is the volume size in bytes.

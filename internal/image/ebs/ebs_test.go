@@ -242,3 +242,44 @@ func TestServerRounds(t *testing.T) {
 	requests, _, _ := srv.Counts()
 	assert.Equal(t, 6, requests)
 }
+
+// TestOpenFetchesBothEndsAtOnce: a disk reader's first two reads, the
+// header at the start and the footer or backup table at the end, cost
+// one round trip after the listing, not two; with no read-ahead (the
+// strictly sequential yardstick) they still cost two.
+func TestOpenFetchesBothEndsAtOnce(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "vol"))
+	require.NoError(t, err)
+	defer f.Close()
+	const size = 1 << 30
+	require.NoError(t, f.Truncate(size))
+	// Blocks 0 to 8 and the last: reading ahead after block 0 does not
+	// reach the last.
+	for _, off := range []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, size/ebstest.BlockSize - 1} {
+		_, err = f.WriteAt([]byte("data"), off*ebstest.BlockSize+ebstest.BlockSize-512)
+		require.NoError(t, err)
+	}
+	for _, c := range []struct {
+		readAhead, rounds, fetched int
+	}{{0, 2, 6}, {-1, 3, 2}} {
+		// Long enough for requests side by side to all be asked before
+		// the first is answered, on a loaded machine too.
+		srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {File: f, Size: size}}, PageSize: 100, Latency: 100 * time.Millisecond}
+		snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{ReadAhead: c.readAhead})
+		require.NoError(t, err)
+		buf := make([]byte, 4)
+		for _, off := range []int64{ebstest.BlockSize - 512, size - 512} {
+			_, err = snap.ReadAt(buf, off)
+			require.NoError(t, err)
+			assert.Equal(t, "data", string(buf))
+		}
+		if c.readAhead == 0 {
+			// Blocks 1 to 4 were read ahead after block 0, side by side
+			// with it.
+			require.Eventually(t, func() bool { _, n, _ := srv.Counts(); return n == c.fetched }, 10*time.Second, 5*time.Millisecond)
+		}
+		_, fetched, _ := srv.Counts()
+		assert.Equal(t, c.rounds, srv.Rounds(), "read-ahead %d", c.readAhead)
+		assert.Equal(t, c.fetched, fetched, "read-ahead %d", c.readAhead)
+	}
+}
