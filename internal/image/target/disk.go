@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/amilint/amilint/internal/image/disk/archive"
 	"github.com/amilint/amilint/internal/image/disk/lvm"
@@ -229,7 +230,7 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 		view := rootfs.New(src)
 		im := &Image{Name: name, Kind: "disk", FS: view, check: check, Warnings: warnings,
 			Detail: fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)}
-		ok, err := hasOSRelease(view)
+		ok, err := hasOSRelease(view, check.Lenient())
 		if err != nil {
 			// A filesystem that cannot say whether it holds os-release
 			// is damaged, and may be the root: never "no root".
@@ -414,19 +415,40 @@ func openVolume(v volume, check *integrity.Checker) (rootfs.Source, string, erro
 // masked, a symlink loop) is a well-formed answer of "no"; any other error
 // (a corrupt or truncated filesystem, a failed read) is returned, so a
 // damaged root is reported as damaged rather than as absent.
-func hasOSRelease(view *rootfs.FS) (bool, error) {
-	for _, name := range []string{"etc/os-release", "usr/lib/os-release"} {
-		fi, err := view.Stat(name)
-		switch {
+//
+// Unless lenient (recording damage in the order it is found), it looks
+// both names up at once: they share only the root, and on a remote disk
+// each directory on the way is a round trip.
+func hasOSRelease(view *rootfs.FS, lenient bool) (bool, error) {
+	names := [...]string{"etc/os-release", "usr/lib/os-release"}
+	var fis [len(names)]fs.FileInfo
+	var errs [len(names)]error
+	if !lenient {
+		var wg sync.WaitGroup
+		for i, name := range names {
+			wg.Go(func() { fis[i], errs[i] = view.Stat(name) })
+		}
+		wg.Wait()
+	}
+	for i, name := range names {
+		if lenient {
+			fis[i], errs[i] = view.Stat(name)
+		}
+		switch err := errs[i]; {
 		case err == nil:
-			if fi.Mode().IsRegular() {
+			if fis[i].Mode().IsRegular() {
 				return true, nil
 			}
-		case errors.Is(err, fs.ErrNotExist), errors.Is(err, rootfs.ErrNotDir),
-			errors.Is(err, rootfs.ErrMasked), errors.Is(err, rootfs.ErrTooManyLinks):
+		case notThere(err):
 		default:
 			return false, fmt.Errorf("look for %s: %w", name, err)
 		}
 	}
 	return false, nil
+}
+
+// notThere reports whether err says a path leads to no file.
+func notThere(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, rootfs.ErrNotDir) ||
+		errors.Is(err, rootfs.ErrMasked) || errors.Is(err, rootfs.ErrTooManyLinks)
 }

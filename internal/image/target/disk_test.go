@@ -6,11 +6,17 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,6 +27,7 @@ import (
 	"github.com/amilint/amilint/internal/image/disktest"
 	"github.com/amilint/amilint/internal/image/fs/ext4"
 	"github.com/amilint/amilint/internal/image/fs/tarfs"
+	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
 // fsVolume opens an image file like OpenDisk does and returns the volumes
@@ -228,4 +235,57 @@ func damageBlock(t *testing.T, img, path string) {
 	defer f.Close()
 	_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, int(bs)), blk*bs)
 	require.NoError(t, err)
+}
+
+// gatedSource holds a lookup under etc until one under usr has begun,
+// and records the names asked for.
+type gatedSource struct {
+	fstest.MapFS
+	usr   chan struct{}
+	once  sync.Once
+	mu    sync.Mutex
+	asked []string
+}
+
+func (g *gatedSource) Lstat(name string) (fs.FileInfo, error) {
+	g.mu.Lock()
+	g.asked = append(g.asked, name)
+	g.mu.Unlock()
+	switch {
+	case strings.HasPrefix(name, "usr"):
+		g.once.Do(func() { close(g.usr) })
+	case strings.HasPrefix(name, "etc"):
+		select {
+		case <-g.usr:
+		case <-time.After(10 * time.Second):
+			return nil, errors.New("usr/lib/os-release was not looked up beside etc/os-release")
+		}
+	}
+	return g.MapFS.Lstat(name)
+}
+
+// TestOSReleaseNamesAtOnce: the search for the root looks both names up
+// at once (on a remote disk, each directory on the way is a round trip),
+// except for a lenient Checker, which records damage in the order it is
+// found: then it stops at the first name that answers.
+func TestOSReleaseNamesAtOnce(t *testing.T) {
+	tree := func() *gatedSource {
+		return &gatedSource{usr: make(chan struct{}), MapFS: fstest.MapFS{
+			"etc/os-release":     {Data: []byte("ID=debian\n")},
+			"usr/lib/os-release": {Data: []byte("ID=debian\n")},
+		}}
+	}
+	src := tree()
+	ok, err := hasOSRelease(rootfs.New(src), false)
+	require.NoError(t, err)
+	assert.True(t, ok)
+
+	src = tree()
+	close(src.usr) // nothing waits: the lookup is in order
+	ok, err = hasOSRelease(rootfs.New(src), true)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	for _, name := range src.asked {
+		assert.False(t, strings.HasPrefix(name, "usr"), "lenient: %s asked after etc/os-release answered", name)
+	}
 }
