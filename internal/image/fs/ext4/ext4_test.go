@@ -11,8 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -738,4 +741,60 @@ func TestJournalChecksums(t *testing.T) {
 			assert.True(t, strings.HasPrefix(log.Lines()[0], tc.want), "%s", log.Lines()[0])
 		})
 	}
+}
+
+// gatedReader holds a read of the block at hold until one of the block at
+// first has begun (or 10 s have passed, recorded as late).
+type gatedReader struct {
+	r           *bytes.Reader
+	hold, first int64 // byte offsets of filesystem blocks
+	bs          int64
+	once        sync.Once
+	begun       chan struct{}
+	late        atomic.Bool
+}
+
+func (g *gatedReader) ReadAt(p []byte, off int64) (int, error) {
+	overlaps := func(blk int64) bool { return off < blk+g.bs && off+int64(len(p)) > blk }
+	if overlaps(g.first) {
+		g.once.Do(func() { close(g.begun) })
+	}
+	if overlaps(g.hold) {
+		select {
+		case <-g.begun:
+		case <-time.After(10 * time.Second):
+			g.late.Store(true)
+		}
+	}
+	return g.r.ReadAt(p, off)
+}
+
+// TestCleanJournalBesideRoot: a clean journal's superblock is verified
+// beside the reading of the root directory (on a remote disk, one round
+// trip instead of two), and its failure is still Open's error.
+func TestCleanJournalBesideRoot(t *testing.T) {
+	img := mkfs(t, tree(t), "32M", "-t", "ext4")
+	base, err := os.ReadFile(img)
+	require.NoError(t, err)
+	f := openImage(t, img)
+	require.Nil(t, f.journal, "clean")
+	firstBlock := func(ino uint64) int64 {
+		n, err := f.inode(ino)
+		require.NoError(t, err)
+		r, err := f.mapBlock(n, 0)
+		require.NoError(t, err)
+		return int64(r.phys) * f.blockSize
+	}
+	jsb, root := firstBlock(uint64(binary.LittleEndian.Uint32(base[1024+0xE0:]))), firstBlock(rootIno)
+
+	g := &gatedReader{r: bytes.NewReader(base), hold: jsb, first: root, bs: f.blockSize, begun: make(chan struct{})}
+	_, err = Open(g, int64(len(base)))
+	require.NoError(t, err)
+	assert.False(t, g.late.Load(), "the root directory was read only after the journal superblock")
+
+	bad := bytes.Clone(base)
+	bad[jsb] ^= 0xFF // the journal superblock's magic
+	_, err = Open(bytes.NewReader(bad), int64(len(bad)))
+	require.ErrorIs(t, err, ErrCorrupt)
+	assert.ErrorContains(t, err, "open ext4: replay journal: journal superblock magic")
 }

@@ -327,6 +327,14 @@ func (f *FS[N]) dirIndex(n N, p string) (map[string]Dirent, error) {
 	return m, nil
 }
 
+// ReadAhead reads the entries of directory name into the cache for the
+// lookups to come. It returns no error: a lookup meets it again.
+func (f *FS[N]) ReadAhead(name string) {
+	if n, err := Lookup(f, "readdir", name); err == nil && f.disk.Attr(n).Mode.IsDir() {
+		_, _ = f.dirIndex(n, abs(name))
+	}
+}
+
 // Lookup returns the inode name denotes in f, following no links: every
 // component but the last must be a directory. Errors are *fs.PathError
 // with Op op.
