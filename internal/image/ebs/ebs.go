@@ -283,6 +283,25 @@ func (s *Snapshot) run(i int64, p *pending) {
 	close(p.done)
 }
 
+// Prefetch starts fetching the allocated blocks that hold the n bytes at
+// off, unless cached or being fetched, and returns at once; nobody waits
+// for them (readahead.Source). A reader tells of what it will read next
+// (the blocks of a directory) and the blocks come side by side. It fetches
+// at most half the cache's blocks, and nothing without read-ahead (the
+// strictly sequential fetch).
+func (s *Snapshot) Prefetch(off, n int64) {
+	if s.opt.ReadAhead < 0 || off < 0 || n <= 0 || off >= s.size {
+		return
+	}
+	first, last := off/s.blockSize, (min(off+n, s.size)-1)/s.blockSize
+	last = min(last, first+int64(s.opt.CacheBlocks)/2-1)
+	for i := first; i <= last; i++ {
+		if _, ok := s.tokens[i]; ok {
+			s.lookup(i)
+		}
+	}
+}
+
 // readAhead starts fetching the ReadAhead allocated blocks after block i
 // that are neither cached nor being fetched; nobody waits for them.
 func (s *Snapshot) readAhead(i int64) {

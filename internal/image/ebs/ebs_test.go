@@ -283,3 +283,48 @@ func TestOpenFetchesBothEndsAtOnce(t *testing.T) {
 		assert.Equal(t, c.fetched, fetched, "read-ahead %d", c.readAhead)
 	}
 }
+
+// TestPrefetchFetchesARange: Prefetch starts fetching the allocated
+// blocks of a range that are not fetched yet, at most half the cache's
+// blocks, and nothing without read-ahead (the strictly sequential fetch);
+// a later read of them asks nothing more.
+func TestPrefetchFetchesARange(t *testing.T) {
+	data := volume() // blocks 0 to 12, of which 2, 5 and 6 are never written
+	bs := int64(ebstest.BlockSize)
+	for _, c := range []struct {
+		name    string
+		opt     ebs.Options
+		off, n  int64
+		request int
+	}{
+		// Blocks 1 to 5: 1 came with block 0 at Open, 3 and 4 are asked.
+		{"a range", ebs.Options{ReadAhead: 1}, bs + 10, 4 * bs, 2},
+		// Blocks 3 to 11, of which the first two only: 3 and 4.
+		{"bounded by the cache", ebs.Options{ReadAhead: 1, CacheBlocks: 4}, 3 * bs, 9 * bs, 2},
+		{"no read-ahead", ebs.Options{ReadAhead: -1}, 0, 12 * bs, 0},
+		{"past the end", ebs.Options{ReadAhead: 1}, 1 << 30, 10, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: data}}, PageSize: 100}
+			snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", c.opt)
+			require.NoError(t, err)
+			if c.opt.ReadAhead > 0 {
+				// Block 0 and the one after it, fetched at Open.
+				require.Eventually(t, func() bool { _, f, _ := srv.Counts(); return f == 2 }, 10*time.Second, 5*time.Millisecond)
+			}
+			base, _, _ := srv.Counts()
+			snap.Prefetch(c.off, c.n)
+			want := base + c.request
+			require.Eventually(t, func() bool { r, _, _ := srv.Counts(); return r == want }, 10*time.Second, 5*time.Millisecond)
+			if c.request > 0 {
+				buf := make([]byte, 10)
+				_, err := snap.ReadAt(buf, 3*bs+10)
+				require.NoError(t, err)
+				assert.Equal(t, data[3*bs+10:3*bs+20], buf)
+			}
+			time.Sleep(50 * time.Millisecond) // nothing more comes
+			requests, _, _ := srv.Counts()
+			assert.Equal(t, want, requests)
+		})
+	}
+}

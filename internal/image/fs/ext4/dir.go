@@ -7,6 +7,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/integrity"
+	"github.com/amilint/amilint/internal/image/readahead"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -94,6 +95,9 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 	if nblocks > f.blocksCount {
 		return nil, fmt.Errorf("directory %d: %d blocks in a %d-block filesystem: %w", n.ino, nblocks, f.blocksCount, ErrCorrupt)
 	}
+	if nblocks > 1 {
+		f.hintBlocks(n, nblocks)
+	}
 	for lblk := uint64(0); lblk < nblocks; {
 		r, err := f.mapBlock(n, lblk)
 		if err != nil {
@@ -117,6 +121,28 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 		lblk += cnt
 	}
 	return out, nil
+}
+
+// maxHintBlocks bounds the blocks of a directory hintBlocks tells of.
+const maxHintBlocks = 256
+
+// hintBlocks tells the device (readahead.Hint) of the first nblocks
+// blocks of directory n, up to maxHintBlocks, before they are read one
+// after another: on a remote disk they come side by side. What cannot be
+// mapped is left for the reading to report.
+func (f *FS) hintBlocks(n *inode, nblocks uint64) {
+	nblocks = min(nblocks, maxHintBlocks)
+	for lblk := uint64(0); lblk < nblocks; {
+		r, err := f.mapBlock(n, lblk)
+		if err != nil || r.length == 0 {
+			return
+		}
+		cnt := min(r.length, nblocks-lblk)
+		if !r.zero && r.phys < f.blocksCount {
+			readahead.Hint(f.r, int64(r.phys)*f.blockSize, int64(min(cnt, f.blocksCount-r.phys))*f.blockSize)
+		}
+		lblk += cnt
+	}
 }
 
 // checkDirBlock verifies block blk, logical block lblk of directory n, as

@@ -52,6 +52,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/integrity"
+	"github.com/amilint/amilint/internal/image/readahead"
 )
 
 // ErrCorrupt reports an image whose ext4 structures are inconsistent or
@@ -122,6 +123,8 @@ const (
 	compatDirIndex      = 0x20
 	roCompatGdtCsum     = 0x10
 	roCompatMetadataCsm = 0x400
+
+	bgInodeUninit = 0x1 // bg_flags: the group's inode table is not initialised
 
 	csumTypeCRC32C = 1
 	creatorOSHurd  = 1
@@ -406,6 +409,7 @@ func (f *FS) readGroupDescs(sb []byte, gdtCsum bool) error {
 	var blk []byte
 	cur := ^uint64(0)
 	var num [4]byte
+	hint := int64(maxHintTables)
 	for g := range f.groups {
 		if db := f.descBlock(g); db != cur {
 			var err error
@@ -448,8 +452,44 @@ func (f *FS) readGroupDescs(sb []byte, gdtCsum bool) error {
 			return fmt.Errorf("group %d: inode table at block %d: %w", g, table, ErrCorrupt)
 		}
 		f.tables[g] = table
+		if hint > 0 {
+			hint -= f.hintInodeTable(desc, table, f.csum || gdtCsum, hint)
+		}
 	}
 	return nil
+}
+
+// maxHintTables bounds the inode table bytes Open tells the device of.
+const maxHintTables = 16 << 20
+
+// hintInodeTable tells the device (readahead.Hint) of the part in use of
+// a group's inode table, at block table, up to budget bytes, and returns
+// the bytes told of. Every lookup reads an inode before the directory
+// block it leads to: with the tables come side by side at Open, a path on
+// a remote disk costs one round trip per directory instead of two. In
+// use: the inodes before the group's never-used ones (bg_itable_unused,
+// kept with uninit_bg or metadata_csum), none when the table was never
+// initialised (INODE_UNINIT), all otherwise.
+func (f *FS) hintInodeTable(desc []byte, table uint64, uninit bool, budget int64) int64 {
+	le := binary.LittleEndian
+	used := f.inodesPerGroup
+	if uninit {
+		unused := uint64(le.Uint16(desc[0x1C:]))
+		if f.descSize >= 64 {
+			unused |= uint64(le.Uint16(desc[0x32:])) << 16
+		}
+		switch {
+		case le.Uint16(desc[0x12:])&bgInodeUninit != 0:
+			used = 0
+		case unused <= used:
+			used -= unused
+		}
+	}
+	n := min(int64(used)*f.inodeSize, budget)
+	if n > 0 {
+		readahead.Hint(f.r, int64(table)*f.blockSize, n)
+	}
+	return n
 }
 
 // mismatch reports that structure (of inode ino, 0 for none) fails its

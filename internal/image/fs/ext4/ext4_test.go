@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -797,4 +798,110 @@ func TestCleanJournalBesideRoot(t *testing.T) {
 	_, err = Open(bytes.NewReader(bad), int64(len(bad)))
 	require.ErrorIs(t, err, ErrCorrupt)
 	assert.ErrorContains(t, err, "open ext4: replay journal: journal superblock magic")
+}
+
+// hintLog records in order the reads of a device and the ranges it is
+// told of (readahead.Source).
+type hintLog struct {
+	r      io.ReaderAt
+	mu     sync.Mutex
+	events []hintEvent
+}
+
+type hintEvent struct {
+	hint   bool
+	off, n int64
+}
+
+func (h *hintLog) add(e hintEvent) {
+	h.mu.Lock()
+	h.events = append(h.events, e)
+	h.mu.Unlock()
+}
+
+func (h *hintLog) ReadAt(p []byte, off int64) (int, error) {
+	h.add(hintEvent{off: off, n: int64(len(p))})
+	return h.r.ReadAt(p, off)
+}
+
+func (h *hintLog) Prefetch(off, n int64) { h.add(hintEvent{hint: true, off: off, n: n}) }
+
+// take returns the events so far and forgets them.
+func (h *hintLog) take() []hintEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.events
+	h.events = nil
+	return e
+}
+
+// hinted returns the index of the first hint in events that covers off,
+// or -1.
+func hinted(events []hintEvent, off int64) int {
+	for i, e := range events {
+		if e.hint && off >= e.off && off < e.off+e.n {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestHintsForRemoteDevices: on a device that fetches what it is told of
+// (a remote disk), Open tells of the inode tables in use, every inode of
+// the tree among them, and a directory's blocks are told of before the
+// first of them is read. The notices pass through a partition's
+// io.SectionReader.
+func TestHintsForRemoteDevices(t *testing.T) {
+	img := mkfs(t, tree(t), "64M", "-t", "ext4")
+	file, err := os.Open(img)
+	require.NoError(t, err)
+	defer file.Close()
+	fi, err := file.Stat()
+	require.NoError(t, err)
+	log := &hintLog{r: file}
+	f, err := Open(io.NewSectionReader(log, 0, fi.Size()), fi.Size())
+	require.NoError(t, err)
+	atOpen := log.take()
+	told := int64(0)
+	for _, e := range atOpen {
+		if e.hint {
+			told += e.n
+		}
+	}
+	assert.LessOrEqual(t, told, int64(maxHintTables))
+	n := 0
+	require.NoError(t, fs.WalkDir(f, ".", func(name string, _ fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		ino := node(t, f, name).ino
+		table, err := f.inodeTable((ino - 1) / f.inodesPerGroup)
+		require.NoError(t, err)
+		off := int64(table)*f.blockSize + int64((ino-1)%f.inodesPerGroup)*f.inodeSize
+		assert.GreaterOrEqual(t, hinted(atOpen, off), 0, "inode %d of %s not told of at Open", ino, name)
+		n++
+		return nil
+	}))
+	require.Greater(t, n, 5000)
+
+	f = openImage(t, img) // nothing cached
+	f.r = log
+	log.take()
+	_, err = f.ReadDir("big")
+	require.NoError(t, err)
+	events := log.take()
+	big := node(t, f, "big")
+	nblocks := uint64(big.size / f.blockSize)
+	require.Greater(t, nblocks, uint64(2), "a directory of several blocks")
+	for lblk := range nblocks {
+		r, err := f.mapBlock(big, lblk)
+		require.NoError(t, err)
+		off := int64(r.phys) * f.blockSize
+		h := hinted(events, off)
+		require.GreaterOrEqual(t, h, 0, "block %d of big/ not told of", lblk)
+		for i, e := range events {
+			if !e.hint && off >= e.off && off < e.off+e.n {
+				assert.Less(t, h, i, "block %d of big/ read before it was told of", lblk)
+				break
+			}
+		}
+	}
 }
