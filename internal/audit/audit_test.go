@@ -2,10 +2,15 @@ package audit_test
 
 import (
 	"context"
+	"encoding/json"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 
@@ -247,6 +252,95 @@ func TestModelReadAheadChangesNothing(t *testing.T) {
 			}
 			assert.Equal(t, plain.Boot.Start, ahead.Boot.Start)
 		}
+	}
+	for _, name := range fixtures.Names() {
+		t.Run(name, func(t *testing.T) {
+			src, err := fixtures.Source(name)
+			require.NoError(t, err)
+			check(t, src)
+		})
+	}
+	for _, root := range testenv.DebianRoots {
+		t.Run(root.Cache, func(t *testing.T) {
+			src, err := rootfs.OpenDir(root.Path(t))
+			require.NoError(t, err)
+			defer src.Close()
+			check(t, src)
+		})
+	}
+}
+
+// asking records every name asked of a source.
+type asking struct {
+	rootfs.Source
+	mu    sync.Mutex
+	asked map[string]bool
+}
+
+func (a *asking) ask(name string) {
+	a.mu.Lock()
+	a.asked[name] = true
+	a.mu.Unlock()
+}
+
+func (a *asking) Open(name string) (fs.File, error) { a.ask(name); return a.Source.Open(name) }
+func (a *asking) ReadDir(name string) ([]fs.DirEntry, error) {
+	a.ask(name)
+	return a.Source.ReadDir(name)
+}
+func (a *asking) Lstat(name string) (fs.FileInfo, error) { a.ask(name); return a.Source.Lstat(name) }
+func (a *asking) ReadLink(name string) (string, error)   { a.ask(name); return a.Source.ReadLink(name) }
+
+// since returns the names asked from now on, as the function returned
+// tells them.
+func (a *asking) since() func() map[string]bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked = map[string]bool{}
+	return func() map[string]bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return maps.Clone(a.asked)
+	}
+}
+
+// TestModelOfRemoteImage: on a view marked remote, the model looks up the
+// paths the facts resolve for each service (its executables) beside the
+// conditions' paths, and the facts then ask the image for none of them;
+// the facts are those of a local view, byte for byte.
+func TestModelOfRemoteImage(t *testing.T) {
+	a, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	check := func(t *testing.T, src rootfs.Source) {
+		// The facts document, and the executables it resolves that the
+		// facts themselves asked the image for.
+		document := func(remote bool) (string, []string) {
+			ask := &asking{Source: src, asked: map[string]bool{}}
+			fsys := rootfs.New(ask)
+			if remote {
+				fsys = fsys.Remote()
+			}
+			fsys = fsys.Memo()
+			inv, err := audit.Model(fsys, audit.ModelOptions{})
+			require.NoError(t, err)
+			asked := ask.since()
+			doc, err := a.Facts(fsys, inv)
+			require.NoError(t, err)
+			b, err := json.Marshal(doc)
+			require.NoError(t, err)
+			var execs []string
+			for _, u := range doc.Units {
+				if u.ExecStart != nil && u.ExecStart.Resolved != "" && asked()[strings.TrimPrefix(u.ExecStart.Resolved, "/")] {
+					execs = append(execs, u.ExecStart.Resolved)
+				}
+			}
+			return string(b), execs
+		}
+		local, localExecs := document(false)
+		remote, remoteExecs := document(true)
+		assert.Equal(t, local, remote)
+		assert.Empty(t, remoteExecs, "the facts of a remote image asked for these again")
+		assert.NotEmpty(t, localExecs, "the facts of a local image ask for executables")
 	}
 	for _, name := range fixtures.Names() {
 		t.Run(name, func(t *testing.T) {

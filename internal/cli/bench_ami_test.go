@@ -96,7 +96,8 @@ func auditAMI(b *testing.B, disk *os.File, size int64, latency time.Duration, op
 	require.NoError(b, err)
 	im, err := target.OpenDisk("ami:ami-bench", snap, snap.Size(), target.Options{})
 	require.NoError(b, err)
-	res, err := aud.Audit(ctx, im.FS, finding.Target{Name: im.Name, Kind: "ami"})
+	// As the ami: target marks it (target.openAWS).
+	res, err := aud.Audit(ctx, im.FS.Remote(), finding.Target{Name: im.Name, Kind: "ami"})
 	require.NoError(b, err)
 	w, err := amireport.Get("json")
 	require.NoError(b, err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/amilint/amilint/fixtures"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/image/ebs/ebstest"
+	"github.com/amilint/amilint/internal/image/target"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
@@ -344,6 +346,12 @@ func TestEBSTarget(t *testing.T) {
 		assert.Equal(t, dirRep.Findings[i].RuleID+" "+dirRep.Findings[i].Unit, ebsRep.Findings[i].RuleID+" "+ebsRep.Findings[i].Unit)
 	}
 	assert.Equal(t, "ami", ebsRep.Target.Kind)
+	for _, spec := range []string{"ebs:snap-0123", "ami:ami-0dlami"} {
+		im, err := target.Open(context.Background(), spec, target.Options{})
+		require.NoError(t, err)
+		assert.True(t, im.FS.IsRemote(), "%s: its readers keep many reads in flight", spec)
+		require.NoError(t, im.Close())
+	}
 	assert.Zero(t, srv.BadSigned)
 	assert.Less(t, srv.Fetched*ebstest.BlockSize, len(data), "reads only the blocks it needs")
 

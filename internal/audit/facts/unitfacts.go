@@ -129,6 +129,13 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager, omitChecks bool) *Unit 
 			u.Sandboxing[k] = v
 		}
 	}
+	u.resolvePaths(res, opts, in.Name)
+	return u
+}
+
+// resolvePaths fills a service's EnvironmentFiles, ExecStart and
+// ExecStartPre from its options, resolving their paths through res.
+func (u *Unit) resolvePaths(res *resolver, opts []*unit.Option, name string) {
 	for _, v := range unit.Values(opts, secService, "EnvironmentFile") {
 		ef := EnvironmentFile{Path: v}
 		if strings.HasPrefix(v, "-") {
@@ -148,13 +155,23 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager, omitChecks bool) *Unit 
 		search = v
 	}
 	if vs := unit.Values(opts, secService, "ExecStart"); len(vs) > 0 {
-		u.ExecStart = buildExec(res, vs[0], in.Name, search)
+		u.ExecStart = buildExec(res, vs[0], name, search)
 		u.SpawnsContainer = spawnsContainer(vs[0])
 	}
 	for _, v := range unit.Values(opts, secService, "ExecStartPre") {
-		u.ExecStartPre = append(u.ExecStartPre, buildExec(res, v, in.Name, search))
+		u.ExecStartPre = append(u.ExecStartPre, buildExec(res, v, name, search))
 	}
-	return u
+}
+
+// Prefetch resolves through fsys what Build will resolve for the unit
+// in: a service's EnvironmentFile= files and executables. A model of a
+// remote image calls it beside its other reads of each unit, so that
+// these round trips overlap them; fsys remembering its answers
+// (rootfs.FS.Memo), Build then reads nothing of them again.
+func Prefetch(fsys *rootfs.FS, in *UnitInput) {
+	if unit.Type(in.Name) == "service" {
+		new(Unit).resolvePaths(newResolver(fsys), in.Options, in.Name)
+	}
 }
 
 // depValues returns every value of a [Unit] dependency setting in order.

@@ -188,3 +188,17 @@ func TestForEachOn(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteIsKept: a view marked remote stays so when it remembers.
+func TestRemoteIsKept(t *testing.T) {
+	src, err := rootfs.OpenDir(t.TempDir())
+	require.NoError(t, err)
+	defer src.Close()
+	local := rootfs.New(src)
+	assert.False(t, local.IsRemote())
+	assert.False(t, local.Memo().IsRemote())
+	remote := local.Remote()
+	assert.True(t, remote.IsRemote())
+	assert.True(t, remote.Memo().IsRemote())
+	assert.False(t, local.IsRemote(), "Remote returns another view")
+}

@@ -77,10 +77,25 @@ type FS struct {
 	src Source
 	// memo, when set, remembers every answer of src (see Memo).
 	memo *memo
+	// remote is set by Remote.
+	remote bool
 }
 
 // New returns the chroot view of src.
 func New(src Source) *FS { return &FS{src: src} }
+
+// Remote returns the view of the same source, marked as remote: a read
+// of it that misses the source's cache is a round trip to a service (an
+// EBS snapshot read block by block). Its readers then keep InFlight reads
+// going where, on a local image, they would keep one per core.
+func (f *FS) Remote() *FS {
+	c := *f
+	c.remote = true
+	return &c
+}
+
+// IsRemote reports whether f is marked as remote (see Remote).
+func (f *FS) IsRemote() bool { return f.remote }
 
 // Source returns the raw tree under the view.
 func (f *FS) Source() Source { return f.src }

@@ -51,6 +51,7 @@ func openAWS(ctx context.Context, spec string, opt Options) (im *Image, ok bool,
 		return nil, true, err
 	}
 	im.Kind = kind
+	im.FS = im.FS.Remote()
 	im.Detail = "EBS snapshot " + snapID + ", " + im.Detail
 	im.counter = fetched{snap}
 	return im, true, nil
