@@ -417,26 +417,24 @@ func openVolume(v volume, check *integrity.Checker) (rootfs.Source, string, erro
 // damaged root is reported as damaged rather than as absent.
 //
 // Unless lenient (recording damage in the order it is found), it looks
-// both names up at once: they share only the root, and on a remote disk
-// each directory on the way is a round trip.
+// usr/lib up beside etc/os-release: on a remote disk each directory on
+// the way is a round trip, and on an AMI etc/os-release links to
+// ../usr/lib/os-release. Never usr/lib/os-release itself before
+// etc/os-release has answered: like every reader of os-release, the
+// search reads it only when etc/os-release is not a file, and damage met
+// there is kept (rootfs.Damaged) and fails an audit that would never
+// have read it. usr/lib is read by every audit (usr/lib/systemd/system).
 func hasOSRelease(view *rootfs.FS, lenient bool) (bool, error) {
-	names := [...]string{"etc/os-release", "usr/lib/os-release"}
-	var fis [len(names)]fs.FileInfo
-	var errs [len(names)]error
 	if !lenient {
 		var wg sync.WaitGroup
-		for i, name := range names {
-			wg.Go(func() { fis[i], errs[i] = view.Stat(name) })
-		}
-		wg.Wait()
+		defer wg.Wait()
+		wg.Go(func() { _, _ = view.Stat("usr/lib") })
 	}
-	for i, name := range names {
-		if lenient {
-			fis[i], errs[i] = view.Stat(name)
-		}
-		switch err := errs[i]; {
+	for _, name := range []string{"etc/os-release", "usr/lib/os-release"} {
+		fi, err := view.Stat(name)
+		switch {
 		case err == nil:
-			if fis[i].Mode().IsRegular() {
+			if fi.Mode().IsRegular() {
 				return true, nil
 			}
 		case notThere(err):

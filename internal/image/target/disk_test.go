@@ -264,8 +264,9 @@ func (g *gatedSource) Lstat(name string) (fs.FileInfo, error) {
 	return g.MapFS.Lstat(name)
 }
 
-// TestOSReleaseNamesAtOnce: the search for the root looks both names up
-// at once (on a remote disk, each directory on the way is a round trip),
+// TestOSReleaseNamesAtOnce: the search for the root looks usr/lib up
+// beside etc/os-release (on a remote disk, each directory on the way is a
+// round trip),
 // except for a lenient Checker, which records damage in the order it is
 // found: then it stops at the first name that answers.
 func TestOSReleaseNamesAtOnce(t *testing.T) {
@@ -288,4 +289,49 @@ func TestOSReleaseNamesAtOnce(t *testing.T) {
 	for _, name := range src.asked {
 		assert.False(t, strings.HasPrefix(name, "usr"), "lenient: %s asked after etc/os-release answered", name)
 	}
+}
+
+// damageInode flips a byte of path's inode (i_atime) in the ext4 image
+// img, where debugfs says it lies: with metadata_csum the inode then
+// fails its checksum.
+func damageInode(t *testing.T, img, path string) {
+	t.Helper()
+	out := disktest.Run(t, "debugfs", "-R", "imap "+path, img)
+	m := regexp.MustCompile(`located at block (\d+), offset (0x[0-9a-f]+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, "imap in %q", out)
+	blk, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	off, err := strconv.ParseInt(m[2], 0, 64)
+	require.NoError(t, err)
+	bs := regexp.MustCompile(`Block size:\s+(\d+)`).FindStringSubmatch(disktest.Run(t, "debugfs", "-R", "stats -h", img))
+	require.NotNil(t, bs)
+	n, err := strconv.ParseInt(bs[1], 10, 64)
+	require.NoError(t, err)
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, blk*n+off+0x8)
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, blk*n+off+0x8)
+	require.NoError(t, err)
+}
+
+// TestOSReleaseLookupReadsNoMore: with etc/os-release a regular file, the
+// search for the root never looks at usr/lib/os-release, as every reader
+// of os-release does: damage there is none of the image's audit's
+// business and must not be met (and kept, rootfs.Damaged) at Open.
+func TestOSReleaseLookupReadsNoMore(t *testing.T) {
+	dir := disktest.Tree(t)
+	require.NoError(t, os.Remove(filepath.Join(dir, "etc/os-release")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/os-release"), []byte("ID=debian\nVERSION_ID=12\n"), 0o644))
+	img := disktest.Ext4(t, dir, "8M")
+	damageInode(t, img, "/usr/lib/os-release")
+	im, err := Open(context.Background(), img, Options{})
+	require.NoError(t, err)
+	defer im.Close()
+	assert.NoError(t, rootfs.Damaged(im.FS), "Open read usr/lib/os-release")
+	_, err = im.FS.Stat("usr/lib/os-release")
+	require.ErrorIs(t, err, ext4.ErrCorrupt, "the inode was damaged")
 }
