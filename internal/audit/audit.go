@@ -312,9 +312,6 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		first = install.FirstBoot(fsys)
 		env, envErr = condition.NewEnv(fsys, first, opts.Assume)
 	})
-	if fsys.IsRemote() {
-		wg.Go(func() { boot.ReadSysVAhead(fsys) })
-	}
 	sv, err := opts.Version(fsys)
 	if err != nil {
 		wg.Wait()

@@ -1,9 +1,6 @@
 package boot
 
 import (
-	"io/fs"
-	"slices"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,47 +40,6 @@ func TestLoadThroughMemo(t *testing.T) {
 				assert.Equal(t, w.Sources, g.Sources, name)
 				assert.Equal(t, w.Deps, g.Deps, name)
 			}
-		})
-	}
-}
-
-// dirsAsked records the directories listed through a source.
-type dirsAsked struct {
-	rootfs.Source
-	mu    sync.Mutex
-	asked []string
-}
-
-func (d *dirsAsked) ReadDir(name string) ([]fs.DirEntry, error) {
-	d.mu.Lock()
-	d.asked = append(d.asked, name)
-	d.mu.Unlock()
-	return d.Source.ReadDir(name)
-}
-
-// TestReadSysVAhead: once ReadSysVAhead has read through a remembering
-// view, Load lists none of the SysV directories again, and loads the same
-// boot transaction.
-func TestReadSysVAhead(t *testing.T) {
-	for _, root := range testenv.DebianRoots {
-		t.Run(root.Cache, func(t *testing.T) {
-			src, err := rootfs.OpenDir(root.Path(t))
-			require.NoError(t, err)
-			defer src.Close()
-			plain, err := Load(rootfs.New(src), root.Systemd)
-			require.NoError(t, err)
-			asked := &dirsAsked{Source: src}
-			memo := rootfs.New(asked).Memo()
-			ReadSysVAhead(memo)
-			ahead := slices.Clone(asked.asked)
-			assert.Contains(t, ahead, "etc/rc2.d")
-			asked.asked = nil
-			g, err := Load(memo, root.Systemd)
-			require.NoError(t, err)
-			for _, dir := range ahead {
-				assert.NotContains(t, asked.asked, dir, "listed again by Load")
-			}
-			assert.Equal(t, plain.Boot().Start, g.Boot().Start)
 		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
 	"github.com/amilint/amilint/internal/systemd/unit"
@@ -36,20 +35,6 @@ var sysvRunlevels = []struct{ dir, target string }{
 	{"etc/rc3.d", "multi-user.target"},
 	{"etc/rc4.d", "multi-user.target"},
 	{"etc/rc5.d", "graphical.target"},
-}
-
-// ReadSysVAhead reads through fsys the directories the SysV generator
-// reads, etc/init.d and the runlevels', side by side. They do not depend
-// on the systemd version: a model of a remote image reads them while it
-// finds the version, and Load, reading through the same remembering view,
-// then finds them there instead of in round trips of their own.
-func ReadSysVAhead(fsys *rootfs.FS) {
-	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = fsys.ReadDir("etc/init.d") })
-	for _, rl := range sysvRunlevels {
-		wg.Go(func() { _, _ = fsys.ReadDir(rl.dir) })
-	}
-	wg.Wait()
 }
 
 // genFile is a unit file a generator would write.
