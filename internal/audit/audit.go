@@ -83,6 +83,14 @@ type ModelOptions struct {
 	// It is for a caller doing nothing else meanwhile: where another task
 	// (preparing the policies' engine) takes that core, it only adds work.
 	ReadAhead bool
+	// Facts says that the caller builds the facts of the model
+	// (Auditor.Facts; Audit sets it). On a remote view (rootfs.FS.Remote)
+	// the model then looks up, beside each unit's conditions, the paths
+	// the facts will resolve. Without it, the model reads nothing it does
+	// not need itself: damage met in any read is kept (rootfs.Damaged), and
+	// a command that only lists the units must not fail on a file that
+	// only the facts would have read.
+	Facts bool
 }
 
 // Auditor holds the compiled policies and loaded rules; it is reused for
@@ -404,9 +412,11 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	loaded := make([]*boot.Unit, len(ins))
 	errs := make([]error, len(ins))
 	// On a remote image, the paths the facts will resolve for a unit (its
-	// executables) are looked up here too, beside the conditions' paths,
-	// instead of in round trips of their own after the model.
+	// executables) are looked up here too when the facts are to be built,
+	// beside the conditions' paths, instead of in round trips of their own
+	// after the model.
 	remote := fsys.IsRemote()
+	prefetch := remote && opts.Facts
 	work := func(i int) {
 		in, u := &ins[i], loaded[i]
 		if u != nil {
@@ -416,7 +426,7 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 			}
 			in.Conditions = env.Unit(u.Name, sources)
 		}
-		if remote {
+		if prefetch {
 			facts.Prefetch(fsys, in)
 		}
 		if scorer != nil {
@@ -533,7 +543,9 @@ type Result struct {
 // check that refuses an input (a damaged image, no systemd at all).
 func (a *Auditor) Document(fsys *rootfs.FS, name string) (*Inventory, *facts.Document, error) {
 	fsys = fsys.Memo() // one view remembering for the model and the facts
-	inv, err := Model(fsys, a.cfg.Model)
+	opts := a.cfg.Model
+	opts.Facts = true
+	inv, err := Model(fsys, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -582,7 +594,9 @@ func (a *Auditor) prepare(ctx context.Context, name string) func() (*policy.Engi
 func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
 	prepared := a.prepare(ctx, t.Name)
 	fsys = fsys.Memo() // one view remembering for the model and the facts
-	inv, err := Model(fsys, a.cfg.Model)
+	opts := a.cfg.Model
+	opts.Facts = true
+	inv, err := Model(fsys, opts)
 	if err != nil {
 		prepared()
 		return nil, err

@@ -304,10 +304,12 @@ func (a *asking) since() func() map[string]bool {
 	}
 }
 
-// TestModelOfRemoteImage: on a view marked remote, the model looks up the
-// paths the facts resolve for each service (its executables) beside the
-// conditions' paths, and the facts then ask the image for none of them;
-// the facts are those of a local view, byte for byte.
+// TestModelOfRemoteImage: on a view marked remote, a model whose facts
+// are to be built looks up the paths the facts resolve for each service
+// (its executables) beside the conditions' paths, and the facts then ask
+// the image for none of them; the facts are those of a local view, byte
+// for byte. A model whose facts are not built (units -o json) asks the
+// remote image for exactly what it asks a local one.
 func TestModelOfRemoteImage(t *testing.T) {
 	a, err := audit.New(audit.Config{})
 	require.NoError(t, err)
@@ -321,7 +323,7 @@ func TestModelOfRemoteImage(t *testing.T) {
 				fsys = fsys.Remote()
 			}
 			fsys = fsys.Memo()
-			inv, err := audit.Model(fsys, audit.ModelOptions{})
+			inv, err := audit.Model(fsys, audit.ModelOptions{Facts: true})
 			require.NoError(t, err)
 			asked := ask.since()
 			doc, err := a.Facts(fsys, inv)
@@ -341,6 +343,19 @@ func TestModelOfRemoteImage(t *testing.T) {
 		assert.Equal(t, local, remote)
 		assert.Empty(t, remoteExecs, "the facts of a remote image asked for these again")
 		assert.NotEmpty(t, localExecs, "the facts of a local image ask for executables")
+
+		// The names a model alone asks for.
+		modelled := func(remote bool) map[string]bool {
+			ask := &asking{Source: src, asked: map[string]bool{}}
+			fsys := rootfs.New(ask)
+			if remote {
+				fsys = fsys.Remote()
+			}
+			_, err := audit.Model(fsys.Memo(), audit.ModelOptions{})
+			require.NoError(t, err)
+			return ask.asked
+		}
+		assert.Equal(t, modelled(false), modelled(true), "a remote model without facts reads what a local one reads")
 	}
 	for _, name := range fixtures.Names() {
 		t.Run(name, func(t *testing.T) {
@@ -356,5 +371,69 @@ func TestModelOfRemoteImage(t *testing.T) {
 			defer src.Close()
 			check(t, src)
 		})
+	}
+}
+
+// ordered records the names asked of a source, in order.
+type ordered struct {
+	rootfs.Source
+	mu    sync.Mutex
+	names []string
+}
+
+func (o *ordered) ask(name string) {
+	o.mu.Lock()
+	o.names = append(o.names, name)
+	o.mu.Unlock()
+}
+
+func (o *ordered) Open(name string) (fs.File, error) { o.ask(name); return o.Source.Open(name) }
+func (o *ordered) ReadDir(name string) ([]fs.DirEntry, error) {
+	o.ask(name)
+	return o.Source.ReadDir(name)
+}
+func (o *ordered) Lstat(name string) (fs.FileInfo, error) { o.ask(name); return o.Source.Lstat(name) }
+func (o *ordered) ReadLink(name string) (string, error)   { o.ask(name); return o.Source.ReadLink(name) }
+
+// TestAuditOfRemoteImagePrefetches: Audit and Document build the facts,
+// so on a remote view their model looks the executables up: each is
+// asked of the image before the facts read system.conf (their first read
+// of their own), where a local view asks some after it.
+func TestAuditOfRemoteImagePrefetches(t *testing.T) {
+	a, err := audit.New(audit.Config{})
+	require.NoError(t, err)
+	src, err := fixtures.Source("dlami")
+	require.NoError(t, err)
+	for _, remote := range []bool{false, true} {
+		for _, how := range []string{"Audit", "Document"} {
+			o := &ordered{Source: src}
+			fsys := rootfs.New(o)
+			if remote {
+				fsys = fsys.Remote()
+			}
+			var doc *facts.Document
+			if how == "Audit" {
+				res, err := a.Audit(context.Background(), fsys, finding.Target{Name: "dlami", Kind: "fixture"})
+				require.NoError(t, err)
+				doc = res.Facts
+			} else {
+				_, doc, err = a.Document(fsys, "dlami")
+				require.NoError(t, err)
+			}
+			conf := slices.Index(o.names, "etc/systemd/system.conf")
+			require.Positive(t, conf)
+			late := 0
+			for _, u := range doc.Units {
+				if u.ExecStart != nil && u.ExecStart.Resolved != "" &&
+					slices.Index(o.names, strings.TrimPrefix(u.ExecStart.Resolved, "/")) > conf {
+					late++
+				}
+			}
+			if remote {
+				assert.Zero(t, late, "%s: executables asked after the model", how)
+			} else {
+				assert.Positive(t, late, "%s: a local view asks executables in the facts", how)
+			}
+		}
 	}
 }

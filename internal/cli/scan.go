@@ -355,7 +355,9 @@ func runScan(e *env, args []string) int {
 	// modelled, not after.
 	built.target(im.Name)
 	fsys := im.FS.Memo() // the model and the facts share what they read
-	inv, modelErr := audit.Model(fsys, af.model.opts)
+	opts := af.model.opts
+	opts.Facts = true
+	inv, modelErr := audit.Model(fsys, opts)
 	aud, failOn, err := built.wait()
 	if err != nil {
 		return fail(e, "scan", err)
@@ -417,6 +419,7 @@ func runFacts(e *env, args []string) int {
 	// read ahead on the core that leaves idle.
 	opts := af.model.opts
 	opts.ReadAhead = true
+	opts.Facts = true
 	inv, modelErr := audit.Model(fsys, opts)
 	built.target("")
 	aud, _, err := built.wait()

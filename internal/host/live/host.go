@@ -155,7 +155,9 @@ func (h *Host) Static() (*facts.Document, error) {
 		}
 		h.fsys, h.closeFS = rootfs.New(src), src.Close
 	}
-	inv, err := audit.Model(h.fsys, h.aud.ModelOptions())
+	opts := h.aud.ModelOptions()
+	opts.Facts = true
+	inv, err := audit.Model(h.fsys, opts)
 	if err != nil {
 		return nil, fmt.Errorf("root %s: %w", h.root, err)
 	}
