@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -240,7 +239,7 @@ func TestModelReportsTheFirstScoringFailureByName(t *testing.T) {
 // on every fixture and both Debian roots.
 func TestModelReadAheadChangesNothing(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	check := func(t *testing.T, src rootfs.Source) {
+	eachTree(t, func(t *testing.T, src rootfs.Source) {
 		plain, err := audit.Model(rootfs.New(src).Memo(), audit.ModelOptions{})
 		require.NoError(t, err)
 		for range 3 {
@@ -252,7 +251,11 @@ func TestModelReadAheadChangesNothing(t *testing.T) {
 			}
 			assert.Equal(t, plain.Boot.Start, ahead.Boot.Start)
 		}
-	}
+	})
+}
+
+// eachTree runs check on every fixture and both Debian roots.
+func eachTree(t *testing.T, check func(t *testing.T, src rootfs.Source)) {
 	for _, name := range fixtures.Names() {
 		t.Run(name, func(t *testing.T) {
 			src, err := fixtures.Source(name)
@@ -270,38 +273,51 @@ func TestModelReadAheadChangesNothing(t *testing.T) {
 	}
 }
 
-// asking records every name asked of a source.
-type asking struct {
+// recording records the names asked of a source, in order.
+type recording struct {
 	rootfs.Source
 	mu    sync.Mutex
-	asked map[string]bool
+	names []string
 }
 
-func (a *asking) ask(name string) {
-	a.mu.Lock()
-	a.asked[name] = true
-	a.mu.Unlock()
-}
-
-func (a *asking) Open(name string) (fs.File, error) { a.ask(name); return a.Source.Open(name) }
-func (a *asking) ReadDir(name string) ([]fs.DirEntry, error) {
-	a.ask(name)
-	return a.Source.ReadDir(name)
-}
-func (a *asking) Lstat(name string) (fs.FileInfo, error) { a.ask(name); return a.Source.Lstat(name) }
-func (a *asking) ReadLink(name string) (string, error)   { a.ask(name); return a.Source.ReadLink(name) }
-
-// since returns the names asked from now on, as the function returned
-// tells them.
-func (a *asking) since() func() map[string]bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.asked = map[string]bool{}
-	return func() map[string]bool {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return maps.Clone(a.asked)
+// recorded returns a recording of src and a view of it, marked remote if
+// remote.
+func recorded(src rootfs.Source, remote bool) (*recording, *rootfs.FS) {
+	r := &recording{Source: src}
+	fsys := rootfs.New(r)
+	if remote {
+		fsys = fsys.Remote()
 	}
+	return r, fsys
+}
+
+func (r *recording) ask(name string) {
+	r.mu.Lock()
+	r.names = append(r.names, name)
+	r.mu.Unlock()
+}
+
+func (r *recording) Open(name string) (fs.File, error) { r.ask(name); return r.Source.Open(name) }
+func (r *recording) ReadDir(name string) ([]fs.DirEntry, error) {
+	r.ask(name)
+	return r.Source.ReadDir(name)
+}
+func (r *recording) Lstat(name string) (fs.FileInfo, error) { r.ask(name); return r.Source.Lstat(name) }
+func (r *recording) ReadLink(name string) (string, error) {
+	r.ask(name)
+	return r.Source.ReadLink(name)
+}
+
+// asked returns the names asked from the mark-th on (mark: a length of
+// names taken before), as a set.
+func (r *recording) asked(mark int) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := map[string]bool{}
+	for _, n := range r.names[mark:] {
+		set[n] = true
+	}
+	return set
 }
 
 // TestModelOfRemoteImage: on a view marked remote, a model whose facts
@@ -313,26 +329,23 @@ func (a *asking) since() func() map[string]bool {
 func TestModelOfRemoteImage(t *testing.T) {
 	a, err := audit.New(audit.Config{})
 	require.NoError(t, err)
-	check := func(t *testing.T, src rootfs.Source) {
+	eachTree(t, func(t *testing.T, src rootfs.Source) {
 		// The facts document, and the executables it resolves that the
 		// facts themselves asked the image for.
 		document := func(remote bool) (string, []string) {
-			ask := &asking{Source: src, asked: map[string]bool{}}
-			fsys := rootfs.New(ask)
-			if remote {
-				fsys = fsys.Remote()
-			}
+			rec, fsys := recorded(src, remote)
 			fsys = fsys.Memo()
 			inv, err := audit.Model(fsys, audit.ModelOptions{Facts: true})
 			require.NoError(t, err)
-			asked := ask.since()
+			mark := len(rec.names)
 			doc, err := a.Facts(fsys, inv)
 			require.NoError(t, err)
 			b, err := json.Marshal(doc)
 			require.NoError(t, err)
+			asked := rec.asked(mark)
 			var execs []string
 			for _, u := range doc.Units {
-				if u.ExecStart != nil && u.ExecStart.Resolved != "" && asked()[strings.TrimPrefix(u.ExecStart.Resolved, "/")] {
+				if u.ExecStart != nil && u.ExecStart.Resolved != "" && asked[strings.TrimPrefix(u.ExecStart.Resolved, "/")] {
 					execs = append(execs, u.ExecStart.Resolved)
 				}
 			}
@@ -346,54 +359,14 @@ func TestModelOfRemoteImage(t *testing.T) {
 
 		// The names a model alone asks for.
 		modelled := func(remote bool) map[string]bool {
-			ask := &asking{Source: src, asked: map[string]bool{}}
-			fsys := rootfs.New(ask)
-			if remote {
-				fsys = fsys.Remote()
-			}
+			rec, fsys := recorded(src, remote)
 			_, err := audit.Model(fsys.Memo(), audit.ModelOptions{})
 			require.NoError(t, err)
-			return ask.asked
+			return rec.asked(0)
 		}
 		assert.Equal(t, modelled(false), modelled(true), "a remote model without facts reads what a local one reads")
-	}
-	for _, name := range fixtures.Names() {
-		t.Run(name, func(t *testing.T) {
-			src, err := fixtures.Source(name)
-			require.NoError(t, err)
-			check(t, src)
-		})
-	}
-	for _, root := range testenv.DebianRoots {
-		t.Run(root.Cache, func(t *testing.T) {
-			src, err := rootfs.OpenDir(root.Path(t))
-			require.NoError(t, err)
-			defer src.Close()
-			check(t, src)
-		})
-	}
+	})
 }
-
-// ordered records the names asked of a source, in order.
-type ordered struct {
-	rootfs.Source
-	mu    sync.Mutex
-	names []string
-}
-
-func (o *ordered) ask(name string) {
-	o.mu.Lock()
-	o.names = append(o.names, name)
-	o.mu.Unlock()
-}
-
-func (o *ordered) Open(name string) (fs.File, error) { o.ask(name); return o.Source.Open(name) }
-func (o *ordered) ReadDir(name string) ([]fs.DirEntry, error) {
-	o.ask(name)
-	return o.Source.ReadDir(name)
-}
-func (o *ordered) Lstat(name string) (fs.FileInfo, error) { o.ask(name); return o.Source.Lstat(name) }
-func (o *ordered) ReadLink(name string) (string, error)   { o.ask(name); return o.Source.ReadLink(name) }
 
 // TestAuditOfRemoteImagePrefetches: Audit and Document build the facts,
 // so on a remote view their model looks the executables up: each is
@@ -406,11 +379,7 @@ func TestAuditOfRemoteImagePrefetches(t *testing.T) {
 	require.NoError(t, err)
 	for _, remote := range []bool{false, true} {
 		for _, how := range []string{"Audit", "Document"} {
-			o := &ordered{Source: src}
-			fsys := rootfs.New(o)
-			if remote {
-				fsys = fsys.Remote()
-			}
+			rec, fsys := recorded(src, remote)
 			var doc *facts.Document
 			if how == "Audit" {
 				res, err := a.Audit(context.Background(), fsys, finding.Target{Name: "dlami", Kind: "fixture"})
@@ -420,12 +389,12 @@ func TestAuditOfRemoteImagePrefetches(t *testing.T) {
 				_, doc, err = a.Document(fsys, "dlami")
 				require.NoError(t, err)
 			}
-			conf := slices.Index(o.names, "etc/systemd/system.conf")
+			conf := slices.Index(rec.names, "etc/systemd/system.conf")
 			require.Positive(t, conf)
 			late := 0
 			for _, u := range doc.Units {
 				if u.ExecStart != nil && u.ExecStart.Resolved != "" &&
-					slices.Index(o.names, strings.TrimPrefix(u.ExecStart.Resolved, "/")) > conf {
+					slices.Index(rec.names, strings.TrimPrefix(u.ExecStart.Resolved, "/")) > conf {
 					late++
 				}
 			}
