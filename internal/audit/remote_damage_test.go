@@ -3,12 +3,9 @@
 package audit_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/amilint/amilint/internal/audit"
 	"github.com/amilint/amilint/internal/image/disktest"
+	"github.com/amilint/amilint/internal/image/fs/ext4"
 	"github.com/amilint/amilint/internal/image/target"
 )
 
@@ -32,20 +30,12 @@ func TestRemoteReadsNothingMore(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/init.d/foo"), []byte("#!/bin/sh\n"), 0o755))
 	require.NoError(t, os.Symlink("../init.d/foo", filepath.Join(dir, "etc/rc3.d/S01foo")))
 	img := disktest.Ext4(t, dir, "8M")
-	num := func(re, out string) int64 {
-		m := regexp.MustCompile(re).FindStringSubmatch(out)
-		require.NotNil(t, m, "%s in %q", re, out)
-		n, err := strconv.ParseInt(m[1], 10, 64)
-		require.NoError(t, err)
-		return n
-	}
-	blk := num(`(?m)^(\d+)\s*$`, disktest.Run(t, "debugfs", "-R", "blocks /etc/rc3.d", img))
-	bs := num(`Block size:\s+(\d+)`, disktest.Run(t, "debugfs", "-R", "stats -h", img))
-	f, err := os.OpenFile(img, os.O_WRONLY, 0)
+	disktest.DamageBlock(t, img, "/etc/rc3.d")
+	im, err := target.Open(context.Background(), img, target.Options{})
 	require.NoError(t, err)
-	_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, int(bs)), blk*bs)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	_, err = im.FS.ReadDir("etc/rc3.d")
+	require.ErrorIs(t, err, ext4.ErrCorrupt, "etc/rc3.d is damaged, for any reader that lists it")
+	require.NoError(t, im.Close())
 
 	a, err := audit.New(audit.Config{})
 	require.NoError(t, err)

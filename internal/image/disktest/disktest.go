@@ -4,12 +4,15 @@
 package disktest
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -68,6 +71,58 @@ func Ext4(t testing.TB, dir, size string) string {
 	img := filepath.Join(t.TempDir(), "fs.ext4")
 	Run(t, "mke2fs", "-q", "-F", "-t", "ext4", "-E", "root_owner=0:0", "-d", dir, img, size)
 	return img
+}
+
+// debugfs runs debugfs's request on the ext4 image img and returns the
+// numbers (decimal or 0x-hex) that re's groups match in its output.
+func debugfs(t testing.TB, img, request, re string) []int64 {
+	t.Helper()
+	out := Run(t, "debugfs", "-R", request, img)
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
+	require.NotNil(t, m, "%s in %q", re, out)
+	nums := make([]int64, len(m)-1)
+	for i, g := range m[1:] {
+		n, err := strconv.ParseInt(g, 0, 64)
+		require.NoError(t, err)
+		nums[i] = n
+	}
+	return nums
+}
+
+// blockSize returns the block size of the ext4 image img.
+func blockSize(t testing.TB, img string) int64 {
+	return debugfs(t, img, "stats -h", `Block size:\s+(\d+)`)[0]
+}
+
+// DamageBlock overwrites the first block of path in the ext4 image img
+// with garbage, where debugfs says it lies.
+func DamageBlock(t testing.TB, img, path string) {
+	t.Helper()
+	blk := debugfs(t, img, "blocks "+path, `(?m)^(\d+)\s*$`)[0]
+	bs := blockSize(t, img)
+	f, err := os.OpenFile(img, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, int(bs)), blk*bs)
+	require.NoError(t, err)
+}
+
+// DamageInode flips a byte of path's inode (i_atime) in the ext4 image
+// img, where debugfs says it lies: with metadata_csum the inode then
+// fails its checksum.
+func DamageInode(t testing.TB, img, path string) {
+	t.Helper()
+	at := debugfs(t, img, "imap "+path, `located at block (\d+), offset (0x[0-9a-f]+)`)
+	off := at[0]*blockSize(t, img) + at[1] + 0x8
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, off)
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, off)
+	require.NoError(t, err)
 }
 
 // Convert converts the raw image src with qemu-img to format (qcow2,

@@ -10,8 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -205,7 +203,7 @@ func TestOSReleaseLookup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			img := disktest.Ext4(t, tt.tree(t), "8M")
 			if tt.damage {
-				damageBlock(t, img, "/etc")
+				disktest.DamageBlock(t, img, "/etc")
 			}
 			_, err := Open(context.Background(), img, Options{})
 			require.ErrorIs(t, err, tt.want)
@@ -215,26 +213,6 @@ func TestOSReleaseLookup(t *testing.T) {
 			}
 		})
 	}
-}
-
-// damageBlock overwrites the first block of path in the ext4 image img
-// with garbage, where debugfs says it lies.
-func damageBlock(t *testing.T, img, path string) {
-	t.Helper()
-	num := func(re, out string) int64 {
-		m := regexp.MustCompile(re).FindStringSubmatch(out)
-		require.NotNil(t, m, "%s in %q", re, out)
-		n, err := strconv.ParseInt(m[1], 10, 64)
-		require.NoError(t, err)
-		return n
-	}
-	blk := num(`(?m)^(\d+)\s*$`, disktest.Run(t, "debugfs", "-R", "blocks "+path, img))
-	bs := num(`Block size:\s+(\d+)`, disktest.Run(t, "debugfs", "-R", "stats -h", img))
-	f, err := os.OpenFile(img, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.WriteAt(bytes.Repeat([]byte{0xa5}, int(bs)), blk*bs)
-	require.NoError(t, err)
 }
 
 // gatedSource holds a lookup under etc until one under usr has begun,
@@ -291,33 +269,6 @@ func TestOSReleaseNamesAtOnce(t *testing.T) {
 	}
 }
 
-// damageInode flips a byte of path's inode (i_atime) in the ext4 image
-// img, where debugfs says it lies: with metadata_csum the inode then
-// fails its checksum.
-func damageInode(t *testing.T, img, path string) {
-	t.Helper()
-	out := disktest.Run(t, "debugfs", "-R", "imap "+path, img)
-	m := regexp.MustCompile(`located at block (\d+), offset (0x[0-9a-f]+)`).FindStringSubmatch(out)
-	require.NotNil(t, m, "imap in %q", out)
-	blk, err := strconv.ParseInt(m[1], 10, 64)
-	require.NoError(t, err)
-	off, err := strconv.ParseInt(m[2], 0, 64)
-	require.NoError(t, err)
-	bs := regexp.MustCompile(`Block size:\s+(\d+)`).FindStringSubmatch(disktest.Run(t, "debugfs", "-R", "stats -h", img))
-	require.NotNil(t, bs)
-	n, err := strconv.ParseInt(bs[1], 10, 64)
-	require.NoError(t, err)
-	f, err := os.OpenFile(img, os.O_RDWR, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	b := make([]byte, 1)
-	_, err = f.ReadAt(b, blk*n+off+0x8)
-	require.NoError(t, err)
-	b[0] ^= 0xff
-	_, err = f.WriteAt(b, blk*n+off+0x8)
-	require.NoError(t, err)
-}
-
 // TestOSReleaseLookupReadsNoMore: with etc/os-release a regular file, the
 // search for the root never looks at usr/lib/os-release, as every reader
 // of os-release does: damage there is none of the image's audit's
@@ -327,7 +278,7 @@ func TestOSReleaseLookupReadsNoMore(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(dir, "etc/os-release")))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/os-release"), []byte("ID=debian\nVERSION_ID=12\n"), 0o644))
 	img := disktest.Ext4(t, dir, "8M")
-	damageInode(t, img, "/usr/lib/os-release")
+	disktest.DamageInode(t, img, "/usr/lib/os-release")
 	im, err := Open(context.Background(), img, Options{})
 	require.NoError(t, err)
 	defer im.Close()
