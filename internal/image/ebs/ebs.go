@@ -136,15 +136,15 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 		// and a reader asks for both first, one after the other. Fetching
 		// both now, the first with its read-ahead (where the first
 		// partitions' filesystems start), makes that one round trip.
-		s.prefetch(0)
-		s.prefetch(s.size/s.blockSize - 1)
+		s.fetchAhead(0)
+		s.fetchAhead(s.size/s.blockSize - 1)
 	}
 	return s, nil
 }
 
-// prefetch starts fetching block i, if allocated and neither cached nor
+// fetchAhead starts fetching block i, if allocated and neither cached nor
 // being fetched, and reads ahead after it; nobody waits for it.
-func (s *Snapshot) prefetch(i int64) {
+func (s *Snapshot) fetchAhead(i int64) {
 	if _, ok := s.tokens[i]; !ok {
 		return
 	}

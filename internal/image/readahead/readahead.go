@@ -23,22 +23,37 @@ const maxLayers = 8
 // disk); any other layer ends the search, and so does a range that is not
 // inside a section.
 func Hint(r io.ReaderAt, off, n int64) {
+	if src, off, n, ok := reach(r, off, n); ok {
+		src.Prefetch(off, n)
+	}
+}
+
+// Accepts reports whether a Source lies under r, so that a reader can
+// skip working out what to Hint where nothing would take it.
+func Accepts(r io.ReaderAt) bool {
+	_, _, _, ok := reach(r, 0, 1)
+	return ok
+}
+
+// reach returns the Source under r and where the n bytes at off of r lie
+// in it, clipped to every section on the way.
+func reach(r io.ReaderAt, off, n int64) (Source, int64, int64, bool) {
 	for range maxLayers {
 		if off < 0 || n <= 0 {
-			return
+			return nil, 0, 0, false
 		}
 		switch v := r.(type) {
 		case Source:
-			v.Prefetch(off, n)
-			return
+			return v, off, n, true
 		case *io.SectionReader:
 			outer, base, size := v.Outer()
 			if off >= size {
-				return
+				return nil, 0, 0, false
 			}
 			r, off, n = outer, base+off, min(n, size-off)
 		default:
-			return
+			return nil, 0, 0, false
 		}
 	}
+	return nil, 0, 0, false
 }

@@ -28,10 +28,13 @@ func TestHintReachesTheSourceThroughSections(t *testing.T) {
 	readahead.Hint(part, -1, 10)  // nothing
 	readahead.Hint(part, 10, 0)   // nothing
 	assert.Equal(t, [][2]int64{{110, 20}, {590, 10}}, src.got)
+	assert.True(t, readahead.Accepts(part))
 
 	// Another layer in between ends the search.
 	src.got = nil
 	readahead.Hint(io.NewSectionReader(struct{ io.ReaderAt }{src}, 0, 1000), 0, 10)
 	readahead.Hint(bytes.NewReader(nil), 0, 10)
 	assert.Empty(t, src.got)
+	assert.False(t, readahead.Accepts(io.NewSectionReader(struct{ io.ReaderAt }{src}, 0, 1000)))
+	assert.False(t, readahead.Accepts(bytes.NewReader(nil)))
 }

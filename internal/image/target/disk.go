@@ -437,16 +437,11 @@ func hasOSRelease(view *rootfs.FS, lenient bool) (bool, error) {
 			if fi.Mode().IsRegular() {
 				return true, nil
 			}
-		case notThere(err):
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, rootfs.ErrNotDir),
+			errors.Is(err, rootfs.ErrMasked), errors.Is(err, rootfs.ErrTooManyLinks):
 		default:
 			return false, fmt.Errorf("look for %s: %w", name, err)
 		}
 	}
 	return false, nil
-}
-
-// notThere reports whether err says a path leads to no file.
-func notThere(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, rootfs.ErrNotDir) ||
-		errors.Is(err, rootfs.ErrMasked) || errors.Is(err, rootfs.ErrTooManyLinks)
 }

@@ -95,7 +95,7 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 	if nblocks > f.blocksCount {
 		return nil, fmt.Errorf("directory %d: %d blocks in a %d-block filesystem: %w", n.ino, nblocks, f.blocksCount, ErrCorrupt)
 	}
-	if nblocks > 1 {
+	if f.hints && nblocks > 1 {
 		f.hintBlocks(n, nblocks)
 	}
 	for lblk := uint64(0); lblk < nblocks; {

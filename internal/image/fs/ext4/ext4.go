@@ -167,6 +167,10 @@ type FS struct {
 	// group descriptors (checked) at Open.
 	tables []uint64
 
+	// hints is set when the device takes read-ahead notices
+	// (readahead.Accepts): a remote disk.
+	hints bool
+
 	// journal maps filesystem blocks to their committed copies in the
 	// journal, when the filesystem needs recovery; nil otherwise.
 	journal map[uint64]journalBlock
@@ -206,7 +210,7 @@ func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) 
 	if le.Uint16(sb[magicOffset:]) != magic {
 		return nil, fmt.Errorf("open ext4: bad superblock magic %#x: %w", le.Uint16(sb[magicOffset:]), ErrCorrupt)
 	}
-	f := &FS{r: r, size: size, check: check}
+	f := &FS{r: r, size: size, check: check, hints: readahead.Accepts(r)}
 	f.inodes = inodefs.New[*inode](disk{f})
 	if check.Lenient() {
 		f.inodes.TrackPaths()
@@ -452,7 +456,7 @@ func (f *FS) readGroupDescs(sb []byte, gdtCsum bool) error {
 			return fmt.Errorf("group %d: inode table at block %d: %w", g, table, ErrCorrupt)
 		}
 		f.tables[g] = table
-		if hint > 0 {
+		if f.hints && hint > 0 {
 			hint -= f.hintInodeTable(desc, table, f.csum || gdtCsum, hint)
 		}
 	}

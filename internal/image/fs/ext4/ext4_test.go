@@ -861,6 +861,8 @@ func TestHintsForRemoteDevices(t *testing.T) {
 	log := &hintLog{r: file}
 	f, err := Open(io.NewSectionReader(log, 0, fi.Size()), fi.Size())
 	require.NoError(t, err)
+	require.True(t, f.hints)
+	assert.False(t, openImage(t, img).hints, "a local file takes no notices: none are worked out")
 	atOpen := log.take()
 	told := int64(0)
 	for _, e := range atOpen {
@@ -882,8 +884,8 @@ func TestHintsForRemoteDevices(t *testing.T) {
 	}))
 	require.Greater(t, n, 5000)
 
-	f = openImage(t, img) // nothing cached
-	f.r = log
+	f, err = Open(log, fi.Size()) // nothing cached
+	require.NoError(t, err)
 	log.take()
 	_, err = f.ReadDir("big")
 	require.NoError(t, err)
