@@ -543,9 +543,7 @@ type Result struct {
 // check that refuses an input (a damaged image, no systemd at all).
 func (a *Auditor) Document(fsys *rootfs.FS, name string) (*Inventory, *facts.Document, error) {
 	fsys = fsys.Memo() // one view remembering for the model and the facts
-	opts := a.cfg.Model
-	opts.Facts = true
-	inv, err := Model(fsys, opts)
+	inv, err := a.modelForFacts(fsys)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -590,13 +588,19 @@ func (a *Auditor) prepare(ctx context.Context, name string) func() (*policy.Engi
 	}
 }
 
+// modelForFacts models fsys for the facts the caller builds next
+// (ModelOptions.Facts).
+func (a *Auditor) modelForFacts(fsys *rootfs.FS) (*Inventory, error) {
+	opts := a.cfg.Model
+	opts.Facts = true
+	return Model(fsys, opts)
+}
+
 // Audit runs the whole pipeline over fsys, naming the target t.
 func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
 	prepared := a.prepare(ctx, t.Name)
 	fsys = fsys.Memo() // one view remembering for the model and the facts
-	opts := a.cfg.Model
-	opts.Facts = true
-	inv, err := Model(fsys, opts)
+	inv, err := a.modelForFacts(fsys)
 	if err != nil {
 		prepared()
 		return nil, err

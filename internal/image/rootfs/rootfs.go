@@ -86,8 +86,8 @@ func New(src Source) *FS { return &FS{src: src} }
 
 // Remote returns the view of the same source, marked as remote: a read
 // of it that misses the source's cache is a round trip to a service (an
-// EBS snapshot read block by block). Its readers then keep InFlight reads
-// going where, on a local image, they would keep one per core.
+// EBS snapshot read block by block). Its readers then keep many reads in
+// flight where, on a local image, they would keep one per core.
 func (f *FS) Remote() *FS {
 	c := *f
 	c.remote = true
