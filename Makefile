@@ -110,7 +110,7 @@ fuzz: ## run every fuzz target (the Packer plugin's too) for FUZZTIME each; prin
 	@n=0; for mod in . packer-plugin; do \
 	  for pkg in $$(cd $$mod && GOFLAGS=-mod=mod $(GO) list ./...); do \
 	    for f in $$(cd $$mod && GOFLAGS=-mod=mod $(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	      out=$$(cd $$mod && GOFLAGS=-mod=mod $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg 2>&1) || { echo "$$out"; echo "FAIL $$pkg $$f"; exit 1; }; \
+	      out=$$(scripts/fuzz-target.sh $(GO) $$mod $$pkg $$f $(FUZZTIME)) || { echo "$$out"; echo "FAIL $$pkg $$f"; exit 1; }; \
 	      execs=$$(echo "$$out" | grep -o 'execs: [0-9]*' | tail -1 | cut -d' ' -f2); n=$$((n+1)); \
 	      printf '%-58s %-26s %10s execs\n' $$pkg $$f "$$execs"; \
 	    done; done; done; echo "$$n fuzz targets, each clean for $(FUZZTIME)"
