@@ -164,7 +164,7 @@ e2e-image: image ## push the image to an in-process registry, pull it, run it as
 .PHONY: lint-actions
 lint-actions: ## actionlint (v1.7.12, with shellcheck) on the workflows, the Action and the example pipeline; shellcheck on the Action's scripts
 	$(GO) run github.com/rhysd/actionlint/cmd/actionlint@v1.7.12 .github/workflows/*.yml integrations/github/golden-image.yml
-	shellcheck integrations/github/*.sh scripts/test-prereqs.sh
+	shellcheck integrations/github/*.sh scripts/test-prereqs.sh scripts/fuzz-target.sh
 
 ORACLE_TREES ?= 5000
 .PHONY: oracle
