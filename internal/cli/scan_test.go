@@ -352,8 +352,11 @@ func TestEBSTarget(t *testing.T) {
 		assert.True(t, im.FS.IsRemote(), "%s: its readers keep many reads in flight", spec)
 		require.NoError(t, im.Close())
 	}
-	assert.Zero(t, srv.BadSigned)
-	assert.Less(t, srv.Fetched*ebstest.BlockSize, len(data), "reads only the blocks it needs")
+	// The server's counters under its lock: a read ahead cancelled when
+	// its image was closed may still be finishing there.
+	_, fetched, _ := srv.Counts()
+	assert.Zero(t, srv.BadSignatures())
+	assert.Less(t, fetched*ebstest.BlockSize, len(data), "reads only the blocks it needs")
 
 	code, _, stderr = runCLI(t, "units", "ebs:snap-missing")
 	assert.Equal(t, ExitError, code)

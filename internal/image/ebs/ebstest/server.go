@@ -129,6 +129,14 @@ func (s *Server) Counts() (requests, fetched, maxInFlight int) {
 	return s.Requests, s.Fetched, s.MaxInFlight
 }
 
+// BadSignatures returns how many requests carried a wrong SigV4
+// signature, read under the server's lock.
+func (s *Server) BadSignatures() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.BadSigned
+}
+
 // Start serves on 127.0.0.1 and returns the base URL. Close stops it.
 func (s *Server) Start() string {
 	if s.PageSize == 0 {
