@@ -93,6 +93,13 @@ type ModelOptions struct {
 	Facts bool
 }
 
+// ForFacts returns o with Facts set: the options of a model whose facts
+// the caller builds next.
+func (o ModelOptions) ForFacts() ModelOptions {
+	o.Facts = true
+	return o
+}
+
 // Auditor holds the compiled policies and loaded rules; it is reused for
 // every image a command audits (diff audits two).
 type Auditor struct {
@@ -543,7 +550,7 @@ type Result struct {
 // check that refuses an input (a damaged image, no systemd at all).
 func (a *Auditor) Document(fsys *rootfs.FS, name string) (*Inventory, *facts.Document, error) {
 	fsys = fsys.Memo() // one view remembering for the model and the facts
-	inv, err := a.modelForFacts(fsys)
+	inv, err := Model(fsys, a.cfg.Model.ForFacts())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -588,19 +595,11 @@ func (a *Auditor) prepare(ctx context.Context, name string) func() (*policy.Engi
 	}
 }
 
-// modelForFacts models fsys for the facts the caller builds next
-// (ModelOptions.Facts).
-func (a *Auditor) modelForFacts(fsys *rootfs.FS) (*Inventory, error) {
-	opts := a.cfg.Model
-	opts.Facts = true
-	return Model(fsys, opts)
-}
-
 // Audit runs the whole pipeline over fsys, naming the target t.
 func (a *Auditor) Audit(ctx context.Context, fsys *rootfs.FS, t finding.Target) (*Result, error) {
 	prepared := a.prepare(ctx, t.Name)
 	fsys = fsys.Memo() // one view remembering for the model and the facts
-	inv, err := a.modelForFacts(fsys)
+	inv, err := Model(fsys, a.cfg.Model.ForFacts())
 	if err != nil {
 		prepared()
 		return nil, err

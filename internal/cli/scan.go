@@ -355,9 +355,7 @@ func runScan(e *env, args []string) int {
 	// modelled, not after.
 	built.target(im.Name)
 	fsys := im.FS.Memo() // the model and the facts share what they read
-	opts := af.model.opts
-	opts.Facts = true
-	inv, modelErr := audit.Model(fsys, opts)
+	inv, modelErr := audit.Model(fsys, af.model.opts.ForFacts())
 	aud, failOn, err := built.wait()
 	if err != nil {
 		return fail(e, "scan", err)
@@ -417,9 +415,8 @@ func runFacts(e *env, args []string) int {
 	fsys := im.FS.Memo() // the model and the facts share what they read
 	// facts does nothing else while the image is modelled: the units are
 	// read ahead on the core that leaves idle.
-	opts := af.model.opts
+	opts := af.model.opts.ForFacts()
 	opts.ReadAhead = true
-	opts.Facts = true
 	inv, modelErr := audit.Model(fsys, opts)
 	built.target("")
 	aud, _, err := built.wait()

@@ -352,8 +352,8 @@ func TestEBSTarget(t *testing.T) {
 		assert.True(t, im.FS.IsRemote(), "%s: its readers keep many reads in flight", spec)
 		require.NoError(t, im.Close())
 	}
-	// The server's counters under its lock: a read ahead cancelled when
-	// its image was closed may still be finishing there.
+	// The server's counters under its lock: a read ahead of an image just
+	// closed may still be being served (Close does not cancel it).
 	_, fetched, _ := srv.Counts()
 	assert.Zero(t, srv.BadSignatures())
 	assert.Less(t, fetched*ebstest.BlockSize, len(data), "reads only the blocks it needs")

@@ -163,11 +163,12 @@ func TestSaturatedCore(t *testing.T) {
 		}
 		defer f.Close()
 		buf := make([]byte, 1<<20)
+		fd := f.Fd()
 		for !stop.Load() {
 			// The read(2) itself, not f.Read: under the race detector
 			// f.Read marks the whole buffer written after every read,
 			// user time that outweighs the kernel's.
-			if _, _, errno := unix.Syscall(unix.SYS_READ, f.Fd(), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf))); errno != 0 {
+			if _, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf))); errno != 0 {
 				done <- errno
 				return
 			}

@@ -155,9 +155,7 @@ func (h *Host) Static() (*facts.Document, error) {
 		}
 		h.fsys, h.closeFS = rootfs.New(src), src.Close
 	}
-	opts := h.aud.ModelOptions()
-	opts.Facts = true
-	inv, err := audit.Model(h.fsys, opts)
+	inv, err := audit.Model(h.fsys, h.aud.ModelOptions().ForFacts())
 	if err != nil {
 		return nil, fmt.Errorf("root %s: %w", h.root, err)
 	}
