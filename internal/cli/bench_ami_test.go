@@ -94,6 +94,7 @@ func auditAMI(b *testing.B, disk *os.File, size int64, latency time.Duration, op
 	start := time.Now()
 	snap, err := ebs.Open(ctx, client, "snap-bench", opt)
 	require.NoError(b, err)
+	defer snap.Close()
 	im, err := target.OpenDisk("ami:ami-bench", snap, snap.Size(), target.Options{})
 	require.NoError(b, err)
 	// As the ami: target marks it (target.openAWS).

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -351,9 +352,13 @@ func TestEBSTarget(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, im.FS.IsRemote(), "%s: its readers keep many reads in flight", spec)
 		require.NoError(t, im.Close())
+		// Closing the image closed its snapshot: the reads ahead in
+		// flight are cancelled and nothing more is fetched.
+		_, err = im.FS.ReadFile("etc/ecs/ecs.config")
+		require.ErrorIs(t, err, fs.ErrClosed, spec)
 	}
-	// The server's counters under its lock: a read ahead of an image just
-	// closed may still be being served (Close does not cancel it).
+	// The server's counters under its lock: its handlers of the reads
+	// cancelled above may still be running.
 	_, fetched, _ := srv.Counts()
 	assert.Zero(t, srv.BadSignatures())
 	assert.Less(t, fetched*ebstest.BlockSize, len(data), "reads only the blocks it needs")

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"slices"
 	"sync"
@@ -57,6 +58,7 @@ type Options struct {
 // Snapshot is an EBS snapshot read as a disk. It implements io.ReaderAt.
 type Snapshot struct {
 	ctx       context.Context
+	cancel    context.CancelFunc
 	api       API
 	id        string
 	blockSize int64
@@ -72,6 +74,8 @@ type Snapshot struct {
 	cache    map[int64]*list.Element
 	lru      *list.List
 	inflight map[int64]*pending
+	closed   atomic.Bool    // set under mu, read anywhere
+	running  sync.WaitGroup // fetches started, waited for by Close
 }
 
 // pending is a fetch in progress that later readers of the block wait for.
@@ -87,6 +91,7 @@ type cached struct {
 }
 
 // Open lists the blocks of snapshot id. ctx bounds every later read too.
+// Close the Snapshot to stop the fetches it started ahead of any reader.
 func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, error) {
 	if opt.Parallel <= 0 {
 		opt.Parallel = 16
@@ -97,7 +102,7 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 	if opt.ReadAhead == 0 {
 		opt.ReadAhead = 4
 	}
-	s := &Snapshot{ctx: ctx, api: api, id: id, opt: opt, tokens: map[int64]string{},
+	s := &Snapshot{api: api, id: id, opt: opt, tokens: map[int64]string{},
 		cache: map[int64]*list.Element{}, lru: list.New(), inflight: map[int64]*pending{},
 		sem: make(chan struct{}, opt.Parallel)}
 	var next *string
@@ -130,6 +135,7 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 		}
 	}
 	s.order = slices.Sorted(maps.Keys(s.tokens))
+	s.ctx, s.cancel = context.WithCancel(ctx)
 	if opt.ReadAhead > 0 {
 		// Every disk format and partition table keeps its header in the
 		// volume's first block and a footer or backup table in its last,
@@ -168,6 +174,9 @@ func (s *Snapshot) Fetched() int64 { return s.fetched.Load() }
 // ReadAt reads len(p) bytes at off. Blocks the snapshot does not hold read
 // as zeros, as they do on a volume restored from it.
 func (s *Snapshot) ReadAt(p []byte, off int64) (int, error) {
+	if s.closed.Load() {
+		return 0, s.stopped()
+	}
 	if off < 0 {
 		return 0, fmt.Errorf("read snapshot %s: negative offset", s.id)
 	}
@@ -234,7 +243,7 @@ func (s *Snapshot) blocks(first, last int64) ([][]byte, error) {
 		select {
 		case <-p.done:
 		case <-s.ctx.Done():
-			return nil, fmt.Errorf("read snapshot %s: %w", s.id, s.ctx.Err())
+			return nil, s.stopped()
 		}
 		if p.err != nil {
 			errs = append(errs, p.err)
@@ -260,19 +269,51 @@ func (s *Snapshot) lookup(i int64) (data []byte, p *pending, started bool) {
 		return nil, p, false
 	}
 	p = &pending{done: make(chan struct{})}
+	if s.closed.Load() {
+		p.err = s.stopped()
+		close(p.done)
+		return nil, p, false
+	}
 	s.inflight[i] = p
+	s.running.Add(1)
 	go s.run(i, p)
 	return nil, p, true
 }
 
+// stopped is the error of a read that Close or the caller's context ended.
+func (s *Snapshot) stopped() error {
+	return fmt.Errorf("read snapshot %s: %w", s.id, s.stopCause())
+}
+
+func (s *Snapshot) stopCause() error {
+	if s.closed.Load() {
+		return fs.ErrClosed
+	}
+	return s.ctx.Err()
+}
+
+// Close stops the Snapshot: it cancels every fetch in flight, read ahead
+// or waited for, and returns once they have all ended, so that no request
+// and no Progress call outlives it. Reads after Close fail with
+// fs.ErrClosed. Closing twice is harmless.
+func (s *Snapshot) Close() error {
+	s.mu.Lock()
+	s.closed.Store(true)
+	s.mu.Unlock()
+	s.cancel()
+	s.running.Wait()
+	return nil
+}
+
 // run fetches block i for the readers waiting on p.
 func (s *Snapshot) run(i int64, p *pending) {
+	defer s.running.Done()
 	select {
 	case s.sem <- struct{}{}:
 		p.data, p.err = s.fetch(s.ctx, i, s.tokens[i])
 		<-s.sem
 	case <-s.ctx.Done():
-		p.err = fmt.Errorf("read snapshot %s block %d: %w", s.id, i, s.ctx.Err())
+		p.err = fmt.Errorf("read snapshot %s block %d: %w", s.id, i, s.stopCause())
 	}
 	s.mu.Lock()
 	delete(s.inflight, i)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	sdkebs "github.com/aws/aws-sdk-go-v2/service/ebs"
+	"github.com/aws/aws-sdk-go-v2/service/ebs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -327,4 +330,90 @@ func TestPrefetchFetchesARange(t *testing.T) {
 			assert.Equal(t, want, requests)
 		})
 	}
+}
+
+// stallingAPI lists blocks 0 to n-1 of a 1 GiB volume and answers no block
+// request until its context ends; it counts the requests in flight and
+// those that ended by cancellation.
+type stallingAPI struct {
+	n                 int32
+	mu                sync.Mutex
+	inFlight, started int
+	cancelled         int
+}
+
+func (a *stallingAPI) ListSnapshotBlocks(ctx context.Context, in *sdkebs.ListSnapshotBlocksInput, _ ...func(*sdkebs.Options)) (*sdkebs.ListSnapshotBlocksOutput, error) {
+	out := &sdkebs.ListSnapshotBlocksOutput{BlockSize: aws.Int32(ebstest.BlockSize), VolumeSize: aws.Int64(1)}
+	for i := range a.n {
+		out.Blocks = append(out.Blocks, types.Block{BlockIndex: aws.Int32(i), BlockToken: aws.String("t")})
+	}
+	return out, nil
+}
+
+func (a *stallingAPI) GetSnapshotBlock(ctx context.Context, in *sdkebs.GetSnapshotBlockInput, _ ...func(*sdkebs.Options)) (*sdkebs.GetSnapshotBlockOutput, error) {
+	a.mu.Lock()
+	a.inFlight++
+	a.started++
+	a.mu.Unlock()
+	<-ctx.Done()
+	a.mu.Lock()
+	a.inFlight--
+	a.cancelled++
+	a.mu.Unlock()
+	return nil, ctx.Err()
+}
+
+func (a *stallingAPI) counts() (inFlight, started, cancelled int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inFlight, a.started, a.cancelled
+}
+
+// TestCloseStopsFetchesInFlight: closing a snapshot cancels the fetches it
+// started ahead of any reader (at Open, read ahead, prefetched) and those a
+// reader waits for, and returns only when every one has ended; reads after
+// it fail with fs.ErrClosed and start nothing. Without it, a caller that
+// opens and closes images in one process leaves requests running.
+func TestCloseStopsFetchesInFlight(t *testing.T) {
+	api := &stallingAPI{n: 40}
+	var progress atomic.Int32
+	snap, err := ebs.Open(context.Background(), api, "snap-1", ebs.Options{ReadAhead: 3, Parallel: 64,
+		Progress: func(int64, int64) { progress.Add(1) }})
+	require.NoError(t, err)
+	snap.Prefetch(20*ebstest.BlockSize, 4*ebstest.BlockSize)
+	read := make(chan error, 1)
+	go func() {
+		_, err := snap.ReadAt(make([]byte, 10), 10*ebstest.BlockSize)
+		read <- err
+	}()
+	// Blocks 0 to 3 are asked at Open (the volume's last block is not
+	// allocated), 20 to 23 by Prefetch, 10 to 13 by the read and its
+	// read-ahead.
+	require.Eventually(t, func() bool { n, _, _ := api.counts(); return n == 12 }, 10*time.Second, time.Millisecond)
+
+	closed := make(chan error, 1)
+	go func() { closed <- snap.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return: fetches in flight were not cancelled")
+	}
+	inFlight, started, cancelled := api.counts()
+	assert.Zero(t, inFlight, "Close returned with requests in flight")
+	assert.Equal(t, started, cancelled)
+	select {
+	case err := <-read:
+		require.Error(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader waiting on a block was not released by Close")
+	}
+
+	_, err = snap.ReadAt(make([]byte, 10), 30*ebstest.BlockSize)
+	require.ErrorIs(t, err, fs.ErrClosed)
+	snap.Prefetch(30*ebstest.BlockSize, ebstest.BlockSize)
+	_, after, _ := api.counts()
+	assert.Equal(t, started, after, "a closed snapshot started a request")
+	assert.Zero(t, progress.Load())
+	require.NoError(t, snap.Close(), "closing twice")
 }

@@ -48,8 +48,11 @@ func openAWS(ctx context.Context, spec string, opt Options) (im *Image, ok bool,
 	}
 	im, err = OpenDisk(spec, snap, snap.Size(), opt)
 	if err != nil {
+		snap.Close()
 		return nil, true, err
 	}
+	// Closing the image stops the snapshot's reads ahead still in flight.
+	im.closer = closers{im.closer, snap}
 	im.Kind = kind
 	im.FS = im.FS.Remote()
 	im.Detail = "EBS snapshot " + snapID + ", " + im.Detail
