@@ -57,6 +57,9 @@ type Config struct {
 	// PolicyTimeout bounds each policy evaluation (--policy-timeout); 0
 	// is no bound.
 	PolicyTimeout time.Duration
+	// PolicyMemory bounds the heap each policy evaluation may grow by, in
+	// bytes (--policy-memory); 0 is no bound.
+	PolicyMemory uint64
 	// FactsOnly says the auditor only builds facts documents (the facts
 	// command): New does not start compiling the policies, which would
 	// take a core from the unit model for nothing; they are compiled the
@@ -270,6 +273,7 @@ func (a *Auditor) PolicyConfig(targetName string) policy.Config {
 		Traits:       a.traits,
 		Params:       a.cfg.Params,
 		Timeout:      a.cfg.PolicyTimeout,
+		Memory:       a.cfg.PolicyMemory,
 		Capabilities: a.cfg.Capabilities,
 	}
 }

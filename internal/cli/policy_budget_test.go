@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -54,6 +55,47 @@ func TestPolicyTimeoutStopsEveryCommand(t *testing.T) {
 	code, _, stderr := runCLI(t, "scan", img, "--policy-timeout", "-1s")
 	assert.Equal(t, ExitError, code)
 	assert.Contains(t, stderr, "--policy-timeout -1s: want 0 (no limit) or more")
+}
+
+// hogPolicy would hold 1 GiB: a string doubled 25 times, one concat a
+// step.
+func hogPolicy() string {
+	var b strings.Builder
+	b.WriteString("package amilint.rules.hog\n\nhog := s25 if {\n\ts0 := \"0123456789abcdef\"\n")
+	for i := 1; i <= 25; i++ {
+		fmt.Fprintf(&b, "\ts%d := concat(\"\", [s%d, s%d])\n", i, i-1, i-1)
+	}
+	b.WriteString("}\n\nfindings contains f if {\n\tf := {\"rule_id\": \"hog\", \"severity\": \"high\", \"message\": sprintf(\"%d\", [count(hog)])}\n}\n\ntest_hog if count(hog) > 0\n")
+	return b.String()
+}
+
+// TestPolicyMemoryStopsEveryCommand runs a policy that would hold 1 GiB
+// through each command that evaluates policies, and its Rego test through
+// policy test, under --policy-memory 32MiB: each exits 2, naming the
+// package (the test) that ran out of memory.
+func TestPolicyMemoryStopsEveryCommand(t *testing.T) {
+	dir := policyDir(t, "hog.rego", hogPolicy())
+	file := filepath.Join(dir, "hog.rego")
+	img := materialize(t, "dlami")
+	for _, args := range [][]string{
+		{"scan", img},
+		{"diff", img, img},
+		{"fix", img},
+	} {
+		code, _, stderr := runCLI(t, append(args, "--policy", dir, "--policy-memory", "32MiB")...)
+		assert.Equal(t, ExitError, code, "%v", args)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
+		assert.Contains(t, stderr, "package amilint.rules.hog ("+file+") ran out of memory: held more than 32MiB of heap (--policy-memory)", "%v", args)
+	}
+	code, stdout, _ := runCLI(t, "policy", "test", dir, "--policy-memory", "32Mi")
+	assert.Equal(t, ExitError, code)
+	assert.Contains(t, stdout, "ERROR: data.amilint.rules.hog.test_hog ("+file+":")
+	assert.Contains(t, stdout, "test data.amilint.rules.hog.test_hog ("+file+":")
+	assert.Contains(t, stdout, "ran out of memory: held more than 32MiB of heap (--policy-memory)")
+
+	code, _, stderr := runCLI(t, "scan", img, "--policy-memory", "1GB")
+	assert.Equal(t, ExitError, code)
+	assert.Contains(t, stderr, `size "1GB": want a whole number of bytes, KiB, MiB or GiB`)
 }
 
 // TestPolicySandboxInTheCLI: a policy calling http.send is refused before

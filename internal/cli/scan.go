@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/audit/bytesize"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/audit/policy"
 	"github.com/amilint/amilint/internal/audit/waiver"
@@ -41,6 +42,16 @@ func (t *traitFlag) Set(v string) error {
 	return nil
 }
 
+// sizeFlag is a size in bytes given as bytesize.Parse reads it.
+type sizeFlag uint64
+
+func (z *sizeFlag) String() string { return bytesize.Format(uint64(*z)) }
+func (z *sizeFlag) Set(v string) error {
+	n, err := bytesize.Parse(v)
+	*z = sizeFlag(n)
+	return err
+}
+
 // policyFlags choose the knowledge and decisions an audit applies: the
 // flags scan, facts, diff, fix and live share.
 type policyFlags struct {
@@ -50,15 +61,19 @@ type policyFlags struct {
 	budget                budgetFlags
 }
 
-// budgetFlags bound untrusted policies: --policy-timeout and
-// --policy-capabilities, shared by every command evaluating policies.
+// budgetFlags bound untrusted policies: --policy-timeout,
+// --policy-memory and --policy-capabilities, shared by every command
+// evaluating policies.
 type budgetFlags struct {
 	timeout      time.Duration
+	memory       sizeFlag
 	capabilities string
 }
 
 func (b *budgetFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&b.timeout, "policy-timeout", policy.DefaultTimeout, "stop a policy evaluation after this long (exit 2 naming the package); 0 for no limit")
+	b.memory = policy.DefaultMemory
+	fs.Var(&b.memory, "policy-memory", "stop a policy evaluation once it holds more than `SIZE` of memory (512MiB, 2GiB; exit 2 naming the package); 0 for no limit")
 	fs.StringVar(&b.capabilities, "policy-capabilities", "", "OPA capabilities `FILE` (JSON, as `opa capabilities` prints) policies are compiled with; the default leaves out http.send, net.lookup_ip_addr and opa.runtime")
 }
 
@@ -67,7 +82,7 @@ func (b *budgetFlags) apply(cfg *audit.Config) error {
 	if b.timeout < 0 {
 		return fmt.Errorf("--policy-timeout %s: want 0 (no limit) or more", b.timeout)
 	}
-	cfg.PolicyTimeout = b.timeout
+	cfg.PolicyTimeout, cfg.PolicyMemory = b.timeout, uint64(b.memory)
 	if b.capabilities != "" {
 		c, err := policy.LoadCapabilities(b.capabilities)
 		if err != nil {

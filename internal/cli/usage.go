@@ -32,7 +32,7 @@ func sectionOf(name string) section {
 		return secTarget
 	case "root", "mountinfo", "bus", "collect", "sample", "zombie-threshold", "restart-threshold", "saturation":
 		return secHost
-	case "rules", "policy", "data", "profile", "trait", "waivers", "fail-on", "policy-timeout", "policy-capabilities",
+	case "rules", "policy", "data", "profile", "trait", "waivers", "fail-on", "policy-timeout", "policy-memory", "policy-capabilities",
 		"threshold", "security-policy":
 		return secPolicy
 	case "o", "output", "serve", "npd", "interval", "web.config.file", "web.max-connections":

@@ -24,9 +24,11 @@ import (
 //     (Sandboxed); a policy calling one fails to compile, before anything
 //     is evaluated. An OPA capabilities file (--policy-capabilities) opts
 //     back in, as it does for `opa build` or `opa eval`;
-//   - the budget: one evaluation stops after Config.Timeout
-//     (--policy-timeout), through the context OPA checks at every step,
-//     and the error names the rule package that was running.
+//   - the budgets: one evaluation stops after Config.Timeout
+//     (--policy-timeout), or once it holds more than Config.Memory of
+//     heap (--policy-memory; memory.go), through the context OPA checks
+//     at every step, and the error names the rule package that was
+//     running.
 
 // DefaultTimeout is the evaluation budget the CLI gives policies.
 const DefaultTimeout = 30 * time.Second
@@ -194,6 +196,7 @@ func markFunction() func(*rego.Rego) {
 // budget is how an Engine bounds and explains its evaluations.
 type budget struct {
 	timeout time.Duration
+	memory  uint64
 	// whole names what the query evaluates when no mark says more.
 	whole string
 	// files are the module names of each package the marks name.
@@ -321,24 +324,34 @@ func packageName(p ast.Ref) string {
 	return "package " + strings.TrimPrefix(p.String(), "data.")
 }
 
-// start gives one evaluation its budget and progress record.
+// start gives one evaluation its budgets and progress record.
 func (b *budget) start(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx = context.WithValue(ctx, progressKey{}, &progress{})
-	if b.timeout <= 0 {
-		return ctx, func() {}
+	endTime := func() {}
+	if b.timeout > 0 {
+		ctx, endTime = context.WithTimeoutCause(ctx, b.timeout, ErrTimeout)
 	}
-	return context.WithTimeoutCause(ctx, b.timeout, ErrTimeout)
+	ctx, endMemory := withMemory(ctx, b.memory)
+	return ctx, func() {
+		endMemory()
+		endTime()
+	}
 }
 
-// failed explains an evaluation error: running out of the budget is a
-// TimeoutError naming the package that was being evaluated.
+// failed explains an evaluation error: running out of a budget is a
+// TimeoutError or a MemoryError naming the package that was being
+// evaluated.
 func (b *budget) failed(ctx context.Context, err error) error {
-	if b.timeout > 0 && errors.Is(context.Cause(ctx), ErrTimeout) {
-		pkg := b.whole
-		if p, ok := ctx.Value(progressKey{}).(*progress); ok && p.at != "" {
-			pkg = p.at
-		}
+	cause := context.Cause(ctx)
+	pkg := b.whole
+	if p, ok := ctx.Value(progressKey{}).(*progress); ok && p.at != "" {
+		pkg = p.at
+	}
+	switch {
+	case b.timeout > 0 && errors.Is(cause, ErrTimeout):
 		return &TimeoutError{Package: pkg, Files: b.files[pkg], Limit: b.timeout}
+	case b.memory > 0 && errors.Is(cause, ErrMemory):
+		return &MemoryError{Package: pkg, Files: b.files[pkg], Limit: b.memory}
 	}
 	return fmt.Errorf("evaluate policies: %w", err)
 }

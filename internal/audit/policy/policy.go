@@ -69,6 +69,9 @@ type Config struct {
 	Query string
 	// Timeout bounds one evaluation (--policy-timeout); 0 is no bound.
 	Timeout time.Duration
+	// Memory bounds the heap one evaluation may grow by, in bytes
+	// (--policy-memory); 0 is no bound.
+	Memory uint64
 	// Capabilities are the OPA capabilities every policy is compiled
 	// with (--policy-capabilities); nil is Sandbox().
 	Capabilities *ast.Capabilities
@@ -297,7 +300,7 @@ func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	query, b := markedQuery(cfg.Query, p.compiler)
-	b.timeout = cfg.Timeout
+	b.timeout, b.memory = cfg.Timeout, cfg.Memory
 	store := newStore(data)
 	prepare := func(query string) (rego.PreparedEvalQuery, error) {
 		pq, err := rego.New(

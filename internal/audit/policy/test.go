@@ -30,7 +30,7 @@ type TestResult struct {
 // RunTests compiles mods (Rego v1) together with the embedded default
 // policies and runs every test_ rule in-process with OPA's tester, over
 // the data Data(cfg) builds, with cfg's capabilities (the sandbox by
-// default) and cfg.Timeout for each test. Compile errors are errors;
+// default), cfg.Timeout for each test and cfg.Memory for the run. Compile errors are errors;
 // failing tests are results.
 func RunTests(ctx context.Context, mods []Module, cfg Config) ([]TestResult, error) {
 	return RunTestsMatching(ctx, mods, cfg, "")
@@ -66,6 +66,8 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 	}
 	comp := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true).
 		WithCapabilities(caps)
+	ctx, endMemory := withMemory(ctx, cfg.Memory)
+	defer endMemory()
 	runner := tester.NewRunner()
 	if cfg.Timeout > 0 {
 		runner = runner.SetTimeout(cfg.Timeout)
@@ -83,6 +85,7 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 		return nil, fmt.Errorf("compile tests: %w", err)
 	}
 	var out []TestResult
+	stoppedBy := ""
 	for r := range ch {
 		tr := TestResult{
 			Name:   r.Package + "." + r.Name,
@@ -97,6 +100,16 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 		}
 		if tr.Name == "." {
 			tr.Name = r.Name
+		}
+		if tr.Err != nil && errors.Is(context.Cause(ctx), ErrMemory) {
+			// The budget cancels the whole run: the test running then
+			// ran out, the ones after it did not run.
+			if stoppedBy == "" {
+				stoppedBy = tr.Name
+				tr.Err = &MemoryError{Package: "test " + tr.Name, Files: []string{tr.Location}, Limit: cfg.Memory}
+			} else {
+				tr.Err = fmt.Errorf("not run: test %s %w before it", stoppedBy, ErrMemory)
+			}
 		}
 		out = append(out, tr)
 	}

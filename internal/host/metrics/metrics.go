@@ -58,6 +58,7 @@ type Exporter struct {
 // Failure reasons of amilint_audit_failures_total.
 const (
 	ReasonPolicyTimeout = "policy_timeout"
+	ReasonPolicyMemory  = "policy_memory"
 	ReasonError         = "error"
 )
 
@@ -99,8 +100,13 @@ func (e *Exporter) Refresh(ctx context.Context) {
 		return
 	}
 	reason := ReasonError
-	if errors.Is(err, policy.ErrTimeout) {
+	switch {
+	case errors.Is(err, policy.ErrTimeout):
 		reason = ReasonPolicyTimeout
+	case errors.Is(err, policy.ErrMemory):
+		reason = ReasonPolicyMemory
+	}
+	if reason != ReasonError {
 		// A policy stopped by its budget may have grown the heap by
 		// hundreds of megabytes: hand it back to the node now, not when
 		// the scavenger gets to it.
@@ -156,7 +162,7 @@ var (
 	descSuccess   = prometheus.NewDesc("amilint_audit_success", "Whether the last live audit produced a result (1) or failed (0), a policy out of time for instance.", nil, nil)
 	descStale     = prometheus.NewDesc("amilint_audit_stale", "Whether the live metrics served are those of an earlier audit (1) because the last one failed or none ended for three intervals.", nil, nil)
 	descLastOK    = prometheus.NewDesc("amilint_last_success_timestamp_seconds", "When the audit whose metrics are served ended, in Unix time.", nil, nil)
-	descFailures  = prometheus.NewDesc("amilint_audit_failures_total", "Live audits that produced no result, by reason (policy_timeout, error).", []string{"reason"}, nil)
+	descFailures  = prometheus.NewDesc("amilint_audit_failures_total", "Live audits that produced no result, by reason (policy_timeout, policy_memory, error).", []string{"reason"}, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -190,7 +196,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descSuccess, ok)
 	gauge(descStale, stale)
-	for _, r := range []string{ReasonPolicyTimeout, ReasonError} {
+	for _, r := range []string{ReasonPolicyTimeout, ReasonPolicyMemory, ReasonError} {
 		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, e.failures[r], r)
 	}
 	f := e.facts

@@ -286,12 +286,15 @@ func hostile(t *testing.T, addr, kind string, start time.Time) time.Duration {
 }
 
 // TestFailedAuditServesTheLastResultStale: an audit whose policies run
-// out of time is counted as failed, the last good metrics stay served
+// out of time, or of memory, is counted as failed, by reason, the last good metrics stay served
 // marked stale, and /readyz says so while /healthz stays up.
 func TestFailedAuditServesTheLastResultStale(t *testing.T) {
-	var fail atomic.Bool
+	var fail, memory atomic.Bool
 	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
-		if !fail.Load() {
+		switch {
+		case memory.Load():
+			return nil, nil, fmt.Errorf("evaluate: %w", &policy.MemoryError{Package: "package amilint.rules.hog", Limit: 1 << 20})
+		case !fail.Load():
 			return &live.Facts{Cgroups: &live.Cgroups{Memory: &cgroup.Memory{Zombies: 7}}}, nil, nil
 		}
 		return nil, nil, fmt.Errorf("evaluate: %w", &policy.TimeoutError{Package: "package amilint.rules.forever", Limit: time.Second})
@@ -316,4 +319,14 @@ func TestFailedAuditServesTheLastResultStale(t *testing.T) {
 	assert.Contains(t, string(body), "(stale)")
 	code, _ = get(t, base+"/healthz")
 	assert.Equal(t, http.StatusOK, code, "audits still run: restarting would fix nothing")
+
+	memory.Store(true)
+	e.Refresh(context.Background()) // the policy runs out of memory
+	fams, _ = scrape(t, base)
+	assert.Equal(t, 1.0, value(t, fams, "amilint_audit_failures_total", map[string]string{"reason": "policy_memory"}))
+	assert.Equal(t, 1.0, value(t, fams, "amilint_audit_failures_total", map[string]string{"reason": "policy_timeout"}))
+	assert.Equal(t, 0.0, value(t, fams, "amilint_audit_failures_total", map[string]string{"reason": "error"}))
+	assert.Equal(t, 7.0, value(t, fams, "amilint_memcg_zombies", nil), "the last good result is still served")
+	_, body = get(t, base+"/readyz")
+	assert.Contains(t, string(body), "package amilint.rules.hog ran out of memory")
 }

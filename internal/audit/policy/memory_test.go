@@ -1,0 +1,206 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// doubling holds a string doubled 25 times: 512 MiB, and 1 GiB in all
+// with the strings before it, each step one concat.
+func doubling() string { return doublingTo(25) }
+
+// doublingTo holds a string of 16 bytes doubled n times, and the
+// strings before it.
+func doublingTo(n int) string {
+	var b strings.Builder
+	b.WriteString("package amilint.rules.hog\n\nfindings contains f if {\n\ts0 := \"0123456789abcdef\"\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "\ts%d := concat(\"\", [s%d, s%d])\n", i, i-1, i-1)
+	}
+	fmt.Fprintf(&b, "\tf := {\"rule_id\": \"hog\", \"severity\": \"high\", \"message\": sprintf(\"%%d\", [count(s%d)])}\n}\n", n)
+	return b.String()
+}
+
+// peakHeap samples the heap's objects every half millisecond until stop
+// is called, and returns the most it saw.
+func peakHeap() (stop func() uint64) {
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		s := []metrics.Sample{{Name: heapObjects}}
+		for {
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Microsecond):
+			}
+		}
+	})
+	return func() uint64 {
+		close(done)
+		wg.Wait()
+		return peak.Load()
+	}
+}
+
+// heapNow collects, then reads the heap's objects.
+func heapNow() uint64 {
+	runtime.GC()
+	s := []metrics.Sample{{Name: heapObjects}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestMemoryStopsAPolicyAndNamesIt evaluates a policy that would hold
+// 1 GiB under a budget of 32 MiB: it stops with a MemoryError naming the
+// package and its file, the heap never came near the gigabyte, and the
+// engine evaluates again afterwards.
+func TestMemoryStopsAPolicyAndNamesIt(t *testing.T) {
+	dir := t.TempDir()
+	file := write(t, dir, "p/hog.rego", doubling())
+	const budget = 32 << 20
+	e, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "p")}, Memory: budget})
+	require.NoError(t, err)
+	guard, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for range 2 {
+		base := heapNow()
+		stop := peakHeap()
+		_, err = e.Evaluate(guard, map[string]any{})
+		peak := stop()
+		t.Logf("peak %d MiB over a start of %d MiB", (peak-base)>>20, base>>20)
+		require.Error(t, err)
+		require.NoError(t, guard.Err())
+		assert.ErrorIs(t, err, ErrMemory)
+		assert.NotErrorIs(t, err, ErrTimeout)
+		var me *MemoryError
+		require.ErrorAs(t, err, &me)
+		assert.Equal(t, "package amilint.rules.hog", me.Package)
+		assert.Equal(t, []string{file}, me.Files)
+		assert.Equal(t, "evaluate policies: package amilint.rules.hog ("+file+") ran out of memory: held more than 32MiB of heap (--policy-memory)", err.Error())
+		// One doubling past the budget, and the one under way when the
+		// watchdog saw it: a few budgets, far from the policy's 1 GiB.
+		assert.Less(t, peak, base+16*budget, "peak heap %d MiB over a start of %d MiB", peak>>20, base>>20)
+	}
+}
+
+// TestMemoryStopsAGeneratingBuiltin: numbers.range over twenty million
+// numbers (about a gigabyte of terms) is stopped from inside the built-in.
+func TestMemoryStopsAGeneratingBuiltin(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "p/range.rego", `package amilint.rules.ranges
+
+findings contains f if {
+	n := count(numbers.range(1000, 20000000))
+	f := {"rule_id": "ranges", "severity": "high", "message": sprintf("%d", [n])}
+}
+`)
+	const budget = 32 << 20
+	e, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "p")}, Memory: budget})
+	require.NoError(t, err)
+	base := heapNow()
+	stop := peakHeap()
+	_, err = e.Evaluate(context.Background(), map[string]any{})
+	peak := stop()
+	t.Logf("peak %d MiB over a start of %d MiB", (peak-base)>>20, base>>20)
+	var me *MemoryError
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, "package amilint.rules.ranges", me.Package)
+	assert.Less(t, peak, base+16*budget, "peak heap %d MiB over a start of %d MiB", peak>>20, base>>20)
+}
+
+// TestMemoryBudgetCountsWhatIsHeld: the catalog over the DLAMI fixture,
+// with a policy that makes garbage many times the budget in all (a list
+// of 100,000 strings built and dropped 10 times), is not stopped by a
+// budget of 32 MiB although no collection runs on its own: only what the
+// heap still holds after one counts.
+func TestMemoryBudgetCountsWhatIsHeld(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "p/garbage.rego", `package amilint.rules.garbage
+
+findings contains f if {
+	some i in numbers.range(1, 10)
+	n := count(concat(",", [sprintf("%d-%d", [i, j]) | some j in numbers.range(1, 100000)]))
+	n < 0
+	f := {"rule_id": "garbage", "severity": "high", "message": "never"}
+}
+`)
+	rs, cfg := catalog(t)
+	doc := dlamiFacts(t, rs)
+	plain, err := New(context.Background(), cfg)
+	require.NoError(t, err)
+	want, err := plain.Evaluate(context.Background(), doc)
+	require.NoError(t, err)
+	require.NotEmpty(t, want)
+
+	cfg.PolicyDirs, cfg.Memory = []string{filepath.Join(dir, "p")}, 32<<20
+	e, err := New(context.Background(), cfg)
+	require.NoError(t, err)
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	before := gcStats()
+	got, err := e.Evaluate(context.Background(), doc)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	after := gcStats()
+	t.Logf("allocated %d MiB, %d forced collections", (after[0]-before[0])>>20, after[1]-before[1])
+	assert.Greater(t, after[0]-before[0], uint64(4*32<<20), "the policy made less garbage than the test needs")
+	assert.Positive(t, after[1]-before[1], "the budget was never reached: nothing was collected")
+}
+
+// gcStats are the bytes allocated so far and the collections forced.
+func gcStats() [2]uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/forced:gc-cycles"}}
+	metrics.Read(s)
+	return [2]uint64{s[0].Value.Uint64(), s[1].Value.Uint64()}
+}
+
+// TestCancelIsNotMemory: a caller's cancellation is reported as such.
+func TestCancelIsNotMemory(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "p/forever.rego", forever)
+	e, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "p")}, Memory: 1 << 30})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = e.Evaluate(ctx, map[string]any{})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrMemory)
+}
+
+// TestMemoryGarbageIsNoHeadroom: 600 MiB of garbage not yet collected when
+// an evaluation starts does not widen its budget: a policy holding
+// 256 MiB is stopped at 32 MiB.
+func TestMemoryGarbageIsNoHeadroom(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "p/hog.rego", doublingTo(23))
+	e, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "p")}, Memory: 32 << 20})
+	require.NoError(t, err)
+	heapNow()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	for range 600 {
+		garbage = make([]byte, 1<<20)
+	}
+	garbage = nil
+	_, err = e.Evaluate(context.Background(), map[string]any{})
+	assert.ErrorIs(t, err, ErrMemory)
+}
+
+// garbage keeps the compiler from dropping the test's allocations.
+var garbage []byte
