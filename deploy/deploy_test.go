@@ -26,6 +26,7 @@ import (
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/amilint/amilint/deploy"
+	"github.com/amilint/amilint/internal/audit/bytesize"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/host/cgroup"
 	"github.com/amilint/amilint/internal/host/cpu"
@@ -169,6 +170,15 @@ func TestDaemonSet(t *testing.T) {
 	// The exporter binds the pod's address, from the downward API, not
 	// every interface.
 	assert.Contains(t, c.Args, "--serve=$(POD_IP):9847")
+	// A policy's memory budget well inside the container's limit: a
+	// policy that runs away is stopped and counted, the pod not killed.
+	budget := slices.IndexFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--policy-memory=") })
+	require.GreaterOrEqual(t, budget, 0, "the DaemonSet sets --policy-memory")
+	n, err := bytesize.Parse(strings.TrimPrefix(c.Args[budget], "--policy-memory="))
+	require.NoError(t, err)
+	limit := c.Resources.Limits[corev1.ResourceMemory]
+	assert.Positive(t, n)
+	assert.LessOrEqual(t, int64(n), limit.Value()/2, "--policy-memory within half the memory limit")
 	require.Len(t, c.Env, 1)
 	assert.Equal(t, "POD_IP", c.Env[0].Name)
 	require.NotNil(t, c.Env[0].ValueFrom)
