@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/amilint/amilint/internal/audit/bytesize"
 	"github.com/amilint/amilint/internal/audit/finding"
 )
 
@@ -14,16 +15,19 @@ import (
 // hands them over from a template: Prepare accepts or lists problems,
 // never panics, and a configuration it accepts is one the provisioner
 // can run (a known mode and severity, absolute guest paths, known report
-// formats, a command with its placeholders, a non-negative budget).
+// formats, a command with its placeholders, non-negative budgets).
 func FuzzPrepare(f *testing.F) {
-	f.Add("fix", "high", "/mnt/image", "json,sarif", "immutable", "sudo {{.Vars}} {{.Path}} {{.Args}}", "30s", "/tmp", "")
-	f.Add("warn", "critical", "/", "", "", "", "0s", "/var/tmp", "k8s-gpu-node")
-	f.Add("nuke", "severe", "relative", "pdf", "Not A Slug", "sudo amilint", "-1s", "tmp", "")
-	f.Add("audit", "", "", "junit", "gpu,immutable", "{{.Path}} {{.Args}} {{", "1h", "", "{{.Path}}")
-	f.Fuzz(func(t *testing.T, mode, failOn, root, formats, traits, command, timeout, remote, profile string) {
+	f.Add("fix", "high", "/mnt/image", "json,sarif", "immutable", "sudo {{.Vars}} {{.Path}} {{.Args}}", "30s", "/tmp", "", "512MiB")
+	f.Add("warn", "critical", "/", "", "", "", "0s", "/var/tmp", "k8s-gpu-node", "")
+	f.Add("nuke", "severe", "relative", "pdf", "Not A Slug", "sudo amilint", "-1s", "tmp", "", "1GB")
+	f.Add("audit", "", "", "junit", "gpu,immutable", "{{.Path}} {{.Args}} {{", "1h", "", "{{.Path}}", "-1Mi")
+	f.Fuzz(func(t *testing.T, mode, failOn, root, formats, traits, command, timeout, remote, profile, memory string) {
 		raw := map[string]interface{}{
 			"mode": mode, "fail_on": failOn, "root": root, "execute_command": command,
 			"policy_timeout": timeout, "remote_folder": remote, "profile": profile,
+		}
+		if memory != "" {
+			raw["policy_memory"] = memory
 		}
 		if formats != "" {
 			raw["report_formats"] = strings.Split(formats, ",")
@@ -56,6 +60,9 @@ func FuzzPrepare(f *testing.F) {
 		}
 		if c.PolicyTimeout < 0 {
 			t.Fatalf("accepted policy_timeout %s", c.PolicyTimeout)
+		}
+		if _, err := bytesize.Parse(c.PolicyMemory); c.PolicyMemory != "" && err != nil {
+			t.Fatalf("accepted policy_memory %q", c.PolicyMemory)
 		}
 	})
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
 	"github.com/hashicorp/packer-plugin-sdk/uuid"
 
+	"github.com/amilint/amilint/internal/audit/bytesize"
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/packer-plugin/guest"
@@ -88,6 +89,11 @@ type Config struct {
 	// the audit stops and the build fails naming the policy package that
 	// ran out of time. Defaults to `30s`.
 	PolicyTimeout time.Duration `mapstructure:"policy_timeout"`
+	// How much memory one policy evaluation may hold, for example
+	// `"512MiB"`; past it the audit stops and the build fails naming the
+	// policy package that ran out of memory, instead of the guest's kernel
+	// killing the audit. Defaults to `2GiB`.
+	PolicyMemory string `mapstructure:"policy_memory"`
 	// An OPA capabilities file on the Packer host (the JSON `opa
 	// capabilities` prints) the policies are compiled with. Without it,
 	// policies cannot call `http.send`, `net.lookup_ip_addr` or
@@ -228,6 +234,11 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	}
 	if c.PolicyTimeout < 0 {
 		add("policy_timeout %s: want a positive duration", c.PolicyTimeout)
+	}
+	if c.PolicyMemory != "" {
+		if _, err := bytesize.Parse(c.PolicyMemory); err != nil {
+			add("policy_memory: %v", err)
+		}
 	}
 	for name, f := range map[string]string{"data": c.Data, "waivers": c.Waivers, "amilint_binary": c.AmilintBinary, "policy_capabilities": c.PolicyCapabilities} {
 		if f == "" {
@@ -383,6 +394,9 @@ func (s *session) upload(ctx context.Context) error {
 	}
 	if c.PolicyTimeout != 0 {
 		s.flags = append(s.flags, "--policy-timeout", c.PolicyTimeout.String())
+	}
+	if c.PolicyMemory != "" {
+		s.flags = append(s.flags, "--policy-memory", c.PolicyMemory)
 	}
 	if c.Profile != "" {
 		s.flags = append(s.flags, "--profile", c.Profile)

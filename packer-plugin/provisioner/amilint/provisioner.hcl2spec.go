@@ -27,6 +27,7 @@ type FlatConfig struct {
 	Data                *string           `mapstructure:"data" cty:"data" hcl:"data"`
 	Waivers             *string           `mapstructure:"waivers" cty:"waivers" hcl:"waivers"`
 	PolicyTimeout       *string           `mapstructure:"policy_timeout" cty:"policy_timeout" hcl:"policy_timeout"`
+	PolicyMemory        *string           `mapstructure:"policy_memory" cty:"policy_memory" hcl:"policy_memory"`
 	PolicyCapabilities  *string           `mapstructure:"policy_capabilities" cty:"policy_capabilities" hcl:"policy_capabilities"`
 	Root                *string           `mapstructure:"root" cty:"root" hcl:"root"`
 	ReportPath          *string           `mapstructure:"report_path" cty:"report_path" hcl:"report_path"`
@@ -68,6 +69,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"data":                       &hcldec.AttrSpec{Name: "data", Type: cty.String, Required: false},
 		"waivers":                    &hcldec.AttrSpec{Name: "waivers", Type: cty.String, Required: false},
 		"policy_timeout":             &hcldec.AttrSpec{Name: "policy_timeout", Type: cty.String, Required: false},
+		"policy_memory":              &hcldec.AttrSpec{Name: "policy_memory", Type: cty.String, Required: false},
 		"policy_capabilities":        &hcldec.AttrSpec{Name: "policy_capabilities", Type: cty.String, Required: false},
 		"root":                       &hcldec.AttrSpec{Name: "root", Type: cty.String, Required: false},
 		"report_path":                &hcldec.AttrSpec{Name: "report_path", Type: cty.String, Required: false},

@@ -174,6 +174,7 @@ func TestPrepareReportsEveryProblemAtOnce(t *testing.T) {
 		"waivers":             "/nonexistent/waivers.yaml",
 		"policy_capabilities": "/nonexistent/caps.json",
 		"policy_timeout":      "-1s",
+		"policy_memory":       "1GB",
 		"traits":              []string{"immutable", "Not A Slug"},
 		"execute_command":     "sudo amilint",
 	})
@@ -185,6 +186,7 @@ func TestPrepareReportsEveryProblemAtOnce(t *testing.T) {
 		`rules_paths: "/nonexistent/rules"`, `data: "/nonexistent/data.json"`,
 		`waivers: "/nonexistent/waivers.yaml"`, "execute_command must contain",
 		`traits: "Not A Slug"`, `policy_capabilities: "/nonexistent/caps.json"`, "policy_timeout -1s",
+		`policy_memory: size "1GB": want a whole number`,
 	} {
 		assert.Contains(t, msg, want)
 	}
@@ -229,13 +231,13 @@ func TestAuditModeFailsTheBuildNamingTheUnit(t *testing.T) {
 	}
 }
 
-// TestPolicyBudgetReachesTheEngine: policy_timeout and the uploaded
-// policy_capabilities file become the engine's flags, for the scan and
+// TestPolicyBudgetReachesTheEngine: policy_timeout, policy_memory and
+// the uploaded policy_capabilities file become the engine's flags, for the scan and
 // the live audit alike.
 func TestPolicyBudgetReachesTheEngine(t *testing.T) {
 	caps := filepath.Join(t.TempDir(), "caps.json")
 	require.NoError(t, os.WriteFile(caps, []byte(`{"builtins": []}`), 0o644))
-	p := newProvisioner(t, map[string]interface{}{"policy_timeout": "7s", "policy_capabilities": caps, "live": true})
+	p := newProvisioner(t, map[string]interface{}{"policy_timeout": "7s", "policy_memory": "512Mi", "policy_capabilities": caps, "live": true})
 	comm := &recorder{answer: func(cmd string) (string, int) {
 		if strings.Contains(cmd, " scan ") {
 			return reportJSON(t), 0
@@ -251,6 +253,7 @@ func TestPolicyBudgetReachesTheEngine(t *testing.T) {
 		if strings.Contains(c, " scan ") || strings.Contains(c, " live ") {
 			n++
 			assert.Contains(t, c, "--policy-timeout 7s")
+			assert.Contains(t, c, "--policy-memory 512Mi")
 			assert.Regexp(t, `--policy-capabilities \S+/capabilities\.json`, c)
 		}
 	}
