@@ -42,14 +42,31 @@ func (t *traitFlag) Set(v string) error {
 	return nil
 }
 
-// sizeFlag is a size in bytes given as bytesize.Parse reads it.
-type sizeFlag uint64
+// memoryFlag is --policy-memory: a size as bytesize.Parse reads it, or,
+// unset, policy.DefaultMemory.
+type memoryFlag struct {
+	n   uint64
+	set bool
+}
 
-func (z *sizeFlag) String() string { return bytesize.Format(uint64(*z)) }
-func (z *sizeFlag) Set(v string) error {
+func (m *memoryFlag) String() string {
+	if m == nil || !m.set {
+		return ""
+	}
+	return bytesize.Format(m.n)
+}
+
+func (m *memoryFlag) Set(v string) error {
 	n, err := bytesize.Parse(v)
-	*z = sizeFlag(n)
+	m.n, m.set = n, err == nil
 	return err
+}
+
+func (m *memoryFlag) bytes() uint64 {
+	if m.set {
+		return m.n
+	}
+	return policy.DefaultMemory()
 }
 
 // policyFlags choose the knowledge and decisions an audit applies: the
@@ -66,14 +83,13 @@ type policyFlags struct {
 // evaluating policies.
 type budgetFlags struct {
 	timeout      time.Duration
-	memory       sizeFlag
+	memory       memoryFlag
 	capabilities string
 }
 
 func (b *budgetFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&b.timeout, "policy-timeout", policy.DefaultTimeout, "stop a policy evaluation after this long (exit 2 naming the package); 0 for no limit")
-	b.memory = policy.DefaultMemory
-	fs.Var(&b.memory, "policy-memory", "stop a policy evaluation once it holds more than `SIZE` of memory (512MiB, 2GiB; exit 2 naming the package); 0 for no limit")
+	fs.Var(&b.memory, "policy-memory", "stop a policy evaluation once it holds more than `SIZE` of memory (512MiB, 2GiB; exit 2 naming the package); 0 for no limit (default: a quarter of the memory the process may use, at most 2GiB)")
 	fs.StringVar(&b.capabilities, "policy-capabilities", "", "OPA capabilities `FILE` (JSON, as `opa capabilities` prints) policies are compiled with; the default leaves out http.send, net.lookup_ip_addr and opa.runtime")
 }
 
@@ -82,7 +98,7 @@ func (b *budgetFlags) apply(cfg *audit.Config) error {
 	if b.timeout < 0 {
 		return fmt.Errorf("--policy-timeout %s: want 0 (no limit) or more", b.timeout)
 	}
-	cfg.PolicyTimeout, cfg.PolicyMemory = b.timeout, uint64(b.memory)
+	cfg.PolicyTimeout, cfg.PolicyMemory = b.timeout, b.memory.bytes()
 	if b.capabilities != "" {
 		c, err := policy.LoadCapabilities(b.capabilities)
 		if err != nil {

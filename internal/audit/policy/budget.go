@@ -356,6 +356,59 @@ func (b *budget) failed(ctx context.Context, err error) error {
 	return fmt.Errorf("evaluate policies: %w", err)
 }
 
+// partsFailed is the error of a split evaluation from its parts' errors,
+// nil when none failed. A budget stops every part at once, each in the
+// package it was running, and the parts shared it: when several were
+// stopped, the error names each package.
+func partsFailed(errs []error) error {
+	var first error
+	var mems []*MemoryError
+	var times []*TimeoutError
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+		var me *MemoryError
+		var te *TimeoutError
+		switch {
+		case errors.As(err, &me):
+			mems = append(mems, me)
+		case errors.As(err, &te):
+			times = append(times, te)
+		}
+	}
+	switch {
+	case len(mems) > 1:
+		pkg, files := joinStopped(mems, func(e *MemoryError) (string, []string) { return e.Package, e.Files })
+		return &MemoryError{Package: pkg, Files: files, Limit: mems[0].Limit}
+	case len(times) > 1:
+		pkg, files := joinStopped(times, func(e *TimeoutError) (string, []string) { return e.Package, e.Files })
+		return &TimeoutError{Package: pkg, Files: files, Limit: times[0].Limit}
+	}
+	return first
+}
+
+// joinStopped names the packages several parts were running, and their
+// files, each once.
+func joinStopped[E any](errs []E, of func(E) (string, []string)) (string, []string) {
+	var pkgs, files []string
+	for _, e := range errs {
+		p, fs := of(e)
+		if !slices.Contains(pkgs, p) {
+			pkgs = append(pkgs, p)
+		}
+		for _, f := range fs {
+			if !slices.Contains(files, f) {
+				files = append(files, f)
+			}
+		}
+	}
+	return strings.Join(pkgs, " and "), files
+}
+
 // TimeoutError is an evaluation stopped by its budget.
 type TimeoutError struct {
 	// Package names what was being evaluated when time ran out: "package

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"sync"
@@ -18,43 +20,63 @@ import (
 // numbers.range over billions) take every byte of a build host or get a
 // DaemonSet's pod killed by the kernel, with no word of which policy did
 // it. So one evaluation may grow the process's live heap by at most
-// Config.Memory (--policy-memory): a watchdog samples the heap while it
-// runs and, once the heap holds more than that over what it held at the
-// start even after a collection, cancels the evaluation through the same
-// context the time budget uses. OPA checks it at every step and inside
-// the built-ins that generate (numbers.range), so the heap overshoots the
-// budget by at most what one step allocates: with steps that at most
-// double what the policy holds, the peak stays within a few budgets.
+// Config.Memory (--policy-memory), in two parts:
+//
+//   - while it runs, the runtime's soft memory limit (debug.SetMemoryLimit)
+//     is lowered to what the process uses plus the budget, so that the
+//     runtime collects garbage as the heap nears the budget, however
+//     rarely it collects otherwise (the CLI's GOGC), and makes the
+//     allocating goroutine help: garbage never counts, and a policy that
+//     holds more is slowed by the collector;
+//   - a watchdog samples the heap every millisecond and cancels the
+//     evaluation, through the context OPA checks at every step and inside
+//     the built-ins that generate (numbers.range), once a collection
+//     found more than the budget held, or the heap is over twice the
+//     budget whatever a collection would find.
+//
+// A step of OPA is not interrupted: one that doubles what the policy
+// holds (concat of a string with itself) can take the heap to about
+// twice the budget before the evaluation stops. The budget is the
+// process's: evaluations running side by side share it.
 
-// DefaultMemory is the heap growth the CLI lets one evaluation make: over
-// ten times what the catalog holds on a root of 25,000 units (between 128
-// and 160 MiB, measured with --policy-memory).
-const DefaultMemory = 2 << 30
+// MaxDefaultMemory bounds the default budget.
+const MaxDefaultMemory = 2 << 30
 
 // ErrMemory reports an evaluation stopped by its memory budget.
 var ErrMemory = errors.New("ran out of memory")
 
 // heapTick is how often the watchdog samples the heap. A core faults in
-// about 2 GB a second here, so a policy gains some 4 MB between samples.
-const heapTick = 2 * time.Millisecond
+// about 2 GB a second here, so a policy gains some 2 MB between samples.
+const heapTick = time.Millisecond
 
-// heapObjects is the runtime metric the watchdog samples: the bytes of
-// heap objects, live and not yet swept. After runtime.GC it is the live
-// heap.
-const heapObjects = "/memory/classes/heap/objects:bytes"
-
-// heapLive is the heap the last collection found live (0 before the
-// first).
-const heapLive = "/gc/heap/live:bytes"
+// The runtime metrics the watchdog samples.
+const (
+	// heapObjects is the bytes of heap objects, live and not yet swept.
+	// After runtime.GC it is the live heap.
+	heapObjects = "/memory/classes/heap/objects:bytes"
+	// heapLive is the heap the last collection found live (0 before the
+	// first).
+	heapLive = "/gc/heap/live:bytes"
+	// runtimeTotal less heapReleased is what the runtime's soft limit
+	// bounds: all the memory it has mapped, less what it gave back. Of
+	// that, heapFree is free to allocate into without growing.
+	runtimeTotal = "/memory/classes/total:bytes"
+	heapReleased = "/memory/classes/heap/released:bytes"
+	heapFree     = "/memory/classes/heap/free:bytes"
+)
 
 // watchHeap calls over once, from a goroutine of its own, when the heap
-// holds more than limit bytes over what it held live when watchHeap was
-// called, after a collection; stop ends the watch and waits for it.
+// holds more than limit bytes over what it held when watchHeap was
+// called; stop ends the watch, restores the runtime's memory limit and
+// waits for it.
 func watchHeap(limit uint64, over func()) (stop func()) {
-	sample := []metrics.Sample{{Name: heapObjects}, {Name: heapLive}}
-	read := func() uint64 {
+	sample := []metrics.Sample{{Name: heapObjects}, {Name: heapLive}, {Name: runtimeTotal}, {Name: heapReleased}, {Name: heapFree}}
+	// used is what the soft limit bounds, less the free heap: what the
+	// process holds, objects (garbage too), stacks and the runtime's own.
+	read := func() (objects, live, used uint64) {
 		metrics.Read(sample)
-		return sample[0].Value.Uint64()
+		v := func(i int) uint64 { return sample[i].Value.Uint64() }
+		return v(0), v(1), v(2) - v(3) - v(4)
 	}
 	// The heap at the start counts garbage not collected yet, up to all
 	// it allocated since the last collection; were that garbage the
@@ -62,12 +84,12 @@ func watchHeap(limit uint64, over func()) (stop func()) {
 	// give it several budgets. So when it may exceed a quarter of the
 	// budget, collect first: rare in the CLI (its heap holds megabytes
 	// when the policies run), and cheaper there than the evaluation.
-	start := read()
-	if live := sample[1].Value.Uint64(); start > live && start-live > limit/4 {
+	start, live, used := read()
+	if start > live && start-live > limit/4 {
 		runtime.GC()
-		start = read()
+		start, _, used = read()
 	}
-	ceiling := start + limit
+	restore := lowerMemoryLimit(used + limit)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -79,14 +101,8 @@ func watchHeap(limit uint64, over func()) (stop func()) {
 				return
 			case <-t.C:
 			}
-			if read() <= ceiling {
-				continue
-			}
-			// Garbage counts until it is collected (the CLI collects
-			// rarely, for speed): only what survives a collection is
-			// held.
-			runtime.GC()
-			if read() > ceiling {
+			objects, live, _ := read()
+			if live > start+limit || objects > start+2*limit {
 				over()
 				return
 			}
@@ -95,6 +111,39 @@ func watchHeap(limit uint64, over func()) (stop func()) {
 	return func() {
 		close(done)
 		wg.Wait()
+		restore()
+	}
+}
+
+// memoryLimit is the runtime's soft memory limit as the budgets set it:
+// the lowest any evaluation running asks for, and the process's own
+// again once none runs.
+var memoryLimit struct {
+	sync.Mutex
+	running int
+	own     int64
+}
+
+// lowerMemoryLimit lowers the runtime's soft memory limit to at most n
+// bytes until restore is called.
+func lowerMemoryLimit(n uint64) (restore func()) {
+	memoryLimit.Lock()
+	defer memoryLimit.Unlock()
+	cur := debug.SetMemoryLimit(-1)
+	if memoryLimit.running == 0 {
+		memoryLimit.own = cur
+	}
+	memoryLimit.running++
+	if n < math.MaxInt64 && int64(n) < cur {
+		debug.SetMemoryLimit(int64(n))
+	}
+	return func() {
+		memoryLimit.Lock()
+		defer memoryLimit.Unlock()
+		memoryLimit.running--
+		if memoryLimit.running == 0 {
+			debug.SetMemoryLimit(memoryLimit.own)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -95,9 +96,9 @@ func TestMemoryStopsAPolicyAndNamesIt(t *testing.T) {
 		assert.Equal(t, "package amilint.rules.hog", me.Package)
 		assert.Equal(t, []string{file}, me.Files)
 		assert.Equal(t, "evaluate policies: package amilint.rules.hog ("+file+") ran out of memory: held more than 32MiB of heap (--policy-memory)", err.Error())
-		// One doubling past the budget, and the one under way when the
-		// watchdog saw it: a few budgets, far from the policy's 1 GiB.
-		assert.Less(t, peak, base+16*budget, "peak heap %d MiB over a start of %d MiB", peak>>20, base>>20)
+		// Stopped by about twice the budget (a doubling step is not
+		// interrupted; 1.8 times measured), far from the policy's 1 GiB.
+		assert.Less(t, peak, base+4*budget, "peak heap %d MiB over a start of %d MiB", peak>>20, base>>20)
 	}
 }
 
@@ -123,14 +124,14 @@ findings contains f if {
 	var me *MemoryError
 	require.ErrorAs(t, err, &me)
 	assert.Equal(t, "package amilint.rules.ranges", me.Package)
-	assert.Less(t, peak, base+16*budget, "peak heap %d MiB over a start of %d MiB", peak>>20, base>>20)
+	assert.Less(t, peak, base+4*budget, "peak heap %d MiB over a start of %d MiB", peak>>20, base>>20)
 }
 
 // TestMemoryBudgetCountsWhatIsHeld: the catalog over the DLAMI fixture,
 // with a policy that makes garbage many times the budget in all (a list
 // of 100,000 strings built and dropped 10 times), is not stopped by a
-// budget of 32 MiB although no collection runs on its own: only what the
-// heap still holds after one counts.
+// budget of 32 MiB although the test turned collection off: the budget
+// makes the runtime collect, and only what the heap still holds counts.
 func TestMemoryBudgetCountsWhatIsHeld(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "p/garbage.rego", `package amilint.rules.garbage
@@ -159,14 +160,14 @@ findings contains f if {
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 	after := gcStats()
-	t.Logf("allocated %d MiB, %d forced collections", (after[0]-before[0])>>20, after[1]-before[1])
+	t.Logf("allocated %d MiB, %d collections", (after[0]-before[0])>>20, after[1]-before[1])
 	assert.Greater(t, after[0]-before[0], uint64(4*32<<20), "the policy made less garbage than the test needs")
 	assert.Positive(t, after[1]-before[1], "the budget was never reached: nothing was collected")
 }
 
-// gcStats are the bytes allocated so far and the collections forced.
+// gcStats are the bytes allocated so far and the collections run.
 func gcStats() [2]uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/forced:gc-cycles"}}
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
 	return [2]uint64{s[0].Value.Uint64(), s[1].Value.Uint64()}
 }
@@ -204,3 +205,34 @@ func TestMemoryGarbageIsNoHeadroom(t *testing.T) {
 
 // garbage keeps the compiler from dropping the test's allocations.
 var garbage []byte
+
+// TestMemoryNamesTheTestThatTookIt: of a test holding 1 GiB and a slow
+// one holding little, policy tests under a budget name the first, in
+// whichever order the tester takes them (it runs tests side by side
+// unless a budget is set).
+func TestMemoryNamesTheTestThatTookIt(t *testing.T) {
+	hog := strings.Replace(doubling(), "package amilint.rules.hog", "package hog_test", 1) +
+		"\ntest_hog if count(findings) > 0\n"
+	slow := `package slow_test
+
+test_slow if {
+	every i in numbers.range(1, 1000) {
+		every j in numbers.range(1, 500) {
+			i + j > 0
+		}
+	}
+}
+`
+	for range 3 {
+		res, err := RunTests(context.Background(), []Module{{Name: "hog_test.rego", Source: hog}, {Name: "slow_test.rego", Source: slow}}, Config{Memory: 32 << 20})
+		require.NoError(t, err)
+		var named []string
+		for _, r := range res {
+			var me *MemoryError
+			if errors.As(r.Err, &me) {
+				named = append(named, me.Package)
+			}
+		}
+		assert.Equal(t, []string{"test data.hog_test.test_hog"}, named, "%+v", res)
+	}
+}

@@ -70,7 +70,8 @@ type Config struct {
 	// Timeout bounds one evaluation (--policy-timeout); 0 is no bound.
 	Timeout time.Duration
 	// Memory bounds the heap one evaluation may grow by, in bytes
-	// (--policy-memory); 0 is no bound.
+	// (--policy-memory); 0 is no bound. It is the process's heap:
+	// evaluations running side by side share the budget (memory.go).
 	Memory uint64
 	// Capabilities are the OPA capabilities every policy is compiled
 	// with (--policy-capabilities); nil is Sandbox().
@@ -549,11 +550,15 @@ func (e *Engine) result(ctx context.Context, v ast.Value) (*ast.Term, error) {
 		})
 	}
 	wg.Wait()
+	errs := make([]error, len(outs))
+	for i, o := range outs {
+		errs[i] = o.err
+	}
+	if err := partsFailed(errs); err != nil {
+		return nil, err
+	}
 	union := ast.NewSet()
 	for _, o := range outs {
-		if o.err != nil {
-			return nil, o.err
-		}
 		// Each part binds a union of sets: defined, and a set term.
 		if o.t == nil {
 			return nil, fmt.Errorf("evaluate policies: a part of the catalog gave no set of findings")

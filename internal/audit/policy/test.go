@@ -30,7 +30,9 @@ type TestResult struct {
 // RunTests compiles mods (Rego v1) together with the embedded default
 // policies and runs every test_ rule in-process with OPA's tester, over
 // the data Data(cfg) builds, with cfg's capabilities (the sandbox by
-// default), cfg.Timeout for each test and cfg.Memory for the run. Compile errors are errors;
+// default), cfg.Timeout for each test and cfg.Memory for the run (which
+// then runs the tests one at a time, and stops at the first that runs out
+// of memory). Compile errors are errors;
 // failing tests are results.
 func RunTests(ctx context.Context, mods []Module, cfg Config) ([]TestResult, error) {
 	return RunTestsMatching(ctx, mods, cfg, "")
@@ -72,6 +74,11 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 	if cfg.Timeout > 0 {
 		runner = runner.SetTimeout(cfg.Timeout)
 	}
+	if cfg.Memory > 0 {
+		// The budget is the run's: tests one at a time, so that the one
+		// running when it runs out is the one that took it.
+		runner = runner.SetParallel(1)
+	}
 	ch, err := runner.
 		SetCompiler(comp).
 		SetStore(store).
@@ -103,12 +110,12 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 		}
 		if tr.Err != nil && errors.Is(context.Cause(ctx), ErrMemory) {
 			// The budget cancels the whole run: the test running then
-			// ran out, the ones after it did not run.
+			// ran out, and no test starts after it.
 			if stoppedBy == "" {
 				stoppedBy = tr.Name
-				tr.Err = &MemoryError{Package: "test " + tr.Name, Files: []string{tr.Location}, Limit: cfg.Memory}
+				tr.Err = fmt.Errorf("%w; the tests after it were not run", &MemoryError{Package: "test " + tr.Name, Files: []string{tr.Location}, Limit: cfg.Memory})
 			} else {
-				tr.Err = fmt.Errorf("not run: test %s %w before it", stoppedBy, ErrMemory)
+				tr.Err = fmt.Errorf("stopped: test %s %w before it", stoppedBy, ErrMemory)
 			}
 		}
 		out = append(out, tr)

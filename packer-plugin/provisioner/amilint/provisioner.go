@@ -92,7 +92,8 @@ type Config struct {
 	// How much memory one policy evaluation may hold, for example
 	// `"512MiB"`; past it the audit stops and the build fails naming the
 	// policy package that ran out of memory, instead of the guest's kernel
-	// killing the audit. Defaults to `2GiB`.
+	// killing the audit. Defaults to a quarter of the guest's memory, at
+	// most `2GiB`.
 	PolicyMemory string `mapstructure:"policy_memory"`
 	// An OPA capabilities file on the Packer host (the JSON `opa
 	// capabilities` prints) the policies are compiled with. Without it,
