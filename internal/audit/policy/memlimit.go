@@ -13,9 +13,10 @@ import (
 
 // DefaultMemory is the budget the CLI gives an evaluation unless told
 // otherwise: a quarter of the memory the process may use, at most
-// MaxDefaultMemory. A policy that runs away is then stopped at about half
-// of it (a step of OPA can double what the heap holds before the
-// evaluation stops), short of the kernel killing the process: on a small
+// MaxDefaultMemory. A policy that runs away is then stopped by three
+// quarters of it at most (a step of OPA can double what the heap holds
+// before the evaluation stops), short of the kernel killing the process:
+// on a small
 // Packer guest, in a pod with a memory limit, under a CI runner's cgroup.
 // The catalog holds 6 to 8 KiB a unit (measured with --policy-memory: 16
 // to 20 MiB on 2,500 units, 160 to 200 MiB on 25,000).
@@ -91,8 +92,16 @@ func cgroupLimit(readFile func(string) ([]byte, error)) (uint64, bool) {
 				}
 			}
 		case hasController(f[1], "memory"):
-			take(hierarchicalLimit(readFile, path.Join("/sys/fs/cgroup/memory", p, "memory.stat")))
-			take(readLimit(readFile, path.Join("/sys/fs/cgroup/memory", p, "memory.limit_in_bytes")))
+			// Up to the mount's root: in a container that shares the
+			// host's cgroup namespace (Docker, a kubelet on v1), the path
+			// is the host's and the mount is the container's own cgroup.
+			for dir := p; ; dir = path.Dir(dir) {
+				take(hierarchicalLimit(readFile, path.Join("/sys/fs/cgroup/memory", dir, "memory.stat")))
+				take(readLimit(readFile, path.Join("/sys/fs/cgroup/memory", dir, "memory.limit_in_bytes")))
+				if dir == "/" {
+					break
+				}
+			}
 		}
 	}
 	return best, found

@@ -46,6 +46,11 @@ func TestDefaultMemory(t *testing.T) {
 			"/sys/fs/cgroup/memory/runner/job/memory.limit_in_bytes": "9223372036854771712\n",
 			"/sys/fs/cgroup/memory/runner/job/memory.stat":           "cache 0\nhierarchical_memory_limit 3221225472\ntotal_rss 0\n",
 		}, math.MaxInt64, 768 << 20},
+		"cgroup v1 in a container sharing the host's namespace": {files{
+			"/proc/meminfo": meminfo24G, "/proc/self/cgroup": "4:memory:/docker/0123abcd\n",
+			"/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n",
+			"/sys/fs/cgroup/memory/memory.stat":           "hierarchical_memory_limit 1073741824\n",
+		}, math.MaxInt64, 256 << 20},
 		"cgroup v1 without a limit": {files{
 			"/proc/meminfo": meminfo24G, "/proc/self/cgroup": "4:memory:/\n",
 			"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",

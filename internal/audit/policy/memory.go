@@ -35,9 +35,11 @@ import (
 //     budget whatever a collection would find.
 //
 // A step of OPA is not interrupted: one that doubles what the policy
-// holds (concat of a string with itself) can take the heap to about
-// twice the budget before the evaluation stops. The budget is the
-// process's: evaluations running side by side share it.
+// holds (concat of a string with itself) can take the heap to two or
+// three times the budget before the evaluation stops. The built-ins that
+// can build in one step far more than the policy holds are sized first
+// (amplify.go). The budget is the process's: evaluations running side by
+// side share it.
 
 // MaxDefaultMemory bounds the default budget.
 const MaxDefaultMemory = 2 << 30
@@ -66,10 +68,10 @@ const (
 )
 
 // watchHeap calls over once, from a goroutine of its own, when the heap
-// holds more than limit bytes over what it held when watchHeap was
-// called; stop ends the watch, restores the runtime's memory limit and
-// waits for it.
-func watchHeap(limit uint64, over func()) (stop func()) {
+// holds more than limit bytes over start, what it held when watchHeap
+// was called; stop ends the watch, restores the runtime's memory limit
+// and waits for it.
+func watchHeap(limit uint64, over func()) (start uint64, stop func()) {
 	sample := []metrics.Sample{{Name: heapObjects}, {Name: heapLive}, {Name: runtimeTotal}, {Name: heapReleased}, {Name: heapFree}}
 	// used is what the soft limit bounds, less the free heap: what the
 	// process holds, objects (garbage too), stacks and the runtime's own.
@@ -108,7 +110,7 @@ func watchHeap(limit uint64, over func()) (stop func()) {
 			}
 		}
 	})
-	return func() {
+	return start, func() {
 		close(done)
 		wg.Wait()
 		restore()
@@ -154,7 +156,8 @@ func withMemory(ctx context.Context, limit uint64) (context.Context, context.Can
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := watchHeap(limit, func() { cancel(ErrMemory) })
+	start, stop := watchHeap(limit, func() { cancel(ErrMemory) })
+	ctx = context.WithValue(ctx, heapKey{}, &heapBudget{start: start, limit: limit, over: func() { cancel(ErrMemory) }})
 	return ctx, func() {
 		stop()
 		cancel(nil)

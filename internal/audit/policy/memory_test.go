@@ -236,3 +236,69 @@ test_slow if {
 		assert.Equal(t, []string{"test data.hog_test.test_hog"}, named, "%+v", res)
 	}
 }
+
+// TestMemoryAmplifiersAreSizedFirst: built-ins that build in one call a
+// result far larger than what the policy holds (an array holding one
+// 4 MiB string 64 times) are refused under a 16 MiB budget before they
+// build their 256 MiB, and a sprintf width of 200 million too.
+func TestMemoryAmplifiersAreSizedFirst(t *testing.T) {
+	const budget = 16 << 20
+	for name, expr := range map[string]string{
+		"concat":                    `concat("", [s | some _ in numbers.range(1, 64); s := big])`,
+		"json.marshal":              `json.marshal([s | some _ in numbers.range(1, 64); s := big])`,
+		"json.marshal_with_options": `json.marshal_with_options([s | some _ in numbers.range(1, 64); s := big], {"pretty": true})`,
+		"yaml.marshal":              `yaml.marshal([s | some _ in numbers.range(1, 64); s := big])`,
+		"sprintf":                   `sprintf("%0200000000d", [1])`,
+		"sprintf *":                 `sprintf("%0*d", [200000000, 1])`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			var b strings.Builder
+			b.WriteString("package amilint.rules.amp\n\nbig := s18 if {\n\ts0 := \"0123456789abcdef\"\n")
+			for i := 1; i <= 18; i++ {
+				fmt.Fprintf(&b, "\ts%d := concat(\"\", [s%d, s%d])\n", i, i-1, i-1)
+			}
+			fmt.Fprintf(&b, "}\n\nfindings contains f if {\n\tx := %s\n\tf := {\"rule_id\": \"amp\", \"severity\": \"high\", \"message\": sprintf(\"%%d\", [count(x)])}\n}\n", expr)
+			write(t, dir, "p/amp.rego", b.String())
+			e, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "p")}, Memory: budget})
+			require.NoError(t, err)
+			base := heapNow()
+			stop := peakHeap()
+			_, err = e.Evaluate(context.Background(), map[string]any{})
+			peak := stop()
+			var me *MemoryError
+			require.ErrorAs(t, err, &me)
+			assert.Equal(t, "package amilint.rules.amp", me.Package)
+			assert.Less(t, peak, base+4*budget, "peak heap %d MiB over a start of %d MiB", (peak-base)>>20, base>>20)
+		})
+	}
+}
+
+// TestMemoryLimitIsRestored: the runtime's soft memory limit is the
+// process's own again after an evaluation that ends, one the budget
+// stops, and several side by side.
+func TestMemoryLimitIsRestored(t *testing.T) {
+	const own = 1 << 40
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(own))
+	dir := t.TempDir()
+	write(t, dir, "hog/hog.rego", doublingTo(22))
+	write(t, dir, "ok/ok.rego", "package amilint.rules.ok\n\nfindings contains f if {\n\tf := {\"rule_id\": \"ok\", \"severity\": \"low\", \"message\": \"m\"}\n}\n")
+	hog, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "hog")}, Memory: 8 << 20})
+	require.NoError(t, err)
+	ok, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "ok")}, Memory: 8 << 20})
+	require.NoError(t, err)
+
+	_, err = ok.Evaluate(context.Background(), map[string]any{})
+	require.NoError(t, err)
+	assert.Equal(t, int64(own), debug.SetMemoryLimit(-1), "after an evaluation that ends")
+	_, err = hog.Evaluate(context.Background(), map[string]any{})
+	require.ErrorIs(t, err, ErrMemory)
+	assert.Equal(t, int64(own), debug.SetMemoryLimit(-1), "after one the budget stops")
+	var wg sync.WaitGroup
+	for i := range 4 {
+		e := []*Engine{ok, hog}[i%2]
+		wg.Go(func() { _, _ = e.Evaluate(context.Background(), map[string]any{}) })
+	}
+	wg.Wait()
+	assert.Equal(t, int64(own), debug.SetMemoryLimit(-1), "after four side by side")
+}

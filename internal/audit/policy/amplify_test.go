@@ -1,0 +1,73 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzAmplifierSizes: the size worked out for each wrapped built-in is
+// never below the length of what the built-in then builds, for any value
+// and format (the check must refuse what is too large, never let it
+// through).
+func FuzzAmplifierSizes(f *testing.F) {
+	f.Add(`{"a": [1, "x<y>&\u0001", {"b": null}], "c": true}`, "%v %s %d", ",")
+	f.Add(`["0123456789", "0123456789", 1.5e300]`, "%-20.5v|%+08d|%x", "")
+	f.Add(`"plain"`, "%*d %5s", "--")
+	f.Add(`{"deep": [[[[["x"]]]]], "set": []}`, "%[2]v %[1]v %%", "\t")
+	f.Fuzz(func(t *testing.T, doc, format, delim string) {
+		var x any
+		// Input reaches OPA as JSON, which mends invalid UTF-8: the
+		// operands sized here must be those OPA sees.
+		if !utf8.ValidString(doc) || !utf8.ValidString(format) || !utf8.ValidString(delim) || json.Unmarshal([]byte(doc), &x) != nil || len(doc) > 4096 || len(format) > 64 {
+			return
+		}
+		v, err := ast.InterfaceToValue(x)
+		if err != nil {
+			return
+		}
+		term := ast.NewTerm(v)
+		strs := ast.ArrayTerm(ast.StringTerm(doc), ast.StringTerm(format), ast.StringTerm(delim))
+		for _, c := range []struct {
+			query string
+			ops   []*ast.Term
+		}{
+			{`json.marshal(input.x)`, []*ast.Term{term}},
+			{`json.marshal_with_options(input.x, {"pretty": true, "indent": input.d, "prefix": input.d})`,
+				[]*ast.Term{term, ast.ObjectTerm(ast.Item(ast.StringTerm("pretty"), ast.BooleanTerm(true)), ast.Item(ast.StringTerm("indent"), ast.StringTerm(delim)), ast.Item(ast.StringTerm("prefix"), ast.StringTerm(delim)))}},
+			{`yaml.marshal(input.x)`, []*ast.Term{term}},
+			{`sprintf(input.f, [input.x, 7, input.d])`, []*ast.Term{ast.StringTerm(format), ast.ArrayTerm(term, ast.IntNumberTerm(7), ast.StringTerm(delim))}},
+			{`concat(input.d, input.s)`, []*ast.Term{ast.StringTerm(delim), strs}},
+		} {
+			name := c.query[:len(c.query)-len("(input.x)")]
+			size := amplifiers[builtinName(c.query)](c.ops)
+			if size > 1<<20 {
+				continue // a width of a billion: true, and too slow to build
+			}
+			rs, err := rego.New(rego.Query(c.query), rego.Input(map[string]any{"x": x, "f": format, "d": delim, "s": []string{doc, format, delim}})).Eval(context.Background())
+			if err != nil || len(rs) == 0 || len(rs[0].Expressions) == 0 {
+				continue
+			}
+			out, ok := rs[0].Expressions[0].Value.(string)
+			if !ok {
+				continue
+			}
+			require.GreaterOrEqual(t, size, uint64(len(out)), "%s: %q", name, out)
+		}
+	})
+}
+
+// builtinName is the built-in a query calls first.
+func builtinName(query string) string {
+	for i, c := range query {
+		if c == '(' {
+			return query[:i]
+		}
+	}
+	return query
+}
