@@ -178,7 +178,10 @@ func TestDaemonSet(t *testing.T) {
 	require.NoError(t, err)
 	limit := c.Resources.Limits[corev1.ResourceMemory]
 	assert.Positive(t, n)
-	assert.LessOrEqual(t, int64(n), limit.Value()/4, "--policy-memory within a quarter of the memory limit: a runaway policy is stopped by twice its budget")
+	// A runaway policy is stopped with the heap at up to three times its
+	// budget, on top of the audit's own peak (about 60 MiB on a node of
+	// 1,200 units; 64 MiB assumed).
+	assert.LessOrEqual(t, 3*int64(n)+64<<20, limit.Value(), "three --policy-memory over the audit's 64 MiB fit the memory limit")
 	require.Len(t, c.Env, 1)
 	assert.Equal(t, "POD_IP", c.Env[0].Name)
 	require.NotNil(t, c.Env[0].ValueFrom)
