@@ -58,7 +58,8 @@ type Config struct {
 	// is no bound.
 	PolicyTimeout time.Duration
 	// PolicyMemory bounds the heap each policy evaluation may grow by, in
-	// bytes (--policy-memory); 0 is no bound.
+	// bytes (--policy-memory); 0 is no bound, policy.AutoMemory the
+	// machine's default.
 	PolicyMemory uint64
 	// FactsOnly says the auditor only builds facts documents (the facts
 	// command): New does not start compiling the policies, which would

@@ -43,7 +43,7 @@ func (t *traitFlag) Set(v string) error {
 }
 
 // memoryFlag is --policy-memory: a size as bytesize.Parse reads it, or,
-// unset, policy.DefaultMemory.
+// unset, policy.AutoMemory.
 type memoryFlag struct {
 	n   uint64
 	set bool
@@ -66,7 +66,7 @@ func (m *memoryFlag) bytes() uint64 {
 	if m.set {
 		return m.n
 	}
-	return policy.DefaultMemory()
+	return policy.AutoMemory
 }
 
 // policyFlags choose the knowledge and decisions an audit applies: the

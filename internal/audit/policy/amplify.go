@@ -38,8 +38,13 @@ type heapBudget struct {
 var errTooLarge = errors.New("result over the memory budget")
 
 // room reports whether a result of n bytes keeps the heap within twice
-// the budget.
+// the budget. A result of at most an eighth of the budget is the
+// watchdog's to judge, once it is built: a finding's message asks no
+// reading of the heap.
 func (b *heapBudget) room(n uint64) bool {
+	if n <= b.limit/8 {
+		return true
+	}
 	s := []metrics.Sample{{Name: heapObjects}}
 	metrics.Read(s)
 	held := s[0].Value.Uint64()
@@ -55,7 +60,7 @@ func (b *heapBudget) room(n uint64) bool {
 var amplifiers = map[string]func(ops []*ast.Term) uint64{
 	ast.Concat.Name:                 concatSize,
 	ast.Sprintf.Name:                sprintfSize,
-	ast.JSONMarshal.Name:            func(ops []*ast.Term) uint64 { return newSizer().json(ops[0], 0) },
+	ast.JSONMarshal.Name:            func(ops []*ast.Term) uint64 { return new(sizer).json(ops[0]) },
 	ast.JSONMarshalWithOptions.Name: marshalWithOptionsSize,
 	ast.YAMLMarshal.Name:            yamlSize,
 }
@@ -127,10 +132,10 @@ func sprintfSize(ops []*ast.Term) uint64 {
 	}
 	f, _ := ops[0].Value.(ast.String)
 	n := uint64(len(f))
-	sz := newSizer()
+	sz := new(sizer)
 	if a, ok := ops[1].Value.(*ast.Array); ok {
 		var values uint64
-		a.Foreach(func(t *ast.Term) { values = sat(values, sat(mul(6, sz.json(t, 0)), 32)) })
+		a.Foreach(func(t *ast.Term) { values = sat(values, sat(mul(6, sz.json(t)), 32)) })
 		verbs := uint64(strings.Count(string(f), "%")) + 1
 		n = sat(n, mul(verbs, values))
 		if strings.Contains(string(f), "*") {
@@ -200,9 +205,7 @@ func sat(a, b uint64) uint64 {
 // scalar, its level's indentation on each of its lines, and a final new
 // line.
 func yamlSize(ops []*ast.Term) uint64 {
-	z := newSizer()
-	z.yaml = true
-	return sat(z.json(ops[0], 2), 1)
+	return sat((&sizer{yaml: true}).json(ops[0]), 1)
 }
 
 // marshalWithOptionsSize sizes json.marshal_with_options(x, opts): pretty
@@ -227,22 +230,23 @@ func marshalWithOptionsSize(ops []*ast.Term) uint64 {
 			})
 		}
 	}
-	sz := newSizer()
+	sz := new(sizer)
 	if pretty {
 		sz.line, sz.indent = uint64(len(prefix))+1, uint64(len(indent))
 	}
-	return sz.json(ops[0], 0)
+	return sz.json(ops[0])
 }
 
-// sizer bounds the bytes a term takes written as JSON (or YAML, with
-// indentation per level). A string is scanned for what JSON escapes once
-// however often the term holds it, and a collection is sized once per
-// level however often it is held there: a term that nests references a
-// billion strings deep is sized in the time it takes to walk what it
-// holds.
+// sizer bounds the bytes a term takes written as JSON, or as YAML (two
+// spaces of indentation a level). A long string is scanned for what JSON
+// escapes once however often the term holds it, and a collection is sized
+// once per level however often it is held there: a term that nests
+// references a billion strings deep is sized in the time it takes to walk
+// what it holds. The memos are made on first use: most calls (a finding's
+// message) size a few short strings.
 type sizer struct {
 	line, indent uint64 // per element: a new line and the indentation of each level
-	yaml         bool   // strings as YAML writes them
+	yaml         bool   // strings as YAML writes them, two spaces a level
 	escaped      map[stringKey]uint64
 	sized        map[valueKey]uint64
 }
@@ -257,22 +261,19 @@ type valueKey struct {
 	depth uint64
 }
 
-func newSizer() *sizer {
-	return &sizer{escaped: map[stringKey]uint64{}, sized: map[valueKey]uint64{}}
+// memoFrom is the length from which a string's size is remembered.
+const memoFrom = 1 << 10
+
+func (z *sizer) json(t *ast.Term) uint64 {
+	return sat(z.line, z.size(t.Value, 0))
 }
 
-// json sizes t, with perLevel bytes of indentation a level on top of the
-// sizer's own (YAML's two spaces).
-func (z *sizer) json(t *ast.Term, perLevel uint64) uint64 {
-	return sat(z.line, z.size(t.Value, 0, perLevel))
-}
-
-func (z *sizer) size(v ast.Value, depth, perLevel uint64) uint64 {
+func (z *sizer) size(v ast.Value, depth uint64) uint64 {
 	switch x := v.(type) {
 	case ast.String:
 		if z.yaml {
 			lines := uint64(strings.Count(string(x), "\n"))
-			return sat(mul(4, uint64(len(x))), sat(4, mul(lines, (depth+1)*perLevel+1)))
+			return sat(mul(4, uint64(len(x))), sat(4, mul(lines, (depth+1)*2+1)))
 		}
 		return z.str(string(x))
 	case ast.Number:
@@ -289,18 +290,25 @@ func (z *sizer) size(v ast.Value, depth, perLevel uint64) uint64 {
 	}
 	// An element: its separator, a new line and the indentation of its
 	// level; the closing bracket: its own line.
-	per := sat(1+z.line, (depth+1)*(z.indent+perLevel))
+	level := z.indent
+	if z.yaml {
+		level += 2
+	}
+	per := sat(1+z.line, (depth+1)*level)
 	n := sat(2, per)
 	elem := func(m uint64) { n = sat(n, sat(m, per)) }
 	switch x := v.(type) {
 	case *ast.Array:
-		x.Foreach(func(t *ast.Term) { elem(z.size(t.Value, depth+1, perLevel)) })
+		x.Foreach(func(t *ast.Term) { elem(z.size(t.Value, depth+1)) })
 	case ast.Set:
-		x.Foreach(func(t *ast.Term) { elem(z.size(t.Value, depth+1, perLevel)) })
+		x.Foreach(func(t *ast.Term) { elem(z.size(t.Value, depth+1)) })
 	case ast.Object:
 		x.Foreach(func(key, t *ast.Term) {
-			elem(sat(z.size(key.Value, depth+1, perLevel)+2, z.size(t.Value, depth+1, perLevel)))
+			elem(sat(z.size(key.Value, depth+1)+2, z.size(t.Value, depth+1)))
 		})
+	}
+	if z.sized == nil {
+		z.sized = map[valueKey]uint64{}
 	}
 	z.sized[k] = n
 	return n
@@ -319,6 +327,11 @@ func (z *sizer) str(s string) uint64 {
 			n += 5
 		}
 	}
-	z.escaped[k] = n
+	if len(s) >= memoFrom {
+		if z.escaped == nil {
+			z.escaped = map[stringKey]uint64{}
+		}
+		z.escaped[k] = n
+	}
 	return n
 }

@@ -24,6 +24,19 @@ func DefaultMemory() uint64 {
 	return defaultMemory(os.ReadFile, debug.SetMemoryLimit(-1))
 }
 
+// AutoMemory as Config.Memory is DefaultMemory(), worked out when the
+// policies are prepared: a command that evaluates none (facts) reads no
+// cgroup file for it.
+const AutoMemory = math.MaxUint64
+
+// memoryBudget is the budget Config.Memory names.
+func memoryBudget(m uint64) uint64 {
+	if m == AutoMemory {
+		return DefaultMemory()
+	}
+	return m
+}
+
 func defaultMemory(readFile func(string) ([]byte, error), goLimit int64) uint64 {
 	avail := uint64(math.MaxUint64)
 	if n, ok := memTotal(readFile); ok {
@@ -60,7 +73,8 @@ func memTotal(readFile func(string) ([]byte, error)) (uint64, bool) {
 
 // cgroupLimit is the lowest memory limit of the process's cgroups and
 // their parents, cgroup v2 (memory.max) or v1 (the memory controller's
-// hierarchical_memory_limit), in bytes; false when none is set.
+// hierarchical_memory_limit, which counts the parents'), in bytes; false
+// when none is set.
 func cgroupLimit(readFile func(string) ([]byte, error)) (uint64, bool) {
 	b, err := readFile("/proc/self/cgroup")
 	if err != nil {
@@ -92,12 +106,18 @@ func cgroupLimit(readFile func(string) ([]byte, error)) (uint64, bool) {
 				}
 			}
 		case hasController(f[1], "memory"):
-			// Up to the mount's root: in a container that shares the
-			// host's cgroup namespace (Docker, a kubelet on v1), the path
-			// is the host's and the mount is the container's own cgroup.
+			// hierarchical_memory_limit is already the lowest of the
+			// cgroup's and its parents': the first cgroup found up the
+			// path is enough. Up to the mount's root, since in a container
+			// that shares the host's cgroup namespace (Docker, a kubelet
+			// on v1) the path is the host's and the mount is the
+			// container's own cgroup.
 			for dir := p; ; dir = path.Dir(dir) {
-				take(hierarchicalLimit(readFile, path.Join("/sys/fs/cgroup/memory", dir, "memory.stat")))
-				take(readLimit(readFile, path.Join("/sys/fs/cgroup/memory", dir, "memory.limit_in_bytes")))
+				n, ok := hierarchicalLimit(readFile, path.Join("/sys/fs/cgroup/memory", dir, "memory.stat"))
+				if ok {
+					take(n, true)
+					break
+				}
 				if dir == "/" {
 					break
 				}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // files is a fake /proc and /sys: a path's content, missing otherwise.
@@ -43,18 +45,15 @@ func TestDefaultMemory(t *testing.T) {
 		}, math.MaxInt64, 256 << 20},
 		"cgroup v1: the hierarchical limit": {files{
 			"/proc/meminfo": meminfo24G, "/proc/self/cgroup": "9:name=systemd:/\n4:cpu,memory:/runner/job\n",
-			"/sys/fs/cgroup/memory/runner/job/memory.limit_in_bytes": "9223372036854771712\n",
-			"/sys/fs/cgroup/memory/runner/job/memory.stat":           "cache 0\nhierarchical_memory_limit 3221225472\ntotal_rss 0\n",
+			"/sys/fs/cgroup/memory/runner/job/memory.stat": "cache 0\nhierarchical_memory_limit 3221225472\ntotal_rss 0\n",
 		}, math.MaxInt64, 768 << 20},
 		"cgroup v1 in a container sharing the host's namespace": {files{
 			"/proc/meminfo": meminfo24G, "/proc/self/cgroup": "4:memory:/docker/0123abcd\n",
-			"/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n",
-			"/sys/fs/cgroup/memory/memory.stat":           "hierarchical_memory_limit 1073741824\n",
+			"/sys/fs/cgroup/memory/memory.stat": "hierarchical_memory_limit 1073741824\n",
 		}, math.MaxInt64, 256 << 20},
 		"cgroup v1 without a limit": {files{
 			"/proc/meminfo": meminfo24G, "/proc/self/cgroup": "4:memory:/\n",
-			"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n",
-			"/sys/fs/cgroup/memory/memory.stat":           "hierarchical_memory_limit 9223372036854771712\n",
+			"/sys/fs/cgroup/memory/memory.stat": "hierarchical_memory_limit 9223372036854771712\n",
 		}, math.MaxInt64, MaxDefaultMemory},
 		"GOMEMLIMIT below the rest": {files{"/proc/meminfo": meminfo24G}, 400 << 20, 100 << 20},
 		"nothing readable: the cap": {files{}, math.MaxInt64, MaxDefaultMemory},
@@ -69,6 +68,17 @@ func TestDefaultMemory(t *testing.T) {
 	}
 	assert.LessOrEqual(t, DefaultMemory(), uint64(MaxDefaultMemory))
 	assert.Positive(t, DefaultMemory())
+}
+
+// TestAutoMemory: AutoMemory is the machine's default, worked out when
+// the engine is prepared; other budgets are themselves.
+func TestAutoMemory(t *testing.T) {
+	assert.Equal(t, DefaultMemory(), memoryBudget(AutoMemory))
+	assert.Equal(t, uint64(0), memoryBudget(0))
+	assert.Equal(t, uint64(5<<20), memoryBudget(5<<20))
+	e, err := New(context.Background(), Config{Memory: AutoMemory})
+	require.NoError(t, err)
+	assert.Equal(t, DefaultMemory(), e.budget.memory)
 }
 
 // TestPartsFailed: a budget that stopped both parts of a split evaluation

@@ -156,8 +156,9 @@ func withMemory(ctx context.Context, limit uint64) (context.Context, context.Can
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	start, stop := watchHeap(limit, func() { cancel(ErrMemory) })
-	ctx = context.WithValue(ctx, heapKey{}, &heapBudget{start: start, limit: limit, over: func() { cancel(ErrMemory) }})
+	over := func() { cancel(ErrMemory) }
+	start, stop := watchHeap(limit, over)
+	ctx = context.WithValue(ctx, heapKey{}, &heapBudget{start: start, limit: limit, over: over})
 	return ctx, func() {
 		stop()
 		cancel(nil)

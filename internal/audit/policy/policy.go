@@ -70,8 +70,9 @@ type Config struct {
 	// Timeout bounds one evaluation (--policy-timeout); 0 is no bound.
 	Timeout time.Duration
 	// Memory bounds the heap one evaluation may grow by, in bytes
-	// (--policy-memory); 0 is no bound. It is the process's heap:
-	// evaluations running side by side share the budget (memory.go).
+	// (--policy-memory); 0 is no bound, AutoMemory DefaultMemory(). It is
+	// the process's heap: evaluations running side by side share the
+	// budget (memory.go).
 	Memory uint64
 	// Capabilities are the OPA capabilities every policy is compiled
 	// with (--policy-capabilities); nil is Sandbox().
@@ -301,7 +302,7 @@ func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	query, b := markedQuery(cfg.Query, p.compiler)
-	b.timeout, b.memory = cfg.Timeout, cfg.Memory
+	b.timeout, b.memory = cfg.Timeout, memoryBudget(cfg.Memory)
 	store := newStore(data)
 	prepare := func(query string) (rego.PreparedEvalQuery, error) {
 		pq, err := rego.New(

@@ -68,13 +68,14 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 	}
 	comp := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true).
 		WithCapabilities(caps)
-	ctx, endMemory := withMemory(ctx, cfg.Memory)
+	budget := memoryBudget(cfg.Memory)
+	ctx, endMemory := withMemory(ctx, budget)
 	defer endMemory()
 	runner := tester.NewRunner()
 	if cfg.Timeout > 0 {
 		runner = runner.SetTimeout(cfg.Timeout)
 	}
-	if cfg.Memory > 0 {
+	if budget > 0 {
 		// The budget is the run's: tests one at a time, so that the one
 		// running when it runs out is the one that took it.
 		runner = runner.SetParallel(1)
@@ -113,7 +114,7 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 			// ran out, and no test starts after it.
 			if stoppedBy == "" {
 				stoppedBy = tr.Name
-				tr.Err = fmt.Errorf("%w; the tests after it were not run", &MemoryError{Package: "test " + tr.Name, Files: []string{tr.Location}, Limit: cfg.Memory})
+				tr.Err = fmt.Errorf("%w; the tests after it were not run", &MemoryError{Package: "test " + tr.Name, Files: []string{tr.Location}, Limit: budget})
 			} else {
 				tr.Err = fmt.Errorf("stopped: test %s %w before it", stoppedBy, ErrMemory)
 			}
