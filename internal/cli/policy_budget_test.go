@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,9 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/audit"
+	"github.com/amilint/amilint/internal/audit/policy"
 )
 
 const foreverPolicy = `package amilint.rules.forever
@@ -243,5 +247,25 @@ func TestListenAddr(t *testing.T) {
 		"[fd00::12]:9847": "[fd00::12]:9847", "localhost:9847": "localhost:9847", "junk": "junk",
 	} {
 		assert.Equal(t, want, listenAddr(in), in)
+	}
+}
+
+// TestPolicyMemoryFlag: unset, --policy-memory leaves the budget to the
+// engine (policy.AutoMemory, worked out when the policies are prepared);
+// 0 is no limit; a size is itself.
+func TestPolicyMemoryFlag(t *testing.T) {
+	for args, want := range map[string]uint64{
+		"":                     policy.AutoMemory,
+		"--policy-memory=0":    0,
+		"--policy-memory=64Mi": 64 << 20,
+		"--policy-memory=2GiB": 2 << 30,
+	} {
+		var b budgetFlags
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		b.register(fs)
+		require.NoError(t, fs.Parse(strings.Fields(args)), args)
+		var cfg audit.Config
+		require.NoError(t, b.apply(&cfg), args)
+		assert.Equal(t, want, cfg.PolicyMemory, args)
 	}
 }

@@ -42,31 +42,23 @@ func (t *traitFlag) Set(v string) error {
 	return nil
 }
 
-// memoryFlag is --policy-memory: a size as bytesize.Parse reads it, or,
-// unset, policy.AutoMemory.
-type memoryFlag struct {
-	n   uint64
-	set bool
-}
+// memoryFlag is --policy-memory: a size as bytesize.Parse reads it (at
+// most 2^63 bytes), or, unset, policy.AutoMemory.
+type memoryFlag uint64
 
 func (m *memoryFlag) String() string {
-	if m == nil || !m.set {
+	if m == nil || uint64(*m) == policy.AutoMemory {
 		return ""
 	}
-	return bytesize.Format(m.n)
+	return bytesize.Format(uint64(*m))
 }
 
 func (m *memoryFlag) Set(v string) error {
 	n, err := bytesize.Parse(v)
-	m.n, m.set = n, err == nil
-	return err
-}
-
-func (m *memoryFlag) bytes() uint64 {
-	if m.set {
-		return m.n
+	if err == nil {
+		*m = memoryFlag(n)
 	}
-	return policy.AutoMemory
+	return err
 }
 
 // policyFlags choose the knowledge and decisions an audit applies: the
@@ -89,6 +81,7 @@ type budgetFlags struct {
 
 func (b *budgetFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&b.timeout, "policy-timeout", policy.DefaultTimeout, "stop a policy evaluation after this long (exit 2 naming the package); 0 for no limit")
+	b.memory = policy.AutoMemory
 	fs.Var(&b.memory, "policy-memory", "stop a policy evaluation once it holds more than `SIZE` of memory (512MiB, 2GiB; exit 2 naming the package); 0 for no limit (default: a quarter of the memory the process may use, at most 2GiB)")
 	fs.StringVar(&b.capabilities, "policy-capabilities", "", "OPA capabilities `FILE` (JSON, as `opa capabilities` prints) policies are compiled with; the default leaves out http.send, net.lookup_ip_addr and opa.runtime")
 }
@@ -98,7 +91,7 @@ func (b *budgetFlags) apply(cfg *audit.Config) error {
 	if b.timeout < 0 {
 		return fmt.Errorf("--policy-timeout %s: want 0 (no limit) or more", b.timeout)
 	}
-	cfg.PolicyTimeout, cfg.PolicyMemory = b.timeout, b.memory.bytes()
+	cfg.PolicyTimeout, cfg.PolicyMemory = b.timeout, uint64(b.memory)
 	if b.capabilities != "" {
 		c, err := policy.LoadCapabilities(b.capabilities)
 		if err != nil {
