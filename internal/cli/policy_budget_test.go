@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,4 +270,90 @@ func TestPolicyMemoryFlag(t *testing.T) {
 		require.NoError(t, b.apply(&cfg), args)
 		assert.Equal(t, want, cfg.PolicyMemory, args)
 	}
+}
+
+// templatePolicy loops in one strings.render_template call: a thousand
+// to the fourth iterations that write nothing, which no budget can
+// interrupt.
+const templatePolicy = `package amilint.rules.template
+
+loops := strings.render_template("{{range .a}}{{range $.a}}{{range $.a}}{{range $.a}}{{end}}{{end}}{{end}}{{end}}", {"a": numbers.range(1, 1000)})
+
+findings contains f if {
+	f := {"rule_id": "template", "severity": "high", "message": loops}
+}
+
+test_template if loops == ""
+`
+
+// TestStuckPolicyExitsEveryCommand runs a policy stuck in a built-in call
+// (a Go template that loops) through each command that evaluates
+// policies, as a real process: each exits 2 policy.DefaultStuckAfter
+// after its budget, with one line naming the package, although the call
+// never returns.
+func TestStuckPolicyExitsEveryCommand(t *testing.T) {
+	dir := policyDir(t, "template.rego", templatePolicy)
+	file := filepath.Join(dir, "template.rego")
+	img := materialize(t, "dlami")
+	for _, args := range [][]string{
+		{"scan", img},
+		{"diff", img, img},
+		{"fix", img},
+		{"policy", "test", dir},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			t.Parallel() // each waits policy.DefaultStuckAfter
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := amilintCommand(ctx, t, append(args, "--policy", dir, "--policy-timeout", "200ms")...)
+			if args[0] == "policy" {
+				cmd = amilintCommand(ctx, t, append(args, "--policy-timeout", "200ms")...)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			require.NoError(t, ctx.Err(), "%v did not exit", args)
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "%v", args)
+			assert.Equal(t, ExitError, exit.ExitCode(), "%v: %s", args, stderr.String())
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+			want := "package amilint.rules.template (" + file + ") ran out of time: stopped after 200ms (--policy-timeout); it was still running 5s later, in a built-in call that cannot be interrupted"
+			if args[0] == "policy" {
+				want = "the first test ran out of time: stopped after 200ms (--policy-timeout); it was still running 5s later, in a built-in call that cannot be interrupted"
+			}
+			assert.Contains(t, stderr.String(), want, "%v", args)
+		})
+	}
+}
+
+// TestRunawayPolicyExits: a Go template that writes 64 GB in one call is
+// given up as soon as the heap passes three budgets after the budget
+// stopped it: exit 2 naming the package, the process far from the
+// gigabytes.
+func TestRunawayPolicyExits(t *testing.T) {
+	dir := policyDir(t, "writes.rego", `package amilint.rules.writes
+
+s := concat("", [x | some _ in numbers.range(1, 4096); x := "0123456789abcdef"])
+
+out := strings.render_template("{{range .a}}{{range $.a}}{{$.s}}{{end}}{{end}}", {"a": numbers.range(1, 1000), "s": s})
+
+findings contains f if {
+	f := {"rule_id": "writes", "severity": "high", "message": sprintf("%d", [count(out)])}
+}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := amilintCommand(ctx, t, "scan", materialize(t, "dlami"), "--policy", dir, "--policy-memory", "16MiB", "--policy-timeout", "0")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	require.NoError(t, ctx.Err(), "scan did not exit")
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, ExitError, exit.ExitCode(), stderr.String())
+	assert.Contains(t, stderr.String(), "package amilint.rules.writes ("+filepath.Join(dir, "writes.rego")+") ran out of memory: held more than 16MiB of heap (--policy-memory); it went on allocating once stopped, in a built-in call that cannot be interrupted")
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	require.True(t, ok)
+	t.Logf("peak RSS %d MiB", ru.Maxrss>>10)
+	assert.Less(t, ru.Maxrss<<10, int64(1<<30), "peak RSS")
 }

@@ -20,9 +20,11 @@ import (
 // of their result is worked out from their operands first, and a result
 // that would take the heap past twice the budget (where the watchdog
 // stops any evaluation) is refused as the budget running out, before it
-// is built. Other built-ins grow their result at most a few times over
-// their operands, or check for cancellation as they go (numbers.range,
-// replace).
+// is built: the same holds for bits.lsh, whose result grows with the
+// value of an operand, not its size. Other built-ins grow their result at
+// most a few tens of times over their operands, or check for
+// cancellation as they go (numbers.range, replace); a call that neither
+// ends nor checks is given up (stuck.go).
 
 // heapKey is the context key of an evaluation's heapBudget.
 type heapKey struct{}
@@ -31,6 +33,9 @@ type heapKey struct{}
 type heapBudget struct {
 	start, limit uint64
 	over         func()
+	// runaway is closed when the heap grows on past three budgets after
+	// over (stuck.go).
+	runaway chan struct{}
 }
 
 // errTooLarge is the wrapped built-ins' error: the evaluation is
@@ -63,6 +68,27 @@ var amplifiers = map[string]func(ops []*ast.Term) uint64{
 	ast.JSONMarshal.Name:            func(ops []*ast.Term) uint64 { return new(sizer).json(ops[0]) },
 	ast.JSONMarshalWithOptions.Name: marshalWithOptionsSize,
 	ast.YAMLMarshal.Name:            yamlSize,
+	ast.BitsShiftLeft.Name:          shiftSize,
+}
+
+// shiftSize bounds what bits.lsh(x, s) builds: a number of bitlen(x)+s
+// bits, then its decimal digits (0.3 a bit), and the scratch of writing
+// them: five bytes for every eight bits.
+func shiftSize(ops []*ast.Term) uint64 {
+	if len(ops) < 2 {
+		return 0
+	}
+	x, _ := ops[0].Value.(ast.Number)
+	s, _ := ops[1].Value.(ast.Number)
+	shift, err := strconv.ParseUint(string(s), 10, 64)
+	if err != nil {
+		if strings.HasPrefix(string(s), "-") || s == "" {
+			return 0 // OPA refuses it
+		}
+		shift = math.MaxUint64 // past 64 bits, or not an integer: refused
+	}
+	bits := sat(mul(uint64(len(x)), 4), shift) // a digit is under 4 bits
+	return mul(bits/8+1, 5)
 }
 
 func init() {

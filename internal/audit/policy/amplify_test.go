@@ -3,11 +3,13 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"math/big"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -70,4 +72,27 @@ func builtinName(query string) string {
 		}
 	}
 	return query
+}
+
+// TestShiftSizeCoversTheResult: the size worked out for bits.lsh is never
+// below the number it builds and its decimal digits, for numbers of any
+// sign and length and shifts within and past a machine word.
+func TestShiftSizeCoversTheResult(t *testing.T) {
+	for _, x := range []string{"0", "1", "-5", "255", "123456789012345678901234567890", "-98765432109876543210"} {
+		for _, s := range []string{"0", "1", "7", "63", "64", "65", "1000", "100000"} {
+			rs, err := rego.New(rego.Query("bits.lsh(" + x + ", " + s + ")")).Eval(context.Background())
+			require.NoError(t, err)
+			out, ok := rs[0].Expressions[0].Value.(json.Number)
+			require.True(t, ok, "%T", rs[0].Expressions[0].Value)
+			n, ok := new(big.Int).SetString(string(out), 10)
+			require.True(t, ok, "%s", out)
+			built := uint64(len(out)) + uint64(len(n.Bytes()))
+			size := shiftSize([]*ast.Term{ast.NumberTerm(json.Number(x)), ast.NumberTerm(json.Number(s))})
+			require.GreaterOrEqual(t, size, built, "bits.lsh(%s, %s)", x, s)
+		}
+	}
+	for _, s := range []string{"18446744073709551616", "1e30", "2.5"} {
+		assert.GreaterOrEqual(t, shiftSize([]*ast.Term{ast.IntNumberTerm(1), ast.NumberTerm(json.Number(s))}), uint64(1)<<60, "%s: refused under any budget", s)
+	}
+	assert.Zero(t, shiftSize([]*ast.Term{ast.IntNumberTerm(1), ast.IntNumberTerm(-3)}), "OPA refuses a negative shift itself")
 }

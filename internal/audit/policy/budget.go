@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -174,9 +175,22 @@ func withMark(caps *ast.Capabilities) *ast.Capabilities {
 
 type progressKey struct{}
 
-// progress is what one evaluation is doing (the family markName last
-// named); Evaluate reads it after the evaluation, on the same goroutine.
-type progress struct{ at string }
+// markHook, when set (by tests only), is called at each mark, as a
+// built-in call the evaluation cannot interrupt.
+var markHook atomic.Pointer[func(ctx context.Context, family *ast.Term)]
+
+// progress is what one evaluation is doing: the family markName last
+// named. Evaluate reads it after the evaluation, or while it runs when it
+// is stuck (stuckAfter).
+type progress struct{ at atomic.Pointer[string] }
+
+// running is the family p last named, "" before any.
+func (p *progress) running() string {
+	if s := p.at.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
 
 func markFunction() func(*rego.Rego) {
 	return rego.Function1(&rego.Function{
@@ -186,8 +200,12 @@ func markFunction() func(*rego.Rego) {
 	}, func(bctx rego.BuiltinContext, a *ast.Term) (*ast.Term, error) {
 		if p, ok := bctx.Context.Value(progressKey{}).(*progress); ok {
 			if s, ok := a.Value.(ast.String); ok {
-				p.at = string(s)
+				name := string(s)
+				p.at.Store(&name)
 			}
+		}
+		if hook := markHook.Load(); hook != nil {
+			(*hook)(bctx.Context, a)
 		}
 		return ast.BooleanTerm(true), nil
 	})
@@ -332,7 +350,9 @@ func (b *budget) start(ctx context.Context) (context.Context, context.CancelFunc
 		ctx, endTime = context.WithTimeoutCause(ctx, b.timeout, ErrTimeout)
 	}
 	ctx, endMemory := withMemory(ctx, b.memory)
+	ctx, endGuard := guard(ctx)
 	return ctx, func() {
+		endGuard()
 		endMemory()
 		endTime()
 	}
@@ -344,8 +364,8 @@ func (b *budget) start(ctx context.Context) (context.Context, context.CancelFunc
 func (b *budget) failed(ctx context.Context, err error) error {
 	cause := context.Cause(ctx)
 	pkg := b.whole
-	if p, ok := ctx.Value(progressKey{}).(*progress); ok && p.at != "" {
-		pkg = p.at
+	if p, ok := ctx.Value(progressKey{}).(*progress); ok && p.running() != "" {
+		pkg = p.running()
 	}
 	switch {
 	case b.timeout > 0 && errors.Is(cause, ErrTimeout):
@@ -361,6 +381,19 @@ func (b *budget) failed(ctx context.Context, err error) error {
 // package it was running, and the parts shared it: when several were
 // stopped, the error names each package.
 func partsFailed(errs []error) error {
+	err := joinFailed(errs)
+	// A part given up (stuck.go) makes the whole evaluation given up.
+	for _, e := range errs {
+		var s *StuckError
+		if errors.As(e, &s) && !IsStuck(err) {
+			return &StuckError{Err: err, After: s.After}
+		}
+	}
+	return err
+}
+
+// joinFailed is partsFailed before a part given up is accounted for.
+func joinFailed(errs []error) error {
 	var first error
 	var mems []*MemoryError
 	var times []*TimeoutError

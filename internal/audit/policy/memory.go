@@ -10,6 +10,7 @@ import (
 	"runtime/metrics"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/amilint/amilint/internal/audit/bytesize"
@@ -69,9 +70,12 @@ const (
 
 // watchHeap calls over once, from a goroutine of its own, when the heap
 // holds more than limit bytes over start, what it held when watchHeap
-// was called; stop ends the watch, restores the runtime's memory limit
-// and waits for it.
-func watchHeap(limit uint64, over func()) (start uint64, stop func()) {
+// was called, and then ranAway once if, stopped, it goes on to hold
+// two and a half times limit more (four, garbage included). halt is what
+// the watch calls then, and what stops the evaluation from elsewhere:
+// over, and the runtime's memory limit restored; stop ends the watch,
+// restores the limit and waits for it.
+func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop func()) {
 	sample := []metrics.Sample{{Name: heapObjects}, {Name: heapLive}, {Name: runtimeTotal}, {Name: heapReleased}, {Name: heapFree}}
 	// used is what the soft limit bounds, less the free heap: what the
 	// process holds, objects (garbage too), stacks and the runtime's own.
@@ -92,11 +96,25 @@ func watchHeap(limit uint64, over func()) (start uint64, stop func()) {
 		start, _, used = read()
 	}
 	restore := lowerMemoryLimit(used + limit)
+	// Once the evaluation is stopped, the lowered limit only slows its
+	// unwinding down (the heap is over it, and the collector runs back
+	// to back): the process's own limit is restored then.
+	var relaxed sync.Once
+	relax := func() { relaxed.Do(restore) }
+	var halted atomic.Bool
+	halt = func() {
+		halted.Store(true)
+		over()
+		relax()
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(heapTick)
 		defer t.Stop()
+		// base is the heap when the watch first saw the evaluation
+		// stopped (by the watch, or by a sized built-in refused).
+		var base uint64
 		for {
 			select {
 			case <-done:
@@ -104,16 +122,31 @@ func watchHeap(limit uint64, over func()) (start uint64, stop func()) {
 			case <-t.C:
 			}
 			objects, live, _ := read()
-			if live > start+limit || objects > start+2*limit {
-				over()
+			if base == 0 {
+				if !halted.Load() && (live > start+limit || objects > start+2*limit) {
+					halt()
+				}
+				if halted.Load() {
+					base = max(objects, 1)
+				}
+				continue
+			}
+			// Stopped, and still growing: a built-in call that
+			// cannot be interrupted (stuck.go). A call under way when
+			// the evaluation was stopped may still build up to two
+			// budgets (the most a sized built-in is let build), and
+			// as much garbage on its way; past that, it is not one
+			// of those.
+			if live > base+2*limit+limit/2 || objects > base+4*limit {
+				ranAway()
 				return
 			}
 		}
 	})
-	return start, func() {
+	return start, halt, func() {
 		close(done)
 		wg.Wait()
-		restore()
+		relax()
 	}
 }
 
@@ -156,9 +189,9 @@ func withMemory(ctx context.Context, limit uint64) (context.Context, context.Can
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	over := func() { cancel(ErrMemory) }
-	start, stop := watchHeap(limit, over)
-	ctx = context.WithValue(ctx, heapKey{}, &heapBudget{start: start, limit: limit, over: over})
+	runaway := make(chan struct{})
+	start, halt, stop := watchHeap(limit, func() { cancel(ErrMemory) }, func() { close(runaway) })
+	ctx = context.WithValue(ctx, heapKey{}, &heapBudget{start: start, limit: limit, over: halt, runaway: runaway})
 	return ctx, func() {
 		stop()
 		cancel(nil)

@@ -252,7 +252,9 @@ test_slow if {
 // TestMemoryAmplifiersAreSizedFirst: built-ins that build in one call a
 // result far larger than what the policy holds (an array holding one
 // 4 MiB string 64 times) are refused under a 16 MiB budget before they
-// build their 256 MiB, and a sprintf width of 200 million too.
+// build their 256 MiB, and a sprintf width of 200 million too, and a
+// shift left by two billion bits (a number of 250 MB, then its 600
+// million digits).
 func TestMemoryAmplifiersAreSizedFirst(t *testing.T) {
 	const budget = 16 << 20
 	for name, expr := range map[string]string{
@@ -262,6 +264,7 @@ func TestMemoryAmplifiersAreSizedFirst(t *testing.T) {
 		"yaml.marshal":              `yaml.marshal([s | some _ in numbers.range(1, 64); s := big])`,
 		"sprintf":                   `sprintf("%0200000000d", [1])`,
 		"sprintf *":                 `sprintf("%0*d", [200000000, 1])`,
+		"bits.lsh":                  `sprintf("%d", [bits.lsh(1, 2000000000)])`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

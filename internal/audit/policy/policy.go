@@ -481,7 +481,9 @@ func mergeInto(dst, src map[string]any) error {
 
 // Evaluate evaluates the entry point over input (the facts document, any
 // value with its JSON form, or that form as json.RawMessage) and returns
-// the findings, sorted by rule id, unit and message.
+// the findings, sorted by rule id, unit and message. An evaluation stuck
+// in a built-in call once stopped is given up (IsStuck, stuck.go): the
+// call still runs, and the process should exit.
 func (e *Engine) Evaluate(ctx context.Context, input any) ([]finding.Finding, error) {
 	t, err := e.term(ctx, input)
 	if err != nil {
@@ -576,8 +578,13 @@ func (e *Engine) result(ctx context.Context, v ast.Value) (*ast.Term, error) {
 // partResult is result of one query: its result's term, as it is
 // (keepTerm), nil when it has none.
 func (e *Engine) partResult(ctx context.Context, pq rego.PreparedEvalQuery, v ast.Value) (*ast.Term, error) {
-	rs, err := pq.Eval(ctx, rego.EvalParsedInput(v), rego.EvalGenerateJSON(keepTerm))
+	rs, err := bounded(ctx, func() (rego.ResultSet, error) {
+		return pq.Eval(ctx, rego.EvalParsedInput(v), rego.EvalGenerateJSON(keepTerm))
+	}, func(err error) error { return e.failed(ctx, err) })
 	if err != nil {
+		if IsStuck(err) {
+			return nil, err
+		}
 		return nil, e.failed(ctx, err)
 	}
 	if len(rs) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/tester"
@@ -92,9 +93,18 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 	if err != nil {
 		return nil, fmt.Errorf("compile tests: %w", err)
 	}
+	ctx, endGuard := guard(ctx)
+	defer endGuard()
 	var out []TestResult
 	stoppedBy := ""
-	for r := range ch {
+	for {
+		r, err := nextResult(ctx, ch, cfg.Timeout, out, budget)
+		if err != nil {
+			return out, err
+		}
+		if r == nil {
+			break
+		}
 		tr := TestResult{
 			Name:   r.Package + "." + r.Name,
 			Pass:   r.Pass(),
@@ -125,4 +135,47 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 		return nil, ErrNoTests
 	}
 	return out, nil
+}
+
+// nextResult is the next test result of ch, nil when there is none. The
+// tests are run by OPA's tester, each under the time budget, and all
+// under the memory budget; a test in a built-in call that cannot be
+// interrupted (stuck.go) is given up, as an evaluation is, with a
+// StuckError: when no test ended within timeout and stuckAfter of the
+// last, or once the memory budget's guard gives the run up.
+func nextResult(ctx context.Context, ch <-chan *tester.Result, timeout time.Duration, done []TestResult, budget uint64) (*tester.Result, error) {
+	after := stuckAfter()
+	var idle <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout + after)
+		defer t.Stop()
+		idle = t.C
+	}
+	var given <-chan struct{}
+	sig, _ := ctx.Value(stuckKey{}).(*stuckSignal)
+	if sig != nil {
+		given = sig.c
+	}
+	which := "the first test"
+	if len(done) > 0 {
+		which = "the test after " + done[len(done)-1].Name
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return nil, nil
+		}
+		return r, nil
+	case <-idle:
+		return nil, &StuckError{Err: &TimeoutError{Package: which, Limit: timeout}, After: after}
+	case <-given:
+		s := &StuckError{Err: fmt.Errorf("evaluate policies: %w", context.Cause(ctx)), After: sig.after}
+		if errors.Is(context.Cause(ctx), ErrMemory) {
+			s.Err = &MemoryError{Package: which, Limit: budget}
+		}
+		if sig.ranAway {
+			s.After = 0
+		}
+		return nil, s
+	}
 }
