@@ -82,8 +82,11 @@ func New(audit AuditFunc, interval time.Duration, log *slog.Logger) *Exporter {
 // produces no facts (a policy out of time, an error) is counted as failed
 // and the last good result stays served, marked stale. The audit is
 // bounded (auditTimeout): a collector that hangs, a bus that stopped
-// answering, fails it rather than stall the exporter.
-func (e *Exporter) Refresh(ctx context.Context) {
+// answering, fails it rather than stall the exporter. The error returned
+// is that of an audit given up (policy.IsStuck): a policy's built-in call
+// that cannot be interrupted still runs, and only the process ending
+// stops it.
+func (e *Exporter) Refresh(ctx context.Context) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, e.auditTimeout())
 	defer cancel()
@@ -97,7 +100,7 @@ func (e *Exporter) Refresh(ctx context.Context) {
 	e.err, e.took, e.at = err, took, time.Now()
 	if facts != nil {
 		e.facts, e.findings, e.okAt = facts, fs, e.at
-		return
+		return nil
 	}
 	reason := ReasonError
 	switch {
@@ -116,6 +119,10 @@ func (e *Exporter) Refresh(ctx context.Context) {
 		e.failures = map[string]float64{}
 	}
 	e.failures[reason]++
+	if policy.IsStuck(err) {
+		return err
+	}
+	return nil
 }
 
 // overdue is how old the served result may be before it is marked stale
@@ -131,15 +138,18 @@ func (e *Exporter) auditTimeout() time.Duration { return max(e.overdue(), minAud
 // minAuditTimeout is the least time an audit is given.
 const minAuditTimeout = 10 * time.Second
 
-// Run audits every interval until ctx is done.
-func (e *Exporter) Run(ctx context.Context) {
+// Run audits every interval until ctx is done, or an audit is given up
+// (Refresh), whose error it returns.
+func (e *Exporter) Run(ctx context.Context) error {
 	t := time.NewTicker(e.interval)
 	defer t.Stop()
 	for {
-		e.Refresh(ctx)
+		if err := e.Refresh(ctx); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}
@@ -386,21 +396,28 @@ func (e *Exporter) Serve(ctx context.Context, ln net.Listener, o ServeOptions) e
 		ErrorLog:          slog.NewLogLogger(e.log.Handler(), slog.LevelDebug),
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { e.Run(ctx) })
+	given := make(chan error, 1)
+	wg.Go(func() { given <- e.Run(ctx) })
 	errc := make(chan error, 1)
 	noSocket := false
 	flags := &web.FlagConfig{WebListenAddresses: &[]string{ln.Addr().String()}, WebSystemdSocket: &noSocket, WebConfigFile: &o.WebConfigFile}
 	go func() { errc <- web.Serve(netutil.LimitListener(ln, o.MaxConnections), srv, flags, e.log) }()
-	var err error
+	var err, stuck error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+	case stuck = <-given:
 	}
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer scancel()
 	_ = srv.Shutdown(sctx)
 	cancel()
 	wg.Wait()
+	if stuck != nil {
+		// Serving on would serve a stale result forever beside a core
+		// the policy holds: exit, so that the supervisor restarts it.
+		return fmt.Errorf("stopped serving: %w", stuck)
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	}

@@ -330,3 +330,34 @@ func TestFailedAuditServesTheLastResultStale(t *testing.T) {
 	_, body = get(t, base+"/readyz")
 	assert.Contains(t, string(body), "package amilint.rules.hog ran out of memory")
 }
+
+// TestStuckAuditStopsServing: an audit whose policy was given up (a
+// built-in call that cannot be interrupted still runs) ends Serve with
+// its error after the first audits were served, so that the process
+// exits and its supervisor starts it again; a failure of any other kind
+// keeps it serving.
+func TestStuckAuditStopsServing(t *testing.T) {
+	var audits atomic.Int32
+	stuck := &policy.StuckError{Err: &policy.TimeoutError{Package: "package amilint.rules.template", Limit: time.Second}, After: 2 * time.Second}
+	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) {
+		switch audits.Add(1) {
+		case 1:
+			return &live.Facts{Cgroups: &live.Cgroups{Memory: &cgroup.Memory{Zombies: 7}}}, nil, nil
+		case 2:
+			return nil, nil, fmt.Errorf("evaluate: %w", &policy.TimeoutError{Package: "package amilint.rules.forever", Limit: time.Second})
+		}
+		return nil, nil, fmt.Errorf("evaluate: %w", stuck)
+	}, 20*time.Millisecond, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = e.Serve(ctx, ln, metrics.ServeOptions{})
+	require.NoError(t, ctx.Err(), "Serve did not return")
+	assert.True(t, policy.IsStuck(err), "%v", err)
+	assert.ErrorIs(t, err, policy.ErrTimeout)
+	assert.Contains(t, err.Error(), "stopped serving: evaluate: evaluate policies: package amilint.rules.template ran out of time")
+	assert.Equal(t, int32(3), audits.Load(), "served on after a plain failure, stopped at the stuck one")
+	_, err = net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+	assert.Error(t, err, "the listener is closed")
+}
