@@ -253,6 +253,18 @@ func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*p
 	return p.Engine(ctx, cfg)
 }
 
+// EngineWithout is Engine evaluating the findings of every rule family
+// but those named (policy.Config.Without) instead of the entry point.
+func (a *Auditor) EngineWithout(ctx context.Context, targetName string, families ...string) (*policy.Engine, error) {
+	cfg := a.PolicyConfig(targetName)
+	cfg.Without = families
+	p, err := a.compiled()
+	if err != nil {
+		return nil, err
+	}
+	return p.Engine(ctx, cfg)
+}
+
 // compiled waits for the policies' compilation New started (or starts it,
 // for a FactsOnly auditor).
 func (a *Auditor) compiled() (*policy.Compiled, error) {

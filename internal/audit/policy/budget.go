@@ -230,7 +230,11 @@ type budget struct {
 // mark before each; the families' findings are cached inside the
 // evaluation, so the final data.amilint.findings costs nothing more, and
 // it stays the result (it is the contract, whatever a policy adds to it).
-func markedQuery(query string, c *ast.Compiler) (string, budget) {
+//
+// With without (the keys of rule families under data.amilint.rules), the
+// query "" is instead the union of the findings of every other family,
+// each marked as the entry point's are.
+func markedQuery(query string, without []string, c *ast.Compiler) (string, budget) {
 	b := budget{whole: "query " + query, files: map[string][]string{}}
 	keys := map[string]string{} // family's display name -> its key under data.amilint.rules
 	for name, m := range c.Modules {
@@ -254,6 +258,14 @@ func markedQuery(query string, c *ast.Compiler) (string, budget) {
 	}
 	b.whole = "package amilint"
 	b.keys = keys
+	if len(without) > 0 {
+		maps.DeleteFunc(b.keys, func(_, key string) bool { return slices.Contains(without, key) })
+		q, sets := b.familyClauses(c, slices.Sorted(maps.Keys(b.keys)), "%s")
+		if len(sets) == 0 {
+			sets = []string{"set()"}
+		}
+		return strings.Join(append(q, resultVar+" := "+strings.Join(sets, " | ")), "; "), b
+	}
 	// What a family's findings are does not matter here, only that they
 	// are evaluated, without making the query undefined: count() of a set
 	// of contains rules (always defined, empty or not) does that and

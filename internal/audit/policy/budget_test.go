@@ -142,7 +142,7 @@ findings contains {"rule_id": "other", "severity": "low", "message": "m"}
 			write(t, dir, "p/x.rego", "package amilint.rules.x\n\n"+c.src+"\n")
 			p, err := Load(Config{PolicyDirs: []string{filepath.Join(dir, "p")}})
 			require.NoError(t, err)
-			q, _ := markedQuery("", p.compiler)
+			q, _ := markedQuery("", nil, p.compiler)
 			assert.Equal(t, c.direct, strings.Contains(q, "count(data.amilint.rules.x.findings)"), q)
 			assert.Contains(t, q, "count(data.amilint.rules.other.findings)")
 			e, err := p.Engine(context.Background(), Config{})

@@ -67,6 +67,11 @@ type Config struct {
 	// its value must be a set or array of finding objects (a live audit
 	// evaluates one rule family per query).
 	Query string
+	// Without, with Query empty, evaluates instead of EntryPoint the union
+	// of the findings of every rule family but these (their keys under
+	// data.amilint.rules: "live"), family by family as EntryPoint is, so
+	// that a budget that stops it names the family's package.
+	Without []string
 	// Timeout bounds one evaluation (--policy-timeout); 0 is no bound.
 	Timeout time.Duration
 	// Memory bounds the heap one evaluation may grow by, in bytes
@@ -301,7 +306,7 @@ func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	query, b := markedQuery(cfg.Query, p.compiler)
+	query, b := markedQuery(cfg.Query, cfg.Without, p.compiler)
 	b.timeout, b.memory = cfg.Timeout, memoryBudget(cfg.Memory)
 	store := newStore(data)
 	prepare := func(query string) (rego.PreparedEvalQuery, error) {

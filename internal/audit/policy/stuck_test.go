@@ -195,3 +195,47 @@ func TestPartsFailedKeepsStuck(t *testing.T) {
 	assert.False(t, IsStuck(partsFailed([]error{errors.New("x"), nil})))
 	assert.NoError(t, partsFailed([]error{nil, nil}))
 }
+
+// TestWithoutNamesThePackage: an engine of every family but one is
+// evaluated family by family, so a budget that stops it names the
+// family's package, as the entry point's does (a comprehension over the
+// families named only "query …"); and it leaves the family out.
+func TestWithoutNamesThePackage(t *testing.T) {
+	holdFamily(t, "package amilint.rules.exposure", time.Minute, func(released <-chan struct{}) {
+		select {
+		case <-released:
+		case <-time.After(300 * time.Millisecond):
+		}
+	})
+	e, err := New(context.Background(), Config{Without: []string{"live"}, Timeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	_, _, err = evaluateWithin(t, context.Background(), e)
+	var te *TimeoutError
+	require.ErrorAs(t, err, &te)
+	assert.False(t, IsStuck(err))
+	assert.Equal(t, "package amilint.rules.exposure", te.Package)
+
+	var mu sync.Mutex
+	var marked []string
+	record := func(_ context.Context, fam *ast.Term) {
+		mu.Lock()
+		defer mu.Unlock()
+		marked = append(marked, string(fam.Value.(ast.String)))
+	}
+	markHook.Store(&record)
+	all, err := New(context.Background(), Config{Without: []string{"live"}})
+	require.NoError(t, err)
+	_, err = all.Evaluate(context.Background(), map[string]any{})
+	require.NoError(t, err)
+	mu.Lock()
+	assert.Contains(t, marked, "package amilint.rules.boot")
+	assert.Contains(t, marked, "package amilint.rules.exposure")
+	assert.NotContains(t, marked, "package amilint.rules.live")
+	mu.Unlock()
+
+	none, err := New(context.Background(), Config{Without: []string{"boot", "container_restart", "crash_loop", "exposure", "first_boot", "image", "image_corrupt", "live", "missing_exec", "profile_allowlist", "unneeded"}})
+	require.NoError(t, err)
+	fs, err := none.Evaluate(context.Background(), map[string]any{})
+	require.NoError(t, err)
+	assert.Empty(t, fs)
+}

@@ -100,7 +100,7 @@ func NewHost(ctx context.Context, o Options, cfg audit.Config, targetName string
 		}
 	} else {
 		sp = &split{}
-		if sp.static, err = a.EngineQuery(ctx, targetName, staticQuery); err != nil {
+		if sp.static, err = a.EngineWithout(ctx, targetName, liveFamily); err != nil {
 			return nil, err
 		}
 		if sp.live, err = a.EngineQuery(ctx, targetName, liveQuery); err != nil {
