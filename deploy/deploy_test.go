@@ -180,8 +180,11 @@ func TestDaemonSet(t *testing.T) {
 	assert.Positive(t, n)
 	// A runaway policy is stopped with the heap at up to three times its
 	// budget, on top of the audit's own peak (about 60 MiB on a node of
-	// 1,200 units; 64 MiB assumed).
-	assert.LessOrEqual(t, 3*int64(n)+64<<20, limit.Value(), "three --policy-memory over the audit's 64 MiB fit the memory limit")
+	// 1,200 units; 64 MiB assumed); one stuck in a call that doubles a
+	// buffer (a Go template writing) is given up at up to seven (the
+	// budget, then a buffer of two, then one of four: measured 210 to
+	// 241 MiB under 32Mi, OOM-killed at 192Mi).
+	assert.LessOrEqual(t, 7*int64(n)+64<<20, limit.Value(), "seven --policy-memory over the audit's 64 MiB fit the memory limit")
 	require.Len(t, c.Env, 1)
 	assert.Equal(t, "POD_IP", c.Env[0].Name)
 	require.NotNil(t, c.Env[0].ValueFrom)

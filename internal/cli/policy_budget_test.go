@@ -319,17 +319,47 @@ func TestStuckPolicyExitsEveryCommand(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
 			want := "package amilint.rules.template (" + file + ") ran out of time: stopped after 200ms (--policy-timeout); it was still running 5s later, in a built-in call that cannot be interrupted"
 			if args[0] == "policy" {
-				want = "the first test ran out of time: stopped after 200ms (--policy-timeout); it was still running 5s later, in a built-in call that cannot be interrupted"
+				want = "test data.amilint.rules.template.test_template (" + file + ":9) ran out of time: stopped after 200ms (--policy-timeout); it was still running 5s later, in a built-in call that cannot be interrupted"
 			}
 			assert.Contains(t, stderr.String(), want, "%v", args)
 		})
 	}
 }
 
+// TestStuckPolicyTestWithoutBudget: with no time budget, policy test
+// waits on a test stuck in a call (OPA's own 5 s a test does not apply),
+// and a signal gives it up 5 s later, naming the test.
+func TestStuckPolicyTestWithoutBudget(t *testing.T) {
+	t.Parallel() // it waits policy.DefaultStuckAfter and more
+	dir := policyDir(t, "template.rego", templatePolicy)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := amilintCommand(ctx, t, "policy", "test", dir, "--policy-timeout", "0")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		t.Fatalf("policy test exited with no budget: %v: %s", err, stderr.String())
+	case <-time.After(policy.DefaultStuckAfter + 2*time.Second):
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		assert.Equal(t, ExitError, exit.ExitCode(), stderr.String())
+		assert.Contains(t, stderr.String(), "test data.amilint.rules.template.test_template ("+filepath.Join(dir, "template.rego")+":9) stopped: interrupt signal received; it was still running 5s later, in a built-in call that cannot be interrupted")
+	case <-time.After(time.Minute):
+		t.Fatal("policy test did not exit after a signal")
+	}
+}
+
 // TestRunawayPolicyExits: a Go template that writes 64 GB in one call is
-// given up as soon as the heap passes three budgets after the budget
-// stopped it: exit 2 naming the package, the process far from the
-// gigabytes.
+// given up as soon as, stopped by its budget, it holds two budgets more:
+// exit 2 naming the package, the process far from the gigabytes.
 func TestRunawayPolicyExits(t *testing.T) {
 	dir := policyDir(t, "writes.rego", `package amilint.rules.writes
 

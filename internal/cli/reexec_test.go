@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/signal"
+	"syscall"
 	"testing"
 )
 
@@ -19,7 +21,11 @@ func TestMain(m *testing.M) {
 		os.Setenv("SOURCE_DATE_EPOCH", "1764000000")
 	}
 	if os.Getenv(envAsCLI) == "1" {
-		os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		// As main does: a signal cancels the command.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"math"
+	"math/big"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -22,9 +23,9 @@ import (
 // stops any evaluation) is refused as the budget running out, before it
 // is built: the same holds for bits.lsh, whose result grows with the
 // value of an operand, not its size. Other built-ins grow their result at
-// most a few tens of times over their operands, or check for
-// cancellation as they go (numbers.range, replace); a call that neither
-// ends nor checks is given up (stuck.go).
+// most a few hundred times over their operands, or check for
+// cancellation as they go (numbers.range, replace); a call that goes on
+// once stopped is given up (stuck.go).
 
 // heapKey is the context key of an evaluation's heapBudget.
 type heapKey struct{}
@@ -33,8 +34,8 @@ type heapKey struct{}
 type heapBudget struct {
 	start, limit uint64
 	over         func()
-	// runaway is closed when the heap grows on past three budgets after
-	// over (stuck.go).
+	// runaway is closed when, stopped, the evaluation goes on to hold
+	// two budgets more (watchHeap, stuck.go).
 	runaway chan struct{}
 }
 
@@ -82,10 +83,16 @@ func shiftSize(ops []*ast.Term) uint64 {
 	s, _ := ops[1].Value.(ast.Number)
 	shift, err := strconv.ParseUint(string(s), 10, 64)
 	if err != nil {
-		if strings.HasPrefix(string(s), "-") || s == "" {
+		// 1e3 and 8.0 are integers too, for OPA.
+		f, ok := new(big.Float).SetString(string(s))
+		if !ok || f.Sign() < 0 || !f.IsInt() {
 			return 0 // OPA refuses it
 		}
-		shift = math.MaxUint64 // past 64 bits, or not an integer: refused
+		u, acc := f.Uint64()
+		if acc != big.Exact {
+			u = math.MaxUint64 // past 64 bits: refused
+		}
+		shift = u
 	}
 	bits := sat(mul(uint64(len(x)), 4), shift) // a digit is under 4 bits
 	return mul(bits/8+1, 5)

@@ -384,6 +384,14 @@ func (b *budget) failed(ctx context.Context, err error) error {
 		return &TimeoutError{Package: pkg, Files: b.files[pkg], Limit: b.timeout}
 	case b.memory > 0 && errors.Is(cause, ErrMemory):
 		return &MemoryError{Package: pkg, Files: b.files[pkg], Limit: b.memory}
+	case ctx.Err() != nil:
+		// Stopped by the caller (a signal, an audit's deadline): say
+		// what was running all the same.
+		files := ""
+		if fs := b.files[pkg]; len(fs) > 0 {
+			files = " (" + strings.Join(fs, ", ") + ")"
+		}
+		return fmt.Errorf("evaluate policies: %s%s stopped: %w", pkg, files, context.Cause(ctx))
 	}
 	return fmt.Errorf("evaluate policies: %w", err)
 }
@@ -394,12 +402,20 @@ func (b *budget) failed(ctx context.Context, err error) error {
 // stopped, the error names each package.
 func partsFailed(errs []error) error {
 	err := joinFailed(errs)
-	// A part given up (stuck.go) makes the whole evaluation given up.
+	// A part given up (stuck.go) makes the whole evaluation given up,
+	// named by the budget's error when the budget stopped every part,
+	// else by its own.
 	for _, e := range errs {
 		var s *StuckError
-		if errors.As(e, &s) && !IsStuck(err) {
+		if !errors.As(e, &s) || IsStuck(err) {
+			continue
+		}
+		var me *MemoryError
+		var te *TimeoutError
+		if errors.As(err, &me) || errors.As(err, &te) {
 			return &StuckError{Err: err, After: s.After}
 		}
+		return s
 	}
 	return err
 }

@@ -71,14 +71,18 @@ const (
 // watchHeap calls over once, from a goroutine of its own, when the heap
 // holds more than limit bytes over start, what it held when watchHeap
 // was called, and then ranAway once if, stopped, it goes on to hold
-// two and a half times limit more (four, garbage included). halt is what
-// the watch calls then, and what stops the evaluation from elsewhere:
-// over, and the runtime's memory limit restored; stop ends the watch,
+// two times limit more (three, garbage included). halt is what the watch
+// calls then, and what stops the evaluation from elsewhere: over, and the
+// runtime's memory limit set again from there; stop ends the watch,
 // restores the limit and waits for it.
 func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop func()) {
-	sample := []metrics.Sample{{Name: heapObjects}, {Name: heapLive}, {Name: runtimeTotal}, {Name: heapReleased}, {Name: heapFree}}
 	// used is what the soft limit bounds, less the free heap: what the
 	// process holds, objects (garbage too), stacks and the runtime's own.
+	// Each goroutine reading it has its own samples.
+	samples := func() []metrics.Sample {
+		return []metrics.Sample{{Name: heapObjects}, {Name: heapLive}, {Name: runtimeTotal}, {Name: heapReleased}, {Name: heapFree}}
+	}
+	sample := samples()
 	read := func() (objects, live, used uint64) {
 		metrics.Read(sample)
 		v := func(i int) uint64 { return sample[i].Value.Uint64() }
@@ -95,17 +99,33 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 		runtime.GC()
 		start, _, used = read()
 	}
+	var mu sync.Mutex
 	restore := lowerMemoryLimit(used + limit)
-	// Once the evaluation is stopped, the lowered limit only slows its
-	// unwinding down (the heap is over it, and the collector runs back
-	// to back): the process's own limit is restored then.
-	var relaxed sync.Once
-	relax := func() { relaxed.Do(restore) }
+	// Once the evaluation is stopped, a limit the heap is already over
+	// only slows its unwinding down (the collector runs back to back):
+	// the limit is set again a budget over what the process holds then,
+	// which keeps the collector after the garbage of a call that goes
+	// on allocating (stuck.go), so that what the watch reads is current.
 	var halted atomic.Bool
 	halt = func() {
-		halted.Store(true)
+		if halted.Swap(true) {
+			over()
+			return
+		}
 		over()
-		relax()
+		own := samples()
+		metrics.Read(own)
+		used := own[2].Value.Uint64() - own[3].Value.Uint64() - own[4].Value.Uint64()
+		mu.Lock()
+		defer mu.Unlock()
+		restore()
+		restore = lowerMemoryLimit(used + limit)
+	}
+	release := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		restore()
+		restore = func() {}
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -134,10 +154,10 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 			// Stopped, and still growing: a built-in call that
 			// cannot be interrupted (stuck.go). A call under way when
 			// the evaluation was stopped may still build up to two
-			// budgets (the most a sized built-in is let build), and
-			// as much garbage on its way; past that, it is not one
+			// budgets (the most a sized built-in is let build); past
+			// that, or a budget more with its garbage, it is not one
 			// of those.
-			if live > base+2*limit+limit/2 || objects > base+4*limit {
+			if live > base+2*limit || objects > base+3*limit {
 				ranAway()
 				return
 			}
@@ -146,7 +166,7 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 	return start, halt, func() {
 		close(done)
 		wg.Wait()
-		relax()
+		release()
 	}
 }
 

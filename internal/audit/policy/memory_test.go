@@ -54,6 +54,7 @@ func stopsWithin(t *testing.T, ctx context.Context, e *Engine, budget uint64, pk
 	var me *MemoryError
 	require.ErrorAs(t, err, &me)
 	assert.Equal(t, pkg, me.Package)
+	assert.False(t, IsStuck(err), "stopped, not given up: %v", err)
 	assert.Less(t, peak, base+4*budget, "peak heap %d MiB over a start of %d MiB", (peak-base)>>20, base>>20)
 	return err
 }

@@ -17,7 +17,7 @@ import (
 // number of a billion bits (bits.lsh, *). A goroutine cannot be stopped
 // from outside, so such an evaluation is given up: when it has not
 // returned stuckAfter after its budget stopped it, or at once when it
-// goes on to hold more than two and a half budgets more once stopped, Evaluate returns a StuckError
+// goes on to hold two budgets more once stopped, Evaluate returns a StuckError
 // naming the package as the budget's own error does. The call runs on in
 // its goroutine, holding a core and what it allocates, until the process
 // exits, which is what a caller does with a StuckError: the CLI's commands

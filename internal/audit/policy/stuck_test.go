@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,7 @@ func TestStuckEvaluationIsGivenUp(t *testing.T) {
 // (SIGINT in the CLI) gives a stuck evaluation up the same way.
 func TestStuckCallerCancelIsGivenUp(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "p/stuck.rego", stuckPolicy)
+	file := write(t, dir, "p/stuck.rego", stuckPolicy)
 	holdFamily(t, "package amilint.rules.stuck", 100*time.Millisecond, func(released <-chan struct{}) { <-released })
 	e, err := New(context.Background(), Config{PolicyDirs: []string{filepath.Join(dir, "p")}})
 	require.NoError(t, err)
@@ -116,13 +117,13 @@ func TestStuckCallerCancelIsGivenUp(t *testing.T) {
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.NotErrorIs(t, err, ErrTimeout)
 	assert.NotErrorIs(t, err, ErrMemory)
+	assert.Contains(t, err.Error(), "evaluate policies: package amilint.rules.stuck ("+file+") stopped: context canceled; it was still running 100ms later")
 }
 
 // TestRunawayIsGivenUpAtOnce: a built-in call that goes on allocating
-// once the memory budget stopped it is given up when it holds two and a
-// half budgets more than then, without waiting for stuckAfter (a minute
-// here), and well before it would have held the gigabyte it was heading
-// for.
+// once the memory budget stopped it is given up when it holds two
+// budgets more than then, without waiting for stuckAfter (a minute here),
+// and well before it would have held the gigabyte it was heading for.
 func TestRunawayIsGivenUpAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	file := write(t, dir, "p/stuck.rego", stuckPolicy)
@@ -191,6 +192,12 @@ func TestPartsFailedKeepsStuck(t *testing.T) {
 		assert.True(t, IsStuck(err), "%v", err)
 		assert.ErrorIs(t, err, ErrTimeout)
 	}
+	// A part that failed on its own is not what the stuck part is named by.
+	other := errors.New("evaluate policies: a part of the catalog gave no set of findings")
+	err := partsFailed([]error{other, &StuckError{Err: b, After: time.Second}})
+	assert.True(t, IsStuck(err))
+	assert.ErrorIs(t, err, ErrTimeout)
+	assert.NotErrorIs(t, err, other)
 	assert.False(t, IsStuck(partsFailed([]error{a, b})))
 	assert.False(t, IsStuck(partsFailed([]error{errors.New("x"), nil})))
 	assert.NoError(t, partsFailed([]error{nil, nil}))
@@ -238,4 +245,29 @@ func TestWithoutNamesThePackage(t *testing.T) {
 	fs, err := none.Evaluate(context.Background(), map[string]any{})
 	require.NoError(t, err)
 	assert.Empty(t, fs)
+}
+
+// TestPendingTestsAreNamed: what policy test names when it gives a run
+// up: the tests the filter selected that have no result yet, and where.
+func TestPendingTestsAreNamed(t *testing.T) {
+	mods, err := ParseModules([]Module{{Name: "a.rego", Source: "package p\n\ntest_a if true\n\ntest_b if true\n\nnot_a_test if true\n"}, {Name: "b.rego", Source: "package q\n\ntest_c if true\n"}})
+	require.NoError(t, err)
+	pending := testsOf(mods, "")
+	assert.Equal(t, map[string]string{"data.p.test_a": "a.rego:3", "data.p.test_b": "a.rego:5", "data.q.test_c": "b.rego:3"}, pending)
+	assert.Equal(t, map[string]string{"data.q.test_c": "b.rego:3"}, testsOf(mods, "q\\."))
+	which, files := pendingTests(pending)
+	assert.Equal(t, "one of the tests data.p.test_a, data.p.test_b, data.q.test_c", which)
+	assert.Equal(t, []string{"a.rego:3", "a.rego:5", "b.rego:3"}, files)
+	delete(pending, "data.p.test_a")
+	delete(pending, "data.q.test_c")
+	which, files = pendingTests(pending)
+	assert.Equal(t, "test data.p.test_b", which)
+	assert.Equal(t, []string{"a.rego:5"}, files)
+	many := map[string]string{}
+	for i := range 7 {
+		many[fmt.Sprintf("data.p.test_%d", i)] = "a.rego"
+	}
+	which, files = pendingTests(many)
+	assert.Equal(t, "one of the tests data.p.test_0, data.p.test_1, data.p.test_2, data.p.test_3, data.p.test_4 and 2 more", which)
+	assert.Len(t, files, 5)
 }

@@ -1,9 +1,15 @@
 package policy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -70,12 +76,15 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 	comp := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithEnablePrintStatements(true).
 		WithCapabilities(caps)
 	budget := memoryBudget(cfg.Memory)
+	if budget > 0 {
+		// The budget counts from what the process holds: no garbage.
+		runtime.GC()
+	}
 	ctx, endMemory := withMemory(ctx, budget)
 	defer endMemory()
-	runner := tester.NewRunner()
-	if cfg.Timeout > 0 {
-		runner = runner.SetTimeout(cfg.Timeout)
-	}
+	// OPA's runner gives each test 5 s unless told otherwise; 0 is no
+	// limit here, as for every other evaluation.
+	runner := tester.NewRunner().SetTimeout(cmp.Or(cfg.Timeout, noLimit))
 	if budget > 0 {
 		// The budget is the run's: tests one at a time, so that the one
 		// running when it runs out is the one that took it.
@@ -97,14 +106,16 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 	defer endGuard()
 	var out []TestResult
 	stoppedBy := ""
+	pending := testsOf(parsed, run)
 	for {
-		r, err := nextResult(ctx, ch, cfg.Timeout, out, budget)
+		r, err := nextResult(ctx, ch, cfg.Timeout, pending, budget)
 		if err != nil {
 			return out, err
 		}
 		if r == nil {
 			break
 		}
+		delete(pending, r.Package+"."+r.Name)
 		tr := TestResult{
 			Name:   r.Package + "." + r.Name,
 			Pass:   r.Pass(),
@@ -137,13 +148,46 @@ func RunTestsMatching(ctx context.Context, mods []Module, cfg Config, run string
 	return out, nil
 }
 
+// noLimit is a test's time budget when it has none: a century.
+const noLimit = 100 * 365 * 24 * time.Hour
+
+// testsOf are the tests of mods the filter run selects, as results name
+// them ("data.pkg.test_name"), each with where it is.
+func testsOf(mods map[string]*ast.Module, run string) map[string]string {
+	re, _ := regexp.Compile(run) // RunTests compiled it already
+	out := map[string]string{}
+	for file, m := range mods {
+		for _, r := range m.Rules {
+			ref := r.Head.Ref()
+			if len(ref) == 0 {
+				continue
+			}
+			v, ok := ref[0].Value.(ast.Var)
+			if !ok || !strings.HasPrefix(string(v), tester.TestPrefix) {
+				continue
+			}
+			name := m.Package.Path.String() + "." + string(v)
+			if run != "" && re != nil && !re.MatchString(name) {
+				continue
+			}
+			where := file
+			if r.Location != nil {
+				where = fmt.Sprintf("%s:%d", file, r.Location.Row)
+			}
+			out[name] = where
+		}
+	}
+	return out
+}
+
 // nextResult is the next test result of ch, nil when there is none. The
 // tests are run by OPA's tester, each under the time budget, and all
 // under the memory budget; a test in a built-in call that cannot be
 // interrupted (stuck.go) is given up, as an evaluation is, with a
-// StuckError: when no test ended within timeout and stuckAfter of the
-// last, or once the memory budget's guard gives the run up.
-func nextResult(ctx context.Context, ch <-chan *tester.Result, timeout time.Duration, done []TestResult, budget uint64) (*tester.Result, error) {
+// StuckError naming the tests pending (one of them is the stuck one):
+// when no test ended within timeout and stuckAfter of the last, or once
+// the memory budget's guard gives the run up.
+func nextResult(ctx context.Context, ch <-chan *tester.Result, timeout time.Duration, pending map[string]string, budget uint64) (*tester.Result, error) {
 	after := stuckAfter()
 	var idle <-chan time.Time
 	if timeout > 0 {
@@ -156,10 +200,6 @@ func nextResult(ctx context.Context, ch <-chan *tester.Result, timeout time.Dura
 	if sig != nil {
 		given = sig.c
 	}
-	which := "the first test"
-	if len(done) > 0 {
-		which = "the test after " + done[len(done)-1].Name
-	}
 	select {
 	case r, ok := <-ch:
 		if !ok {
@@ -167,15 +207,40 @@ func nextResult(ctx context.Context, ch <-chan *tester.Result, timeout time.Dura
 		}
 		return r, nil
 	case <-idle:
-		return nil, &StuckError{Err: &TimeoutError{Package: which, Limit: timeout}, After: after}
+		which, files := pendingTests(pending)
+		return nil, &StuckError{Err: &TimeoutError{Package: which, Files: files, Limit: timeout}, After: after}
 	case <-given:
-		s := &StuckError{Err: fmt.Errorf("evaluate policies: %w", context.Cause(ctx)), After: sig.after}
+		which, files := pendingTests(pending)
+		where := ""
+		if len(files) > 0 {
+			where = " (" + strings.Join(files, ", ") + ")"
+		}
+		s := &StuckError{Err: fmt.Errorf("evaluate policies: %s%s stopped: %w", which, where, context.Cause(ctx)), After: sig.after}
 		if errors.Is(context.Cause(ctx), ErrMemory) {
-			s.Err = &MemoryError{Package: which, Limit: budget}
+			s.Err = &MemoryError{Package: which, Files: files, Limit: budget}
 		}
 		if sig.ranAway {
 			s.After = 0
 		}
 		return nil, s
 	}
+}
+
+// pendingTests names the tests without a result: "test NAME", or "one
+// of the tests A, B, …" (five at most), and where they are.
+func pendingTests(pending map[string]string) (string, []string) {
+	names := slices.Sorted(maps.Keys(pending))
+	var files []string
+	for _, n := range names[:min(len(names), 5)] {
+		files = append(files, pending[n])
+	}
+	switch {
+	case len(names) == 0:
+		return "a test", nil
+	case len(names) == 1:
+		return "test " + names[0], files
+	case len(names) <= 5:
+		return "one of the tests " + strings.Join(names, ", "), files
+	}
+	return fmt.Sprintf("one of the tests %s and %d more", strings.Join(names[:5], ", "), len(names)-5), files
 }

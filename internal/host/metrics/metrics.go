@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -87,6 +88,10 @@ func New(audit AuditFunc, interval time.Duration, log *slog.Logger) *Exporter {
 // that cannot be interrupted still runs, and only the process ending
 // stops it.
 func (e *Exporter) Refresh(ctx context.Context) error {
+	// A policy's memory budget counts from what the process holds when
+	// the evaluation starts, garbage included: collect the previous
+	// audit's first (a few milliseconds every interval).
+	runtime.GC()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, e.auditTimeout())
 	defer cancel()
@@ -109,7 +114,7 @@ func (e *Exporter) Refresh(ctx context.Context) error {
 	case errors.Is(err, policy.ErrMemory):
 		reason = ReasonPolicyMemory
 	}
-	if reason != ReasonError {
+	if reason != ReasonError && !policy.IsStuck(err) {
 		// A policy stopped by its budget may have grown the heap by
 		// hundreds of megabytes: hand it back to the node now, not when
 		// the scavenger gets to it.
@@ -413,6 +418,12 @@ func (e *Exporter) Serve(ctx context.Context, ln net.Listener, o ServeOptions) e
 	_ = srv.Shutdown(sctx)
 	cancel()
 	wg.Wait()
+	if stuck == nil {
+		select {
+		case stuck = <-given: // given up as the server stopped
+		default:
+		}
+	}
 	if stuck != nil {
 		// Serving on would serve a stale result forever beside a core
 		// the policy holds: exit, so that the supervisor restarts it.

@@ -107,7 +107,11 @@ func TestWebConfigTLSAndBasicAuth(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	require.Eventually(t, func() bool { code, _ := status("prometheus", "s3cret"); return code == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	// Up, and the first audit done.
+	require.Eventually(t, func() bool {
+		code, body := status("prometheus", "s3cret")
+		return code == http.StatusOK && strings.Contains(body, "amilint_memcg_zombies")
+	}, 30*time.Second, 50*time.Millisecond)
 	code, body := status("prometheus", "s3cret")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "amilint_memcg_zombies 7")
