@@ -107,6 +107,7 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 	// which keeps the collector after the garbage of a call that goes
 	// on allocating (stuck.go), so that what the watch reads is current.
 	var halted atomic.Bool
+	released := false // under mu: the watch is over, the limit restored
 	halt = func() {
 		if halted.Swap(true) {
 			over()
@@ -118,6 +119,9 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 		used := own[2].Value.Uint64() - own[3].Value.Uint64() - own[4].Value.Uint64()
 		mu.Lock()
 		defer mu.Unlock()
+		if released {
+			return // a call given up, halting after the watch ended
+		}
 		restore()
 		restore = lowerMemoryLimit(used + limit)
 	}
@@ -126,6 +130,7 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 		defer mu.Unlock()
 		restore()
 		restore = func() {}
+		released = true
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup

@@ -310,3 +310,15 @@ func TestMemoryLimitIsRestored(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(own), debug.SetMemoryLimit(-1), "after four side by side")
 }
+
+// TestHaltAfterTheWatchLeavesTheLimit: a call given up that halts its
+// budget after the watch ended (the evaluation returned without it)
+// lowers the runtime's memory limit no more.
+func TestHaltAfterTheWatchLeavesTheLimit(t *testing.T) {
+	const own = 1 << 40
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(own))
+	_, halt, stop := watchHeap(8<<20, func() {}, func() {})
+	stop()
+	halt()
+	assert.Equal(t, int64(own), debug.SetMemoryLimit(-1))
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -270,4 +272,20 @@ func TestPendingTestsAreNamed(t *testing.T) {
 	which, files = pendingTests(many)
 	assert.Equal(t, "one of the tests data.p.test_0, data.p.test_1, data.p.test_2, data.p.test_3, data.p.test_4 and 2 more", which)
 	assert.Len(t, files, 5)
+}
+
+// TestPendingTestsAreTheRunnersTests: the tests testsOf finds are the
+// tests OPA's runner reports, by the same names, whatever their form.
+func TestPendingTestsAreTheRunnersTests(t *testing.T) {
+	src := "package p\n\ntest_a if true\n\na.test_b if true\n\ntodo_test_c if true\n\nnot_a_test if true\n"
+	res, err := RunTests(context.Background(), []Module{{Name: "p.rego", Source: src}}, Config{})
+	require.NoError(t, err)
+	mods, err := ParseModules([]Module{{Name: "p.rego", Source: src}})
+	require.NoError(t, err)
+	found := testsOf(mods, "")
+	var reported []string
+	for _, r := range res {
+		reported = append(reported, r.Name)
+	}
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(found)), reported)
 }

@@ -158,23 +158,30 @@ func testsOf(mods map[string]*ast.Module, run string) map[string]string {
 	out := map[string]string{}
 	for file, m := range mods {
 		for _, r := range m.Rules {
-			ref := r.Head.Ref()
-			if len(ref) == 0 {
-				continue
+			// As OPA's runner finds them: the first term of the rule's
+			// ground reference with a test's prefix (a.test_b too).
+			ref := r.Head.Ref().GroundPrefix()
+			for i, term := range ref {
+				var n string
+				switch v := term.Value.(type) {
+				case ast.Var:
+					n = string(v)
+				case ast.String:
+					n = string(v)
+				}
+				if !strings.HasPrefix(n, tester.TestPrefix) && !strings.HasPrefix(n, tester.SkipTestPrefix) {
+					continue
+				}
+				name := m.Package.Path.Extend(ref[:i+1]).String()
+				if run == "" || re == nil || re.MatchString(name) {
+					where := file
+					if r.Location != nil {
+						where = fmt.Sprintf("%s:%d", file, r.Location.Row)
+					}
+					out[name] = where
+				}
+				break
 			}
-			v, ok := ref[0].Value.(ast.Var)
-			if !ok || !strings.HasPrefix(string(v), tester.TestPrefix) {
-				continue
-			}
-			name := m.Package.Path.String() + "." + string(v)
-			if run != "" && re != nil && !re.MatchString(name) {
-				continue
-			}
-			where := file
-			if r.Location != nil {
-				where = fmt.Sprintf("%s:%d", file, r.Location.Row)
-			}
-			out[name] = where
 		}
 	}
 	return out
