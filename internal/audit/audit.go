@@ -246,11 +246,7 @@ func (a *Auditor) Engine(ctx context.Context, targetName string) (*policy.Engine
 func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*policy.Engine, error) {
 	cfg := a.PolicyConfig(targetName)
 	cfg.Query = query
-	p, err := a.compiled()
-	if err != nil {
-		return nil, err
-	}
-	return p.Engine(ctx, cfg)
+	return a.engineOf(ctx, cfg)
 }
 
 // EngineWithout is Engine evaluating the findings of every rule family
@@ -258,6 +254,11 @@ func (a *Auditor) EngineQuery(ctx context.Context, targetName, query string) (*p
 func (a *Auditor) EngineWithout(ctx context.Context, targetName string, families ...string) (*policy.Engine, error) {
 	cfg := a.PolicyConfig(targetName)
 	cfg.Without = families
+	return a.engineOf(ctx, cfg)
+}
+
+// engineOf is the engine of cfg over the compiled policies.
+func (a *Auditor) engineOf(ctx context.Context, cfg policy.Config) (*policy.Engine, error) {
 	p, err := a.compiled()
 	if err != nil {
 		return nil, err

@@ -387,11 +387,7 @@ func (b *budget) failed(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		// Stopped by the caller (a signal, an audit's deadline): say
 		// what was running all the same.
-		files := ""
-		if fs := b.files[pkg]; len(fs) > 0 {
-			files = " (" + strings.Join(fs, ", ") + ")"
-		}
-		return fmt.Errorf("evaluate policies: %s%s stopped: %w", pkg, files, context.Cause(ctx))
+		return fmt.Errorf("evaluate policies: %s stopped: %w", named(pkg, b.files[pkg]), context.Cause(ctx))
 	}
 	return fmt.Errorf("evaluate policies: %w", err)
 }
@@ -482,11 +478,16 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	files := ""
-	if len(e.Files) > 0 {
-		files = " (" + strings.Join(e.Files, ", ") + ")"
+	return fmt.Sprintf("evaluate policies: %s %s: stopped after %s (--policy-timeout)", named(e.Package, e.Files), ErrTimeout, e.Limit)
+}
+
+// named is what an error says was running: pkg, and its files in
+// brackets when known.
+func named(pkg string, files []string) string {
+	if len(files) == 0 {
+		return pkg
 	}
-	return fmt.Sprintf("evaluate policies: %s%s %s: stopped after %s (--policy-timeout)", e.Package, files, ErrTimeout, e.Limit)
+	return pkg + " (" + strings.Join(files, ", ") + ")"
 }
 
 // Unwrap makes errors.Is(err, ErrTimeout) hold.

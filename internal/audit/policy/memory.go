@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,22 +81,22 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 	samples := func() []metrics.Sample {
 		return []metrics.Sample{{Name: heapObjects}, {Name: heapLive}, {Name: runtimeTotal}, {Name: heapReleased}, {Name: heapFree}}
 	}
-	sample := samples()
-	read := func() (objects, live, used uint64) {
+	read := func(sample []metrics.Sample) (objects, live, used uint64) {
 		metrics.Read(sample)
 		v := func(i int) uint64 { return sample[i].Value.Uint64() }
 		return v(0), v(1), v(2) - v(3) - v(4)
 	}
+	sample := samples() // the watch's
 	// The heap at the start counts garbage not collected yet, up to all
 	// it allocated since the last collection; were that garbage the
 	// policy's headroom, a process that collects rarely (the CLI) would
 	// give it several budgets. So when it may exceed a quarter of the
 	// budget, collect first: rare in the CLI (its heap holds megabytes
 	// when the policies run), and cheaper there than the evaluation.
-	start, live, used := read()
+	start, live, used := read(sample)
 	if start > live && start-live > limit/4 {
 		runtime.GC()
-		start, _, used = read()
+		start, _, used = read(sample)
 	}
 	var mu sync.Mutex
 	restore := lowerMemoryLimit(used + limit)
@@ -109,14 +108,11 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 	var halted atomic.Bool
 	released := false // under mu: the watch is over, the limit restored
 	halt = func() {
+		over()
 		if halted.Swap(true) {
-			over()
 			return
 		}
-		over()
-		own := samples()
-		metrics.Read(own)
-		used := own[2].Value.Uint64() - own[3].Value.Uint64() - own[4].Value.Uint64()
+		_, _, used := read(samples())
 		mu.Lock()
 		defer mu.Unlock()
 		if released {
@@ -146,7 +142,7 @@ func watchHeap(limit uint64, over, ranAway func()) (start uint64, halt, stop fun
 				return
 			case <-t.C:
 			}
-			objects, live, _ := read()
+			objects, live, _ := read(sample)
 			if base == 0 {
 				if !halted.Load() && (live > start+limit || objects > start+2*limit) {
 					halt()
@@ -235,11 +231,7 @@ type MemoryError struct {
 }
 
 func (e *MemoryError) Error() string {
-	files := ""
-	if len(e.Files) > 0 {
-		files = " (" + strings.Join(e.Files, ", ") + ")"
-	}
-	return fmt.Sprintf("evaluate policies: %s%s %s: held more than %s of heap (--policy-memory)", e.Package, files, ErrMemory, bytesize.Format(e.Limit))
+	return fmt.Sprintf("evaluate policies: %s %s: held more than %s of heap (--policy-memory)", named(e.Package, e.Files), ErrMemory, bytesize.Format(e.Limit))
 }
 
 // Unwrap makes errors.Is(err, ErrMemory) hold.

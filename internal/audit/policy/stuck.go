@@ -139,9 +139,14 @@ func bounded[T any](ctx context.Context, eval func() (T, error), explain func(er
 	default:
 	}
 	var zero T
-	s := &StuckError{Err: explain(ctx.Err()), After: sig.after}
+	return zero, sig.give(explain(ctx.Err()))
+}
+
+// give is the StuckError of an evaluation the signal gave up, err the
+// error its stop gave.
+func (sig *stuckSignal) give(err error) *StuckError {
 	if sig.ranAway {
-		s.After = 0
+		return &StuckError{Err: err}
 	}
-	return zero, s
+	return &StuckError{Err: err, After: sig.after}
 }

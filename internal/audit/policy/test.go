@@ -173,7 +173,7 @@ func testsOf(mods map[string]*ast.Module, run string) map[string]string {
 					continue
 				}
 				name := m.Package.Path.Extend(ref[:i+1]).String()
-				if run == "" || re == nil || re.MatchString(name) {
+				if re == nil || re.MatchString(name) {
 					where := file
 					if r.Location != nil {
 						where = fmt.Sprintf("%s:%d", file, r.Location.Row)
@@ -218,18 +218,10 @@ func nextResult(ctx context.Context, ch <-chan *tester.Result, timeout time.Dura
 		return nil, &StuckError{Err: &TimeoutError{Package: which, Files: files, Limit: timeout}, After: after}
 	case <-given:
 		which, files := pendingTests(pending)
-		where := ""
-		if len(files) > 0 {
-			where = " (" + strings.Join(files, ", ") + ")"
-		}
-		s := &StuckError{Err: fmt.Errorf("evaluate policies: %s%s stopped: %w", which, where, context.Cause(ctx)), After: sig.after}
 		if errors.Is(context.Cause(ctx), ErrMemory) {
-			s.Err = &MemoryError{Package: which, Files: files, Limit: budget}
+			return nil, sig.give(&MemoryError{Package: which, Files: files, Limit: budget})
 		}
-		if sig.ranAway {
-			s.After = 0
-		}
-		return nil, s
+		return nil, sig.give(fmt.Errorf("evaluate policies: %s stopped: %w", named(which, files), context.Cause(ctx)))
 	}
 }
 
