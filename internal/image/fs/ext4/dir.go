@@ -98,6 +98,10 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 	if f.hints && nblocks > 1 {
 		f.hintBlocks(n, nblocks)
 	}
+	// A directory's blocks are its own, each once (e2fsck: multiply-claimed
+	// blocks): a map naming one block again and again would multiply its
+	// entries by the device's size.
+	seen := map[uint64]bool{}
 	for lblk := uint64(0); lblk < nblocks; {
 		r, err := f.mapBlock(n, lblk)
 		if err != nil {
@@ -106,6 +110,10 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 		cnt := min(r.length, nblocks-lblk)
 		if !r.zero {
 			for i := uint64(0); i < cnt; i++ {
+				if seen[r.phys+i] {
+					return nil, fmt.Errorf("directory %d: block %d mapped twice: %w", n.ino, r.phys+i, ErrCorrupt)
+				}
+				seen[r.phys+i] = true
 				b, err := f.readBlock(r.phys + i)
 				if err != nil {
 					return nil, fmt.Errorf("directory %d: %w", n.ino, err)
@@ -115,6 +123,9 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 				}
 				if out, err = f.parseDirents(b, n.ino, out); err != nil {
 					return nil, err
+				}
+				if len(out) > inodefs.MaxDirents {
+					return nil, fmt.Errorf("directory %d: more than %d entries: %w", n.ino, inodefs.MaxDirents, ErrUnsupported)
 				}
 			}
 		}

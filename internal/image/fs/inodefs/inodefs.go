@@ -68,6 +68,12 @@ type Dirent struct {
 // It is rootfs's bound, so the view and its sources agree.
 const MaxReadFile = rootfs.MaxReadFile
 
+// MaxDirents bounds the entries a reader lists of one directory: they are
+// held in memory, and blocks the disk below maps many times over (a qcow2
+// cluster behind every guest cluster) can make a directory of a few KiB
+// claim as many as the device has room for.
+const MaxDirents = 1 << 20
+
 // ErrTooLarge reports a ReadFile of a file over MaxReadFile bytes. It is
 // rootfs.ErrTooLarge, so callers test one error whatever the source.
 var ErrTooLarge = rootfs.ErrTooLarge
