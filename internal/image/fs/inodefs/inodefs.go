@@ -97,9 +97,13 @@ func ReadFull(r io.ReaderAt, size int64, p []byte, off int64, corrupt error) err
 }
 
 // Cache bounds: directories' parsed entries and inodes, so the view's
-// repeated lookups of the same prefixes do not re-read the image.
+// repeated lookups of the same prefixes do not re-read the image. The
+// entries' bound holds the largest directory a reader lists (MaxDirents)
+// beside the directories above it: a walk looks up every entry of a
+// directory by name from the root, and a directory left out, or dropped
+// by the next lookup of its parent, was listed again for every one.
 const (
-	cacheMaxEntries = 1 << 16
+	cacheMaxEntries = 2 * MaxDirents
 	cacheMaxInodes  = 1 << 12
 )
 
