@@ -55,6 +55,24 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 	end = (end + perDirBlk - 1) &^ (perDirBlk - 1)
 	var out []dirent
 	buf := make([]byte, f.dirBlkSize)
+	// A directory's blocks are its own, each once (xfs_repair: a block
+	// claimed twice): records naming one block again and again would
+	// multiply its entries.
+	seen := map[uint64]bool{}
+	block := func(at int64) error {
+		if seen[uint64(at)] {
+			return fmt.Errorf("directory %d: block %d mapped twice: %w", n.ino, at>>f.blockLog, ErrCorrupt)
+		}
+		seen[uint64(at)] = true
+		var err error
+		if out, err = f.dataBlock(n, buf, at, hasFtype, out); err != nil {
+			return err
+		}
+		if len(out) > inodefs.MaxDirents {
+			return fmt.Errorf("directory %d: more than %d entries: %w", n.ino, inodefs.MaxDirents, ErrUnsupported)
+		}
+		return nil
+	}
 	for lblk := uint64(0); lblk < end; {
 		r, err := f.mapBlock(n, lblk)
 		if err != nil {
@@ -77,7 +95,7 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 				if err := f.readAt(buf, at); err != nil {
 					return nil, fmt.Errorf("directory %d: %w", n.ino, err)
 				}
-				if out, err = f.dataBlock(n, buf, at, hasFtype, out); err != nil {
+				if err := block(at); err != nil {
 					return nil, err
 				}
 			}
@@ -101,7 +119,7 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 				return nil, fmt.Errorf("directory %d: %w", n.ino, err)
 			}
 		}
-		if out, err = f.dataBlock(n, buf, first, hasFtype, out); err != nil {
+		if err := block(first); err != nil {
 			return nil, err
 		}
 		lblk += perDirBlk
