@@ -643,6 +643,11 @@ func (p *parser) body(s *section, depth int) error {
 			if p.next() != "}" {
 				return corruptf("metadata: section %s not closed", key)
 			}
+			if _, dup := s.sections[key]; dup {
+				// Every name in order would load the last section of
+				// that name: one LV of 4096 segments, again and again.
+				return corruptf("metadata: section %s given twice", key)
+			}
 			s.sections[key] = child
 			s.order = append(s.order, key)
 		case "=":

@@ -140,6 +140,15 @@ func TestCorrupt(t *testing.T) {
 					"stripe_count = 2\nstripe_size = 128\n\nstripes = [\n\"pv0\", 0,\n\"pv7\", 0\n]", 1)
 			})
 		}, lvm.ErrUnsupported},
+		{"a section given twice", func(b []byte) []byte {
+			// Each name listed loaded the section of that name again:
+			// 14 KB of "swap{}" before a swap of 4096 segments made
+			// 2002 LVs and allocated 1.7 GB; a 1 MiB metadata area
+			// holds 80,000 of them.
+			return rewrite(t, b, func(s string) string {
+				return strings.Replace(s, "\nswap {", strings.Repeat("\nswap {}", 3)+"\nswap {", 1)
+			})
+		}, nil},
 		{"thin", func(b []byte) []byte {
 			return rewrite(t, b, func(s string) string { return strings.Replace(s, `type = "striped"`, `type = "thin"`, 1) })
 		}, lvm.ErrUnsupported},
