@@ -255,6 +255,8 @@ func openStream(r io.Reader, comp tarfs.Compression, opt Options) (*Archive, err
 	disks := map[string]*Disk{}
 	var ovf []byte
 	ovfName := ""
+	var refs []OVFDisk // ovf's, parsed once
+	var refsErr error
 	a := &Archive{}
 	fail := func(err error) (*Archive, error) {
 		for _, d := range disks {
@@ -287,14 +289,14 @@ func openStream(r io.Reader, comp tarfs.Compression, opt Options) (*Archive, err
 			if ovf, err = io.ReadAll(tr); err != nil {
 				return fail(fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err))
 			}
+			refs, refsErr = ParseOVF(ovf)
 		case IsDiskName(name) && disks[name] == nil:
 			// Which disks an OVA uses is known only from its OVF, which
 			// comes first; a GCE archive's one disk is any disk name.
 			gz := false
 			if ovfName != "" {
-				refs, err := ParseOVF(ovf)
-				if err != nil {
-					return fail(fmt.Errorf("%s: %w", ovfName, err))
+				if refsErr != nil {
+					return fail(fmt.Errorf("%s: %w", ovfName, refsErr))
 				}
 				i := slices.IndexFunc(refs, func(r OVFDisk) bool { return path.Clean(path.Join(path.Dir(ovfName), r.Href)) == name })
 				if i < 0 {

@@ -4,10 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -172,4 +175,37 @@ func FuzzOpen(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOVFParsedOnce: a compressed OVA's OVF descriptor was parsed again
+// for every member with a disk image's name, referenced or not: 200 empty
+// members after a 4 MB descriptor (a 435 KB .ova.gz) took 45 s to open,
+// and an archive holds up to 65,536 members (4 hours).
+func TestOVFParsedOnce(t *testing.T) {
+	var ovf strings.Builder
+	ovf.WriteString(`<Envelope xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1"><References><File ovf:id="f" ovf:href="d.vmdk"/>`)
+	for i := 0; ovf.Len() < maxOVF-100; i++ {
+		fmt.Fprintf(&ovf, `<File ovf:id="x%d" ovf:href="x%d.raw"/>`, i, i)
+	}
+	ovf.WriteString(`</References><DiskSection><Disk ovf:fileRef="f"/></DiskSection></Envelope>`)
+	files := [][2]string{{"x.ovf", ovf.String()}}
+	for i := range 1000 {
+		files = append(files, [2]string{fmt.Sprintf("m%d.raw", i), ""})
+	}
+	b := gz(t, tarOf(t, append(files, [2]string{"d.vmdk", disk()})...))
+	done := make(chan error, 1)
+	scratch := t.TempDir()
+	go func() {
+		a, _, err := Open(bytes.NewReader(b), int64(len(b)), Options{ScratchDir: scratch})
+		if err == nil {
+			a.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("opening a compressed OVA of 1001 disk members took over 30 s")
+	}
 }
