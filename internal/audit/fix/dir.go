@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // Dir is a rootfs.Source over an unpacked image directory that lists
@@ -14,7 +15,6 @@ import (
 // link and never writes.
 type Dir struct {
 	root *os.Root
-	fsys fs.FS
 }
 
 // OpenDir opens the image directory dir.
@@ -23,14 +23,35 @@ func OpenDir(dir string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open image directory: %w", err)
 	}
-	return &Dir{root: r, fsys: r.FS()}, nil
+	return &Dir{root: r}, nil
 }
 
 // Close releases the directory.
 func (d *Dir) Close() error { return d.root.Close() }
 
-// Open opens a name that is not a link.
-func (d *Dir) Open(name string) (fs.File, error) { return d.fsys.Open(name) }
+// Open opens a name that is not a link, for reading. Like rootfs.Dir, it
+// refuses anything but a regular file or a directory: a device node in an
+// image names a host device, and a FIFO would block the open, or a read,
+// forever. O_NONBLOCK keeps the open itself from blocking on a FIFO.
+func (d *Dir) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	return f, nil
+}
 
 // ReadDir lists a directory in readdir order, entries typed as lstat sees them.
 func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {

@@ -1,10 +1,15 @@
 package fix
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -186,4 +191,48 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestPlanHardenScoresWithoutOpeningSpecialFiles: fix --harden scores the
+// planned tree through Dir. A type-level drop-in linked to a FIFO (or a
+// device node) of the image is skipped by the audit's view, and must be
+// skipped here too: opening the FIFO for reading would block forever,
+// and a device node names a host device.
+func TestPlanHardenScoresWithoutOpeningSpecialFiles(t *testing.T) {
+	dir := hardenTree(t)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "etc/fifo"), 0o644))
+	require.NoError(t, syscall.Mknod(filepath.Join(dir, "etc/zero"), syscall.S_IFCHR|0o666, 1<<8|5))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/systemd/system/service.d"), 0o755))
+	require.NoError(t, os.Symlink("/etc/fifo", filepath.Join(dir, "etc/systemd/system/service.d/10-fifo.conf")))
+	require.NoError(t, os.Symlink("/etc/zero", filepath.Join(dir, "etc/systemd/system/service.d/20-zero.conf")))
+	src, err := OpenDir(dir)
+	require.NoError(t, err)
+	defer src.Close()
+
+	_, view := planHarden(t, dir, HardeningFor([]install.UnitFile{{Name: "a.service", State: install.Enabled}}, testCatalog, nil))
+	done := make(chan error, 1)
+	go func() {
+		for _, name := range []string{"etc/zero", "etc/fifo"} {
+			if _, err := src.Open(name); !errors.Is(err, fs.ErrInvalid) {
+				done <- fmt.Errorf("open %s: %v, want %v", name, err, fs.ErrInvalid)
+				return
+			}
+		}
+		rep, err := security.ScoreImage(view, security.Options{Units: []string{"a.service"}})
+		if err == nil && rep.Units[0].Assessment == nil {
+			err = errors.New(rep.Units[0].Error)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		// The goroutine stays blocked in open(2) until the test binary
+		// exits; unblock it so the next tests run.
+		if w, err := os.OpenFile(filepath.Join(dir, "etc/fifo"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("scoring the planned tree blocked opening a FIFO of the image")
+	}
 }
