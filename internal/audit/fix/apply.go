@@ -97,7 +97,7 @@ func (t *Tree) Close() error {
 func (t *Tree) removeLeftovers() error {
 	var errs []error
 	remove := func(name string) {
-		if err := t.root.RemoveAll(name); err != nil {
+		if err := t.removeAll(name); err != nil {
 			errs = append(errs, fmt.Errorf("remove leftover /%s: %w", name, err))
 			return
 		}
@@ -134,6 +134,45 @@ func (t *Tree) removeLeftovers() error {
 		walk(scopes()[0])
 	}
 	return errors.Join(errs...)
+}
+
+// removeAll removes name, a copy or an old tree, and everything below
+// it. A fix run by the image's owner rather than root may meet a
+// directory the owner cannot write (mode 0555 in the image): the copy
+// keeps the modes of the originals, and the old tree is the originals.
+// So when a removal is refused, each directory below name is made
+// writable and searchable by its owner first. Only directories are
+// changed: the files are hard links shared with the tree kept.
+func (t *Tree) removeAll(name string) error {
+	err := t.root.RemoveAll(name)
+	if !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	t.openDirs(name)
+	return t.root.RemoveAll(name)
+}
+
+// openDirs gives the owner rwx on the directory name and every directory
+// below it, never through a link; it stops where it cannot.
+func (t *Tree) openDirs(name string) {
+	fi, err := t.root.Lstat(name)
+	if err != nil || !fi.IsDir() {
+		return
+	}
+	if perm := fi.Mode().Perm(); perm&0o700 != 0o700 {
+		if t.root.Chmod(name, perm|0o700) != nil {
+			return
+		}
+	}
+	ents, err := t.readDir(name)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			t.openDirs(join(name, e.Name()))
+		}
+	}
 }
 
 // readDir lists a directory of the tree, never through a link.
@@ -234,7 +273,7 @@ func (t *Tree) Apply(p *Plan) error {
 			return err
 		}
 		// The tree is as it was: drop the copy.
-		if rerr := t.root.RemoveAll(stage); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		if rerr := t.removeAll(stage); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			err = errors.Join(err, fmt.Errorf("remove /%s: %w", stage, rerr))
 		}
 		return err
@@ -245,7 +284,7 @@ func (t *Tree) Apply(p *Plan) error {
 		return err
 	}
 	if mode == renameExchange {
-		if err := t.root.RemoveAll(stage); err != nil {
+		if err := t.removeAll(stage); err != nil {
 			return fmt.Errorf("apply: changes made; removing the old tree /%s: %w", stage, err)
 		}
 	}
