@@ -53,9 +53,14 @@ func (d *Dir) Open(name string) (fs.File, error) {
 	return f, nil
 }
 
-// ReadDir lists a directory in readdir order, entries typed as lstat sees them.
+// ReadDir lists a directory in readdir order, entries typed as lstat sees
+// them. O_DIRECTORY refuses anything else at once: a FIFO would block the
+// open forever.
 func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
-	f, err := d.root.Open(name)
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}

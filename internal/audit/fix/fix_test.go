@@ -4,7 +4,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -184,4 +186,36 @@ func TestEscapeWritesNothingOutside(t *testing.T) {
 		}
 		assert.Equal(t, hostBefore, snapshot(t, outside))
 	})
+}
+
+// TestPlanWithAFIFOSearchDirectory: a directory of the unit search path
+// that is a FIFO (/run/systemd/system here) is not a directory to list:
+// the audit's view refuses it at once (O_DIRECTORY), and planning over
+// Dir must too, rather than block opening it.
+func TestPlanWithAFIFOSearchDirectory(t *testing.T) {
+	dir, _ := crashTree(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "run/systemd"), 0o755))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "run/systemd/system"), 0o644))
+	src, err := OpenDir(dir)
+	require.NoError(t, err)
+	defer src.Close()
+	type result struct {
+		p   *Plan
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := NewPlan(rootfs.New(src), Disable, []string{"a.service"})
+		done <- result{p, err}
+	}()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		assert.Equal(t, []Change{{Op: OpUnlink, Path: "/etc/systemd/system/multi-user.target.wants/a.service"}}, r.p.Changes)
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(filepath.Join(dir, "run/systemd/system"), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("planning blocked opening a FIFO of the image as a directory")
+	}
 }
