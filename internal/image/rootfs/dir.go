@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
+	"syscall"
 )
 
 // Dir is a Source over a host directory holding an unpacked image root.
@@ -20,7 +23,6 @@ import (
 // A Dir is safe for concurrent use.
 type Dir struct {
 	root *os.Root
-	fsys fs.FS
 	// fast is the openat2 implementation; nil means the os.Root fallback.
 	fast *dirFDs
 }
@@ -46,7 +48,7 @@ func openDir(dir string, fast bool) (*Dir, error) {
 		r.Close()
 		return nil, fmt.Errorf("open image directory: %w", err)
 	}
-	d := &Dir{root: r, fsys: r.FS()}
+	d := &Dir{root: r}
 	if fast {
 		// Any failure (ENOSYS on an old kernel, EPERM under a seccomp
 		// filter that predates openat2) leaves the os.Root fallback.
@@ -73,7 +75,25 @@ func (d *Dir) Open(name string) (fs.File, error) {
 		}
 		return d.fast.open(name)
 	}
-	return d.fsys.Open(name)
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	// As openat2's path: a device node names a host device, and a FIFO
+	// could block a read forever (O_NONBLOCK kept the open from blocking).
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	return f, nil
 }
 
 // ReadDir lists a directory without following links in its entries, sorted
@@ -85,7 +105,22 @@ func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
 		}
 		return d.fast.readDir(name)
 	}
-	return fs.ReadDir(d.fsys, name)
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	// O_NONBLOCK: a FIFO must not block the open; it is then refused
+	// as anything else but a directory is.
+	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.IsDir() {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: syscall.ENOTDIR}
+	}
+	ents, err := f.ReadDir(-1)
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, err
 }
 
 // ReadFile reads a regular file, at most MaxReadFile bytes of it either way.
@@ -96,7 +131,7 @@ func (d *Dir) ReadFile(name string) ([]byte, error) {
 		}
 		return d.fast.readFile(name)
 	}
-	return readFileBounded(d.fsys, name, name)
+	return readFileBounded(d, name, name)
 }
 
 // Lstat describes an entry without following it.
