@@ -145,18 +145,21 @@ type plan struct {
 	gzip  map[string]bool
 }
 
-// planOf decides from the member names (and the OVF descriptor, if any)
-// which members are the disks.
-func planOf(names []string, ovf []byte, ovfName string) (*plan, error) {
+// planOf decides from the member names (and the OVF descriptor's disks,
+// if any, as parseOVF gave them) which members are the disks.
+func planOf(names []string, ovfName string, refs []OVFDisk, refsErr error) (*plan, error) {
 	if ovfName != "" {
-		refs, err := ParseOVF(ovf)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ovfName, err)
+		if refsErr != nil {
+			return nil, fmt.Errorf("%s: %w", ovfName, refsErr)
+		}
+		held := make(map[string]bool, len(names))
+		for _, n := range names {
+			held[n] = true
 		}
 		p := &plan{kind: "ova", gzip: map[string]bool{}}
 		for _, ref := range refs {
-			name := path.Clean(path.Join(path.Dir(ovfName), ref.Href))
-			if !slices.Contains(names, name) {
+			name := memberOf(ovfName, ref)
+			if !held[name] {
 				return nil, fmt.Errorf("%w: %s names %s, which the archive does not hold", ErrCorrupt, ovfName, ref.Href)
 			}
 			p.disks = append(p.disks, name)
@@ -203,7 +206,12 @@ func openPlain(r io.ReaderAt, size int64, opt Options) (*Archive, error) {
 			}
 		}
 	}
-	p, err := planOf(names, ovf, ovfName)
+	var refs []OVFDisk
+	var refsErr error
+	if ovfName != "" {
+		refs, refsErr = parseOVF(ovf)
+	}
+	p, err := planOf(names, ovfName, refs, refsErr)
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +265,7 @@ func openStream(r io.Reader, comp tarfs.Compression, opt Options) (*Archive, err
 	ovfName := ""
 	var refs []OVFDisk // ovf's, parsed once
 	var refsErr error
+	var gzipOf map[string]bool // refs by member name: whether gzip-compressed
 	a := &Archive{}
 	fail := func(err error) (*Archive, error) {
 		for _, d := range disks {
@@ -289,7 +298,11 @@ func openStream(r io.Reader, comp tarfs.Compression, opt Options) (*Archive, err
 			if ovf, err = io.ReadAll(tr); err != nil {
 				return fail(fmt.Errorf("%w: %s: %w", ErrCorrupt, name, err))
 			}
-			refs, refsErr = ParseOVF(ovf)
+			refs, refsErr = parseOVF(ovf)
+			gzipOf = map[string]bool{}
+			for _, r := range refs {
+				gzipOf[memberOf(ovfName, r)] = r.Gzip // the last counts, as in planOf
+			}
 		case IsDiskName(name) && disks[name] == nil:
 			// Which disks an OVA uses is known only from its OVF, which
 			// comes first; a GCE archive's one disk is any disk name.
@@ -298,11 +311,10 @@ func openStream(r io.Reader, comp tarfs.Compression, opt Options) (*Archive, err
 				if refsErr != nil {
 					return fail(fmt.Errorf("%s: %w", ovfName, refsErr))
 				}
-				i := slices.IndexFunc(refs, func(r OVFDisk) bool { return path.Clean(path.Join(path.Dir(ovfName), r.Href)) == name })
-				if i < 0 {
+				var ok bool
+				if gz, ok = gzipOf[name]; !ok {
 					continue
 				}
-				gz = refs[i].Gzip
 			}
 			d, err := toScratch(tr, name, gz, opt)
 			if err != nil {
@@ -314,7 +326,7 @@ func openStream(r io.Reader, comp tarfs.Compression, opt Options) (*Archive, err
 	if _, err := io.Copy(io.Discard, io.LimitReader(zr, 1<<20)); err != nil {
 		return fail(fmt.Errorf("%w: %s: %w", ErrCorrupt, comp, err))
 	}
-	p, err := planOf(names, ovf, ovfName)
+	p, err := planOf(names, ovfName, refs, refsErr)
 	if err != nil {
 		return fail(err)
 	}
@@ -411,6 +423,14 @@ type ovfFile struct {
 	Compression string `xml:"compression,attr"`
 	ChunkSize   string `xml:"chunkSize,attr"`
 }
+
+// memberOf is the archive member an OVF descriptor's disk names.
+func memberOf(ovfName string, ref OVFDisk) string {
+	return path.Clean(path.Join(path.Dir(ovfName), ref.Href))
+}
+
+// parseOVF is ParseOVF, counted by a test.
+var parseOVF = ParseOVF
 
 // ParseOVF lists the files of the disks an OVF descriptor declares, in the
 // order of its DiskSection.

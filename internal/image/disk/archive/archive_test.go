@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -180,32 +179,31 @@ func FuzzOpen(f *testing.F) {
 // TestOVFParsedOnce: a compressed OVA's OVF descriptor was parsed again
 // for every member with a disk image's name, referenced or not: 200 empty
 // members after a 4 MB descriptor (a 435 KB .ova.gz) took 45 s to open,
-// and an archive holds up to 65,536 members (4 hours).
+// and an archive holds up to 65,536 members (4 hours). Each way an OVA is
+// read parses it once.
 func TestOVFParsedOnce(t *testing.T) {
+	parses := 0
+	t.Cleanup(func() { parseOVF = ParseOVF })
+	parseOVF = func(b []byte) ([]OVFDisk, error) {
+		parses++
+		return ParseOVF(b)
+	}
 	var ovf strings.Builder
 	ovf.WriteString(`<Envelope xmlns:ovf="http://schemas.dmtf.org/ovf/envelope/1"><References><File ovf:id="f" ovf:href="d.vmdk"/>`)
-	for i := 0; ovf.Len() < maxOVF-100; i++ {
+	for i := range 100 {
 		fmt.Fprintf(&ovf, `<File ovf:id="x%d" ovf:href="x%d.raw"/>`, i, i)
 	}
 	ovf.WriteString(`</References><DiskSection><Disk ovf:fileRef="f"/></DiskSection></Envelope>`)
 	files := [][2]string{{"x.ovf", ovf.String()}}
-	for i := range 1000 {
+	for i := range 100 {
 		files = append(files, [2]string{fmt.Sprintf("m%d.raw", i), ""})
 	}
-	b := gz(t, tarOf(t, append(files, [2]string{"d.vmdk", disk()})...))
-	done := make(chan error, 1)
-	scratch := t.TempDir()
-	go func() {
-		a, _, err := Open(bytes.NewReader(b), int64(len(b)), Options{ScratchDir: scratch})
-		if err == nil {
-			a.Close()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("opening a compressed OVA of 1001 disk members took over 30 s")
+	tarball := tarOf(t, append(files, [2]string{"d.vmdk", disk()})...)
+	for name, b := range map[string][]byte{"compressed": gz(t, tarball), "plain": tarball} {
+		parses = 0
+		a, _, err := Open(bytes.NewReader(b), int64(len(b)), Options{ScratchDir: t.TempDir()})
+		require.NoError(t, err, name)
+		a.Close()
+		assert.Equal(t, 1, parses, "%s: the OVF of an OVA with 101 disk members", name)
 	}
 }
