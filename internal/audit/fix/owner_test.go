@@ -68,6 +68,7 @@ func asOwner(t *testing.T, mk func(t *testing.T, dir string), body func(t *testi
 	require.NoError(t, err)
 	_, err = io.Copy(dst, src)
 	src.Close()
+	require.NoError(t, err)
 	require.NoError(t, dst.Close())
 	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), ownerEnv+"="+dir)
