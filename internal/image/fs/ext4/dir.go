@@ -60,6 +60,16 @@ func (f *FS) parseDirents(b []byte, dirIno uint64, out []dirent) ([]dirent, erro
 	return out, nil
 }
 
+// maxDirBytes bounds the size of a directory a listing reads. Its blocks
+// may be distinct in the filesystem and still one cluster of a qcow2 disk,
+// which can map millions of guest clusters to one host cluster; blocks
+// holding only deleted entries add nothing to inodefs.MaxDirents' count,
+// so each one read would cost a read and a place in the duplicate check,
+// millions of times over. 256 MiB holds eight times MaxDirents entries of
+// the shortest names; a directory only grows that large from having held
+// millions of files, which a listing would refuse anyway.
+var maxDirBytes int64 = 256 << 20
+
 // readDirents lists directory inode n. An htree directory is read linearly:
 // its leaves are ordinary directory blocks and its index blocks look like
 // one deleted entry spanning the block.
@@ -94,6 +104,9 @@ func (f *FS) readDirents(n *inode) ([]dirent, error) {
 	nblocks := uint64(n.size / f.blockSize)
 	if nblocks > f.blocksCount {
 		return nil, fmt.Errorf("directory %d: %d blocks in a %d-block filesystem: %w", n.ino, nblocks, f.blocksCount, ErrCorrupt)
+	}
+	if n.size > maxDirBytes {
+		return nil, fmt.Errorf("directory %d: %d bytes, more than %d: %w", n.ino, n.size, maxDirBytes, ErrUnsupported)
 	}
 	if f.hints && nblocks > 1 {
 		f.hintBlocks(n, nblocks)

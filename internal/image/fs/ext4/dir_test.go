@@ -128,3 +128,35 @@ func TestDirectoryEntriesBounded(t *testing.T) {
 	_, err = f.ReadDir("d")
 	require.ErrorIs(t, err, ErrUnsupported)
 }
+
+// TestDirectorySizeBounded: blocks of deleted entries count toward no
+// entry bound, so a directory's size is bounded itself (maxDirBytes, made
+// small here): read up to it, refused past it before a block is read.
+func TestDirectorySizeBounded(t *testing.T) {
+	defer func(m int64) { maxDirBytes = m }(maxDirBytes)
+	maxDirBytes = 40 * 4096
+	for _, c := range []struct {
+		blocks int
+		err    error
+	}{{40, nil}, {41, ErrUnsupported}} {
+		b := dirImage(t, "64M", func(f *FS, _ uint32) []uint32 {
+			list := make([]uint32, c.blocks)
+			for i := range list {
+				list[i] = uint32(f.blocksCount) - 16 - uint32(c.blocks) + uint32(i)
+			}
+			return list
+		})
+		cnt := vdisk.NewCounter(bytes.NewReader(b))
+		f, err := Open(cnt, int64(len(b)))
+		require.NoError(t, err)
+		before := cnt.Bytes()
+		ents, err := f.ReadDir("d")
+		if c.err == nil {
+			require.NoError(t, err, "%d blocks", c.blocks)
+			require.Len(t, ents, 341) // every block names the same 341 entries
+			continue
+		}
+		require.ErrorIs(t, err, c.err, "%d blocks", c.blocks)
+		require.Less(t, cnt.Bytes()-before, int64(4096), "%d blocks: read before refusing", c.blocks)
+	}
+}
