@@ -247,6 +247,32 @@ func TestWriteIsIdempotent(t *testing.T) {
 	assert.True(t, os.SameFile(fi1, fi2))
 }
 
+// TestWriteOverASparseFile: a file already where a drop-in goes is read
+// only when it has the drop-in's size; a sparse file of a terabyte there
+// was read whole before it was replaced.
+func TestWriteOverASparseFile(t *testing.T) {
+	dir, _ := crashTree(t)
+	f := filepath.Join(dir, "etc/systemd/system/a.service.d/x.conf")
+	require.NoError(t, os.MkdirAll(filepath.Dir(f), 0o755))
+	h, err := os.Create(f)
+	require.NoError(t, err)
+	require.NoError(t, h.Truncate(1<<40))
+	require.NoError(t, h.Close())
+	done := make(chan error, 1)
+	go func() {
+		done <- Apply(dir, &Plan{Changes: []Change{{Op: OpWrite, Path: "/etc/systemd/system/a.service.d/x.conf", Content: "[Service]\n"}}})
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("still reading the sparse file a minute later")
+	}
+	b, err := os.ReadFile(f)
+	require.NoError(t, err)
+	assert.Equal(t, "[Service]\n", string(b))
+}
+
 // TestOpenRemovesLeftoversAndLocks: Open removes the copies and old trees
 // of killed runs and the temporary links older versions made, and a
 // second Open of the same directory fails while the first holds it.
