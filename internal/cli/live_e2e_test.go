@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -335,13 +336,29 @@ func TestE2ELive(t *testing.T) {
 	require.Eventually(t, func() bool { initPID = childOf(nspawn.Process.Pid); return initPID > 0 },
 		30*time.Second, 100*time.Millisecond, "the container's init appears")
 	// is-system-running --wait answers "offline" until the bus is up.
-	var state string
-	require.Eventually(t, func() bool {
+	// The last answer; the condition may still run when Eventually gives up.
+	var last atomic.Value
+	last.Store("")
+	if !assert.Eventually(t, func() bool {
 		out, _ := run(ctx, 90*time.Second, "nsenter", "-t", strconv.Itoa(initPID), "-a",
 			"systemctl", "is-system-running", "--wait")
-		state = strings.TrimSpace(out)
+		state := strings.TrimSpace(out)
+		last.Store(state)
 		return state == "running" || state == "degraded"
-	}, 240*time.Second, 500*time.Millisecond, "systemd finishes booting")
+	}, 240*time.Second, 500*time.Millisecond, "systemd finishes booting") {
+		// What the boot waits on: the console shows little once journald
+		// runs, so ask the container's systemd.
+		for _, args := range [][]string{
+			{"systemctl", "list-jobs", "--no-pager"},
+			{"systemctl", "--failed", "--no-pager"},
+			{"journalctl", "-b", "--no-pager", "-n", "80"},
+		} {
+			out, err := run(ctx, 20*time.Second, "nsenter", append([]string{"-t", strconv.Itoa(initPID), "-a"}, args...)...)
+			t.Logf("in the container (last state %q), %s (%v):\n%s", last.Load(), strings.Join(args, " "), err, tail(out, 6000))
+		}
+		t.FailNow()
+	}
+	state := last.Load().(string)
 	phase("booted: " + state)
 
 	inside := func(args ...string) (int, string) {
