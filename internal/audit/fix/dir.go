@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"syscall"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
 // Dir is a rootfs.Source over an unpacked image directory that lists
@@ -29,47 +30,23 @@ func OpenDir(dir string) (*Dir, error) {
 // Close releases the directory.
 func (d *Dir) Close() error { return d.root.Close() }
 
-// Open opens a name that is not a link, for reading. Like rootfs.Dir, it
-// refuses anything but a regular file or a directory: a device node in an
-// image names a host device, and a FIFO would block the open, or a read,
-// forever. O_NONBLOCK keeps the open itself from blocking on a FIFO.
+// Open opens a name that is not a link, for reading. As rootfs.Dir, it
+// refuses anything but a regular file or a directory (rootfs.OpenIn): a
+// device node in an image names a host device, and a FIFO would block.
 func (d *Dir) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if t := fi.Mode().Type(); t != 0 && t != fs.ModeDir {
-		f.Close()
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
-	}
-	return f, nil
+	return rootfs.OpenIn(d.root, name)
 }
 
 // ReadDir lists a directory in readdir order, entries typed as lstat sees
-// them. O_DIRECTORY refuses anything else at once: a FIFO would block the
-// open forever.
+// them; anything else is ENOTDIR, never opened for reading.
 func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
 	}
-	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	ents, err := f.ReadDir(-1)
-	if err != nil {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: err}
-	}
-	return ents, nil
+	return rootfs.ReadDirIn(d.root, name)
 }
 
 // Lstat describes an entry without following it.

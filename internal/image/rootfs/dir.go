@@ -69,21 +69,38 @@ func (d *Dir) Close() error {
 
 // Open opens a name that is not a link.
 func (d *Dir) Open(name string) (fs.File, error) {
-	if d.fast != nil {
-		if !fs.ValidPath(name) {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
-		}
-		return d.fast.open(name)
-	}
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if d.fast != nil {
+		return d.fast.open(name)
+	}
+	return OpenIn(d.root, name)
+}
+
+// ReadDir lists a directory without following links in its entries, sorted
+// by name.
+func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	if d.fast != nil {
+		return d.fast.readDir(name)
+	}
+	ents, err := ReadDirIn(d.root, name)
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, err
+}
+
+// OpenIn opens name (an io/fs name, not a link) under root for reading,
+// as the openat2 path does: a regular file or a directory, nothing else.
+// A device node in an image names a host device, and a FIFO would block a
+// read forever; O_NONBLOCK keeps the open itself from blocking on one.
+func OpenIn(root *os.Root, name string) (*os.File, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
-	// As openat2's path: a device node names a host device, and a FIFO
-	// could block a read forever (O_NONBLOCK kept the open from blocking).
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -96,21 +113,11 @@ func (d *Dir) Open(name string) (fs.File, error) {
 	return f, nil
 }
 
-// ReadDir lists a directory without following links in its entries, sorted
-// by name.
-func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
-	if d.fast != nil {
-		if !fs.ValidPath(name) {
-			return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
-		}
-		return d.fast.readDir(name)
-	}
-	if !fs.ValidPath(name) {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
-	}
-	// O_NONBLOCK: a FIFO must not block the open; it is then refused
-	// as anything else but a directory is.
-	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+// ReadDirIn lists the directory name under root in readdir order, entries
+// typed as lstat sees them; anything but a directory is ENOTDIR, opened
+// without blocking and never read.
+func ReadDirIn(root *os.Root, name string) ([]fs.DirEntry, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -119,8 +126,10 @@ func (d *Dir) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: syscall.ENOTDIR}
 	}
 	ents, err := f.ReadDir(-1)
-	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return ents, err
+	if err != nil {
+		return ents, &fs.PathError{Op: "readdir", Path: name, Err: err}
+	}
+	return ents, nil
 }
 
 // ReadFile reads a regular file, at most MaxReadFile bytes of it either way.
