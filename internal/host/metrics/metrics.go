@@ -196,6 +196,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		for i, l := range labels {
+			labels[i] = label(l)
+		}
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	gauge(descDuration, e.took.Seconds())
@@ -236,8 +239,15 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 			gauge(descSuspect, 1, c.Suspect)
 		}
 		if u := c.Unified; u != nil {
+			seen := map[string]bool{}
 			for _, s := range u.Subtrees {
-				gauge(descDying, float64(s.Dying), s.Path)
+				// Two names may read the same once valid UTF-8: the
+				// first (most dying) is kept, as a duplicate would fail
+				// the scrape.
+				if p := label(s.Path); !seen[p] {
+					seen[p] = true
+					gauge(descDying, float64(s.Dying), p)
+				}
 			}
 		}
 	}
@@ -262,9 +272,14 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 				gauge(descBusy, v, cpu, mode)
 			}
 		}
+		seen := map[[2]string]bool{}
 		for _, n := range r.NICs {
 			for _, c := range n.Cores {
-				gauge(descNICCore, 1, n.Name, strconv.Itoa(c))
+				k := [2]string{label(n.Name), strconv.Itoa(c)}
+				if !seen[k] {
+					seen[k] = true
+					gauge(descNICCore, 1, k[0], k[1])
+				}
 			}
 		}
 	}
@@ -278,6 +293,11 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		gauge(descFindings, float64(n), k[0], k[1])
 	}
 }
+
+// label makes s a label value: Prometheus refuses one that is not valid
+// UTF-8, and that fails the whole scrape. Cgroup and network device names
+// are bytes, not text (a user may mkdir any name in a delegated subtree).
+func label(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // Healthy says whether the last audit ran within three intervals and
 // produced facts.

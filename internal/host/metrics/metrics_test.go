@@ -241,3 +241,24 @@ func TestReadyzNamesAFailingCollector(t *testing.T) {
 		return code == http.StatusOK
 	}, 10*time.Second, 20*time.Millisecond, "ready once the collector works")
 }
+
+// TestLabelsFromHostileNames: cgroup and network device names are bytes,
+// not text (a user may mkdir any name in a delegated subtree). A label
+// value that is not valid UTF-8, or two that read the same once made
+// valid, must not fail the whole scrape.
+func TestLabelsFromHostileNames(t *testing.T) {
+	facts := &live.Facts{
+		Cgroups: &live.Cgroups{Unified: &cgroup.Unified{Mount: "/sys/fs/cgroup", Dying: 9, Subtrees: []cgroup.Subtree{
+			{Path: "user.slice/a\xff", Dying: 5}, {Path: "user.slice/a\xfe", Dying: 4}, {Path: "system.slice", Dying: 2}}},
+			Suspect: "a\xff.service"},
+		CPU: &cpu.Report{Cores: []cpu.Core{{CPU: 0}}, NICs: []cpu.NIC{{Name: "eth\xff", Cores: []int{0}}, {Name: "eth\xfe", Cores: []int{0}}}},
+	}
+	e := metrics.New(func(ctx context.Context) (*live.Facts, []finding.Finding, error) { return facts, nil, nil }, time.Hour, nil)
+	base := serve(t, e)
+	waitHealthy(t, base)
+	fams, _ := scrape(t, base)
+	assert.Equal(t, 5.0, value(t, fams, "amilint_cgroup_dying_descendants", map[string]string{"path": "user.slice/a\uFFFD"}), "the first, most dying, is kept")
+	assert.Equal(t, 2.0, value(t, fams, "amilint_cgroup_dying_descendants", map[string]string{"path": "system.slice"}))
+	assert.Equal(t, 1.0, value(t, fams, "amilint_memcg_leak_suspect", map[string]string{"unit": "a\uFFFD.service"}))
+	assert.Equal(t, 1.0, value(t, fams, "amilint_nic_irq_core", map[string]string{"nic": "eth\uFFFD", "cpu": "0"}))
+}
