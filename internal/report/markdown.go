@@ -103,6 +103,12 @@ func Code(s string) string {
 	return "`" + strings.ReplaceAll(oneLine(s), "`", "'") + "`"
 }
 
+// CodeCell is Code for a table cell: a pipe ends the cell even inside a
+// code span unless it is escaped.
+func CodeCell(s string) string {
+	return strings.ReplaceAll(Code(s), "|", `\|`)
+}
+
 // MarkdownEscape escapes the characters that would change Markdown or
 // inject HTML in a comment, and folds line breaks.
 func MarkdownEscape(s string) string {

@@ -370,12 +370,12 @@ func (rolloutMarkdown) Write(w io.Writer, r *Rollout) error {
 		if h == "" {
 			h = "waived"
 		}
-		fmt.Fprintf(bw, "| `%s` %s | %s | %d | %d | %d | %s |\n", ru.RuleID, esc(ru.Title), h, ru.Targets, ru.Findings, ru.Waived, codeList(ru.Units))
+		fmt.Fprintf(bw, "| %s %s | %s | %d | %d | %d | %s |\n", CodeCell(ru.RuleID), esc(ru.Title), h, ru.Targets, ru.Findings, ru.Waived, codeList(ru.Units))
 	}
 	more(bw, len(r.Rules))
 	fmt.Fprintf(bw, "\n### Units that fail most (%d)\n\n| unit | targets | findings | highest | rules |\n|---|---:|---:|---|---|\n", len(r.Units))
 	for _, u := range head(r.Units) {
-		fmt.Fprintf(bw, "| `%s` | %d | %d | %s | %s |\n", u.Unit, u.Targets, u.Findings, u.Highest, codeList(u.Rules))
+		fmt.Fprintf(bw, "| %s | %d | %d | %s | %s |\n", CodeCell(u.Unit), u.Targets, u.Findings, u.Highest, codeList(u.Rules))
 	}
 	more(bw, len(r.Units))
 	fmt.Fprintf(bw, "\n### Targets by severity (%d)\n\n| target | highest | critical | high | medium | low | info | waived |\n|---|---|---:|---:|---:|---:|---:|---:|\n", len(r.Targets))
@@ -403,8 +403,11 @@ func codeList(s []string) string {
 	if len(s) == 0 {
 		return ""
 	}
-	shown := s[:min(len(s), 8)]
-	out := "`" + strings.Join(shown, "`, `") + "`"
+	shown := make([]string, min(len(s), 8))
+	for i := range shown {
+		shown[i] = CodeCell(s[i])
+	}
+	out := strings.Join(shown, ", ")
 	if len(s) > len(shown) {
 		out += fmt.Sprintf(" +%d", len(s)-len(shown))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -243,4 +244,30 @@ func TestCharts(t *testing.T) {
 	many := targetChart(a.Rollout())
 	assert.Len(t, many.Bars, chartBars)
 	assert.Contains(t, many.Note, "The 40 worst of 55 targets")
+}
+
+// TestRolloutMarkdownHostileNames: rule ids and unit names come from
+// reports read from anywhere; in the Markdown tables they stay in their
+// cell (no pipe ends it, no backtick ends the code span, no line break
+// starts a new block) and carry no terminal escape.
+func TestRolloutMarkdownHostileNames(t *testing.T) {
+	a := NewAggregator(finding.High)
+	a.Add("x.json", finding.NewReport(finding.Target{Name: "t"}, []finding.Finding{
+		{RuleID: "r`|x", Severity: finding.High, Unit: "u`|<b>x</b>\n# h\x1b[31m", Message: "m"},
+	}))
+	var b bytes.Buffer
+	require.NoError(t, rolloutMarkdown{}.Write(&b, a.Rollout()))
+	out := b.String()
+	assert.NotContains(t, out, "\n# h")
+	assert.NotContains(t, out, "\x1b")
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "| `r") {
+			assert.Equal(t, 7, strings.Count(l, "|")-strings.Count(l, `\|`), "one row of 6 cells: %s", l)
+		}
+		if strings.HasPrefix(l, "| `u") {
+			assert.Equal(t, 6, strings.Count(l, "|")-strings.Count(l, `\|`), "one row of 5 cells: %s", l)
+		}
+	}
+	assert.Contains(t, out, "| `r'\\|x` |")
+	assert.Contains(t, out, "| `u'\\|<b>x</b> # h\uFFFD[31m` |")
 }
