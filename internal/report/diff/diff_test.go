@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -210,4 +211,28 @@ func TestExposureChanges(t *testing.T) {
 	assert.Contains(t, b.String(), "cron.service")
 	assert.Contains(t, b.String(), "exposure 4.1 → 9.6")
 	assert.Contains(t, b.String(), "exposure 9.6 → 3.5")
+}
+
+// TestMarkdownPipesStayInTheirCell: a rule id or unit name with a pipe (a
+// user policy's, a hostile image's) must not split its table row.
+func TestMarkdownPipesStayInTheirCell(t *testing.T) {
+	evil := Image{Name: "new", Units: []Unit{{Name: "a|b.service", State: "enabled"}},
+		Report: finding.NewReport(finding.Target{Name: "n"}, []finding.Finding{{RuleID: "r|x", Severity: finding.High, Unit: "u|v", Message: "m|n"}})}
+	w, err := Get("markdown", finding.High)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, w.Write(&b, Compare(Image{Name: "old"}, evil)))
+	rows := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		cells := strings.Count(l, "|") - strings.Count(l, `\|`) - 1
+		switch {
+		case strings.HasPrefix(l, "| high"):
+			assert.Equal(t, 4, cells, l)
+			rows++
+		case strings.HasPrefix(l, "| `a"):
+			assert.Equal(t, 2, cells, l)
+			rows++
+		}
+	}
+	assert.Equal(t, 3, rows, "the finding, the unit added and newly enabled")
 }

@@ -124,7 +124,7 @@ func (m markdownWriter) Write(w io.Writer, d *Diff) error {
 			if f.Waived {
 				sev += " (waived)"
 			}
-			fmt.Fprintf(bw, "| %s | %s | %s | %s |\n", sev, report.Code(f.RuleID), report.Code(f.Unit), esc(f.Message))
+			fmt.Fprintf(bw, "| %s | %s | %s | %s |\n", sev, report.CodeCell(f.RuleID), report.CodeCell(f.Unit), esc(f.Message))
 		}
 	}
 	for _, s := range d.sections() {
@@ -133,7 +133,7 @@ func (m markdownWriter) Write(w io.Writer, d *Diff) error {
 		}
 		fmt.Fprintf(bw, "\n### %s (%d)\n\n| unit | change |\n|---|---|\n", s.Title, len(s.Changes))
 		for _, c := range s.Changes {
-			fmt.Fprintf(bw, "| %s | %s |\n", report.Code(c.Unit), esc(s.Detail(c)))
+			fmt.Fprintf(bw, "| %s | %s |\n", report.CodeCell(c.Unit), esc(s.Detail(c)))
 		}
 	}
 	return bw.Flush()
