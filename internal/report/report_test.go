@@ -247,6 +247,8 @@ func TestArtifactURI(t *testing.T) {
 		{"nothing", finding.Finding{}, "etc/systemd/system"},
 		{"escapes root", finding.Finding{Evidence: map[string]any{"path": "/../../etc/shadow"}}, "etc/shadow"},
 		{"escaped chars", finding.Finding{Evidence: map[string]any{"path": "/etc/systemd/system/a b%.service"}}, "etc/systemd/system/a%20b%25.service"},
+		{"colon in the first segment", finding.Finding{Evidence: map[string]any{"fragment": "/a:b/x.service"}}, "a%3Ab/x.service"},
+		{"colon later", finding.Finding{Unit: "sys-devices-a:b.device"}, "etc/systemd/system/sys-devices-a:b.device"},
 		{"backslash unit", finding.Finding{Unit: `dev-disk-by\x2duuid.swap`}, `etc/systemd/system/dev-disk-by%5Cx2duuid.swap`},
 	}
 	for _, tt := range tests {

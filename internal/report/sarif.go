@@ -166,6 +166,9 @@ func rootRelative(p string) string {
 	for i, s := range segs {
 		segs[i] = url.PathEscape(s)
 	}
+	// A colon in the first segment would read as a scheme, making the
+	// reference absolute (RFC 3986 section 4.2).
+	segs[0] = strings.ReplaceAll(segs[0], ":", "%3A")
 	return strings.Join(segs, "/")
 }
 
