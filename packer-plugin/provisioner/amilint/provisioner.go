@@ -672,11 +672,36 @@ func (p *Provisioner) writeReports(rep *finding.Report) error {
 			continue
 		}
 		dst := filepath.Join(c.ReportPath, "amilint."+extension(f))
-		if err := os.WriteFile(dst, buf.Bytes(), 0o644); err != nil {
+		if err := replaceFile(dst, buf.Bytes()); err != nil {
 			errs = append(errs, fmt.Errorf("amilint: write %s: %w", dst, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// replaceFile writes b as the file dst, mode 0644: into a new file beside
+// it, renamed over dst, so that a symbolic link (or another hard link)
+// already at dst is replaced, never written through.
+func replaceFile(dst string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 func extension(format string) string {

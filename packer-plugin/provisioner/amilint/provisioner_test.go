@@ -476,3 +476,41 @@ func TestHardenNeedsFixMode(t *testing.T) {
 	assert.Contains(t, err.Error(), `harden writes drop-ins into the image: it needs mode = "fix" (mode is "audit")`)
 	assert.Contains(t, err.Error(), `harden_catalog_paths: "/nonexistent/catalog"`)
 }
+
+// TestReportsReplaceALinkNeverWriteThroughIt: a symbolic link (or a hard
+// link) where a report goes is replaced by the report; the file it points
+// to, outside report_path, is left as it was.
+func TestReportsReplaceALinkNeverWriteThroughIt(t *testing.T) {
+	reports, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o600))
+	require.NoError(t, os.Symlink(victim, filepath.Join(reports, "amilint.json")))
+	linked := filepath.Join(outside, "linked")
+	require.NoError(t, os.WriteFile(linked, []byte("precious"), 0o600))
+	require.NoError(t, os.Link(linked, filepath.Join(reports, "amilint.sarif")))
+	comm := &recorder{answer: func(cmd string) (string, int) {
+		if strings.Contains(cmd, " scan ") {
+			return reportJSON(t, ecs), 1
+		}
+		return "", 0
+	}}
+	p := newProvisioner(t, map[string]interface{}{"mode": "warn", "report_path": reports, "report_formats": []string{"json", "sarif"}})
+	require.NoError(t, p.Provision(context.Background(), testUi(), comm, nil))
+	for _, f := range []string{victim, linked} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		assert.Equal(t, "precious", string(b), f)
+	}
+	for _, f := range []string{"amilint.json", "amilint.sarif"} {
+		fi, err := os.Lstat(filepath.Join(reports, f))
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular(), f)
+		assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), f)
+		b, err := os.ReadFile(filepath.Join(reports, f))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "ecs.service", f)
+	}
+	entries, err := os.ReadDir(reports)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "no temporary file is left")
+}
