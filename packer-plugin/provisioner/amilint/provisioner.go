@@ -333,6 +333,7 @@ func failure(rep *finding.Report, failOn string) string {
 		if f.Unit != "" {
 			w = f.Unit + " (" + f.RuleID + ")"
 		}
+		w = report.Printable(w)
 		if !slices.Contains(what, w) {
 			what = append(what, w)
 		}
@@ -542,7 +543,7 @@ func (s *session) amilint(ctx context.Context, args ...string) ([]byte, int, err
 	}
 	code := cmd.ExitStatus()
 	if code != 0 && code != 1 {
-		msg := strings.TrimSpace(stderr.String())
+		msg := printableLines(strings.TrimSpace(stderr.String()))
 		if msg == "" {
 			msg = "no message"
 		}
@@ -613,7 +614,7 @@ func (s *session) fix(ctx context.Context) error {
 	s.ui.Say("amilint: changed the image:")
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if l != "" {
-			s.ui.Say("  " + l)
+			s.ui.Say("  " + report.Printable(l))
 		}
 	}
 	return nil
@@ -726,8 +727,22 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
+// printableLines replaces the control characters of each line of s, as
+// report.Printable does, keeping its line breaks.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = report.Printable(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // quietUi drops the streamed output of commands whose output the
-// provisioner reads itself; errors still reach the user.
+// provisioner reads itself; errors still reach the user, their control
+// characters replaced (what the guest prints is the guest's to choose:
+// its escape sequences must not reach the terminal).
 type quietUi struct{ packersdk.Ui }
 
 func (q quietUi) Say(string) {}
+
+func (q quietUi) Error(m string) { q.Ui.Error(report.Printable(m)) }

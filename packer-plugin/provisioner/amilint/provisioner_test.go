@@ -39,6 +39,9 @@ type recorder struct {
 	uname string
 	// answer returns stdout and exit status for a command.
 	answer func(cmd string) (string, int)
+	// stderr, when set, is what an amilint command that exits 2 prints on
+	// stderr.
+	stderr string
 }
 
 func (r *recorder) Start(_ context.Context, c *packersdk.RemoteCmd) error {
@@ -59,7 +62,11 @@ func (r *recorder) Start(_ context.Context, c *packersdk.RemoteCmd) error {
 			io.WriteString(c.Stdout, out)
 		}
 		if code == 2 && c.Stderr != nil {
-			io.WriteString(c.Stderr, "amilint scan: open target: corrupt image\n")
+			msg := "amilint scan: open target: corrupt image\n"
+			if r.stderr != "" {
+				msg = r.stderr
+			}
+			io.WriteString(c.Stderr, msg)
 		}
 		c.SetExited(code)
 	}()
@@ -513,4 +520,48 @@ func TestReportsReplaceALinkNeverWriteThroughIt(t *testing.T) {
 	entries, err := os.ReadDir(reports)
 	require.NoError(t, err)
 	assert.Len(t, entries, 2, "no temporary file is left")
+}
+
+// TestGuestTextReachesNoTerminalEscapes: what the guest prints or reports
+// (unit names, fix's lines, stderr) reaches the Packer UI and the build
+// error with its control characters replaced: a hostile image cannot send
+// the terminal escape sequences.
+func TestGuestTextReachesNoTerminalEscapes(t *testing.T) {
+	const esc = "\x1b]0;owned\x07\x1b[2J"
+	evil := ecs
+	evil.Unit = "ecs" + esc + ".service"
+	evil.RuleID = "rule" + esc
+	comm := &recorder{answer: func(cmd string) (string, int) {
+		switch {
+		case strings.Contains(cmd, " fix "):
+			return "rm /etc/systemd/system/multi-user.target.wants/" + esc + "ecs.service\n", 0
+		case strings.Contains(cmd, " scan "):
+			return reportJSON(t, evil), 1
+		}
+		return "", 0
+	}}
+	p := newProvisioner(t, map[string]interface{}{"mode": "fix"})
+	ui := testUi()
+	err := p.Provision(context.Background(), ui, comm, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ecs\uFFFD]0;owned\uFFFD\uFFFD[2J.service")
+	assert.NotContains(t, err.Error(), "\x1b")
+	assert.Contains(t, said(ui), "owned")
+	assert.NotContains(t, said(ui), "\x1b")
+
+	comm = &recorder{stderr: "amilint scan: open " + esc + "\nsecond line" + esc + "\n", answer: func(cmd string) (string, int) {
+		if strings.Contains(cmd, " scan ") {
+			return "", 2
+		}
+		return "", 0
+	}}
+	p = newProvisioner(t, map[string]interface{}{})
+	ui = testUi()
+	err = p.Provision(context.Background(), ui, comm, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "open \uFFFD]0;owned\uFFFD\uFFFD[2J\nsecond line", "line breaks kept")
+	assert.NotContains(t, err.Error(), "\x1b")
+	streamed := ui.(*packersdk.BasicUi).ErrorWriter.(*bytes.Buffer).String()
+	assert.Contains(t, streamed, "owned", "stderr is streamed")
+	assert.NotContains(t, streamed, "\x1b")
 }
