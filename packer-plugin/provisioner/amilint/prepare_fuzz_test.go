@@ -50,6 +50,9 @@ func FuzzPrepare(f *testing.F) {
 		if !strings.HasPrefix(c.Root, "/") || !strings.HasPrefix(c.RemoteFolder, "/") {
 			t.Fatalf("accepted relative guest paths %q, %q", c.Root, c.RemoteFolder)
 		}
+		if shellQuote(c.RemoteFolder) != c.RemoteFolder {
+			t.Fatalf("accepted remote_folder %q, which the guest's shell would split", c.RemoteFolder)
+		}
 		for _, fm := range c.ReportFormats {
 			if !slices.Contains(reportFormats, fm) {
 				t.Fatalf("accepted report format %q", fm)

@@ -201,6 +201,11 @@ func (p *Provisioner) Prepare(raws ...interface{}) error {
 	}
 	if !path.IsAbs(c.RemoteFolder) {
 		add("remote_folder %q: must be an absolute path on the guest", c.RemoteFolder)
+	} else if shellQuote(c.RemoteFolder) != c.RemoteFolder {
+		// The SSH communicator's scp runs "scp -t DIR" in the guest's
+		// shell with DIR unquoted: a space splits it, a ; or $( runs a
+		// command.
+		add("remote_folder %q: the communicator passes it to the guest's shell unquoted: use letters, digits and -_./=:@,+ only", c.RemoteFolder)
 	}
 	for _, f := range c.ReportFormats {
 		if !slices.Contains(reportFormats, f) {

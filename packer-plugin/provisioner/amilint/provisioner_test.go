@@ -565,3 +565,20 @@ func TestGuestTextReachesNoTerminalEscapes(t *testing.T) {
 	assert.Contains(t, streamed, "owned", "stderr is streamed")
 	assert.NotContains(t, streamed, "\x1b")
 }
+
+// TestPrepareRefusesARemoteFolderTheGuestShellWouldSplit: the SSH
+// communicator's scp runs "scp -t DIR" in the guest's shell with DIR
+// unquoted, so a remote_folder that needs quoting would split (a space)
+// or run a command there (;, $(), backticks): Prepare refuses it.
+func TestPrepareRefusesARemoteFolderTheGuestShellWouldSplit(t *testing.T) {
+	for _, bad := range []string{"/tmp/a b", "/tmp/x;touch /pwned", "/tmp/$(id)", "/tmp/`id`", "/tmp/it's", "/tmp/a\nb", "/tmp/*"} {
+		p := &Provisioner{guests: guests(t)}
+		err := p.Prepare(map[string]interface{}{"remote_folder": bad})
+		require.Error(t, err, "%q", bad)
+		assert.Contains(t, err.Error(), fmt.Sprintf("remote_folder %q: the communicator passes it to the guest's shell unquoted", bad))
+	}
+	for _, good := range []string{"/", "/var/tmp", "/tmp/packer-build_1.2", "/mnt/image@x,y+z:1=2"} {
+		p := &Provisioner{guests: guests(t)}
+		require.NoError(t, p.Prepare(map[string]interface{}{"remote_folder": good}), good)
+	}
+}
