@@ -639,7 +639,15 @@ func (s *session) show(rep *finding.Report) {
 	}
 }
 
+// cleanupTimeout bounds the removal of the guest directory.
+const cleanupTimeout = 10 * time.Second
+
+// cleanup removes the guest directory. It runs when the build is cancelled
+// too (the cancelled context would not start the command, or not wait for
+// it): the binary and the user's policy inputs are not left in the image.
 func (s *session) cleanup(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
 	if err := s.run(ctx, "rm -rf "+shellQuote(s.dir), nil); err != nil {
 		s.ui.Error(fmt.Sprintf("amilint: remove %s on the guest: %v", s.dir, err))
 	}

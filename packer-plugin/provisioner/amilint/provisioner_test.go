@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	"github.com/klauspost/compress/zstd"
@@ -37,14 +38,18 @@ type recorder struct {
 	dirs     []string
 	// uname is what `uname -sm` prints (default "Linux x86_64").
 	uname string
-	// answer returns stdout and exit status for a command.
+	// answer returns stdout and exit status for a command; status -1 is a
+	// command that never exits.
 	answer func(cmd string) (string, int)
 	// stderr, when set, is what an amilint command that exits 2 prints on
 	// stderr.
 	stderr string
 }
 
-func (r *recorder) Start(_ context.Context, c *packersdk.RemoteCmd) error {
+func (r *recorder) Start(ctx context.Context, c *packersdk.RemoteCmd) error {
+	if err := ctx.Err(); err != nil {
+		return err // a cancelled command does not start
+	}
 	r.mu.Lock()
 	r.commands = append(r.commands, c.Command)
 	r.mu.Unlock()
@@ -68,7 +73,9 @@ func (r *recorder) Start(_ context.Context, c *packersdk.RemoteCmd) error {
 			}
 			io.WriteString(c.Stderr, msg)
 		}
-		c.SetExited(code)
+		if code != -1 {
+			c.SetExited(code)
+		}
 	}()
 	return nil
 }
@@ -581,4 +588,33 @@ func TestPrepareRefusesARemoteFolderTheGuestShellWouldSplit(t *testing.T) {
 		p := &Provisioner{guests: guests(t)}
 		require.NoError(t, p.Prepare(map[string]interface{}{"remote_folder": good}), good)
 	}
+}
+
+// TestCancelStopsPromptlyAndStillRemovesTheGuestDirectory: Ctrl-C while
+// the guest audits (a communicator that, like SSH's, does not stop the
+// command) returns at once with the cancellation, and the guest directory
+// is still removed, its removal waited for rather than reported failed.
+func TestCancelStopsPromptlyAndStillRemovesTheGuestDirectory(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	comm := &recorder{answer: func(cmd string) (string, int) {
+		if strings.Contains(cmd, " scan ") {
+			cancel()
+			return "", -1 // still running on the guest
+		}
+		return "", 0
+	}}
+	p := newProvisioner(t, map[string]interface{}{})
+	ui := testUi()
+	done := make(chan error)
+	go func() { done <- p.Provision(ctx, ui, comm, nil) }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Provision did not return after the cancellation")
+	}
+	assert.Equal(t, []string{"mkdir", "uname", "scan", "rm"}, comm.verbs(), "the guest directory is removed")
+	assert.Empty(t, ui.(*packersdk.BasicUi).ErrorWriter.(*bytes.Buffer).String(), "the removal is not reported failed")
 }
