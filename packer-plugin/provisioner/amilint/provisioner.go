@@ -290,25 +290,18 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 		return err
 	}
 
-	rep, code, err := s.scan(ctx)
+	rep, code, err := s.audit(ctx)
 	if err != nil {
 		return err
-	}
-	if c.Live {
-		lf, err := s.live(ctx)
-		if err != nil {
-			return err
-		}
-		rep = finding.NewReport(rep.Target, merge(rep.Findings, lf))
-		failOn, _ := finding.ParseSeverity(c.FailOn)
-		code = finding.ExitCode(rep.Findings, failOn)
 	}
 	s.show(rep)
 	if c.Mode == ModeFix && (code == 1 || c.hardens()) {
 		if err := s.fix(ctx); err != nil {
 			return err
 		}
-		if rep, code, err = s.scan(ctx); err != nil {
+		// The same audit again: with live, what fix cannot change on the
+		// running instance (a crash loop) still fails the build.
+		if rep, code, err = s.audit(ctx); err != nil {
 			return err
 		}
 		ui.Say("amilint: after fixing:")
@@ -324,6 +317,23 @@ func (p *Provisioner) Provision(ctx context.Context, ui packersdk.Ui, comm packe
 		ui.Error("amilint: findings at or above " + c.FailOn + " (mode warn: not failing the build)")
 	}
 	return nil
+}
+
+// audit scans root and, with live, the running instance: one report and
+// its exit code.
+func (s *session) audit(ctx context.Context) (*finding.Report, int, error) {
+	c := &s.p.config
+	rep, code, err := s.scan(ctx)
+	if err != nil || !c.Live {
+		return rep, code, err
+	}
+	lf, err := s.live(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	rep = finding.NewReport(rep.Target, merge(rep.Findings, lf))
+	failOn, _ := finding.ParseSeverity(c.FailOn)
+	return rep, finding.ExitCode(rep.Findings, failOn), nil
 }
 
 // failure names what fails the build: the units of the failing findings.

@@ -618,3 +618,37 @@ func TestCancelStopsPromptlyAndStillRemovesTheGuestDirectory(t *testing.T) {
 	assert.Equal(t, []string{"mkdir", "uname", "scan", "rm"}, comm.verbs(), "the guest directory is removed")
 	assert.Empty(t, ui.(*packersdk.BasicUi).ErrorWriter.(*bytes.Buffer).String(), "the removal is not reported failed")
 }
+
+// TestFixModeAuditsLiveAgain: with live, the audit after fix is live too:
+// a crash loop on the running instance, which fixing the image does not
+// end, still fails the build and is in the report.
+func TestFixModeAuditsLiveAgain(t *testing.T) {
+	crash := finding.Finding{RuleID: "live-unit-crashloop", Severity: finding.High, Unit: "nvidia-persistenced.service", Message: "restarted 41 times"}
+	fixed := false
+	comm := &recorder{answer: func(cmd string) (string, int) {
+		switch {
+		case strings.Contains(cmd, " fix "):
+			fixed = true
+			return "rm /etc/systemd/system/multi-user.target.wants/ecs.service\n", 0
+		case strings.Contains(cmd, " scan ") && !fixed:
+			return reportJSON(t, ecs), 1
+		case strings.Contains(cmd, " scan "):
+			return reportJSON(t), 0
+		case strings.Contains(cmd, " live ") && !fixed:
+			return reportJSON(t, crash, ecs), 1
+		case strings.Contains(cmd, " live "):
+			return reportJSON(t, crash), 1
+		}
+		return "", 0
+	}}
+	reports := t.TempDir()
+	p := newProvisioner(t, map[string]interface{}{"mode": "fix", "live": true, "report_path": reports})
+	err := p.Provision(context.Background(), testUi(), comm, nil)
+	require.Error(t, err, "the crash loop remains")
+	assert.Contains(t, err.Error(), "nvidia-persistenced.service (live-unit-crashloop)")
+	assert.NotContains(t, err.Error(), "ecs.service", "fixed")
+	assert.Equal(t, []string{"mkdir", "uname", "scan", "live", "fix", "scan", "live", "rm"}, comm.verbs())
+	b, err := os.ReadFile(filepath.Join(reports, "amilint.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "live-unit-crashloop")
+}
