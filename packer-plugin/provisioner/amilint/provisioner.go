@@ -448,7 +448,7 @@ func (s *session) uploadBinary(ctx context.Context) error {
 	s.binary = path.Join(s.dir, "amilint")
 	start := time.Now()
 	var fi os.FileInfo = executable{size: int64(len(bin))}
-	if err := s.comm.Upload(s.binary, bytes.NewReader(bin), &fi); err != nil {
+	if err := s.comm.Upload(s.binary, ctxReader{ctx, bytes.NewReader(bin)}, &fi); err != nil {
 		return fmt.Errorf("amilint: upload %s to %s: %w", what, s.binary, err)
 	}
 	s.ui.Say(fmt.Sprintf("amilint: uploaded %s for linux/%s (%.1f MB) in %s",
@@ -493,6 +493,21 @@ func checkELF(bin []byte, arch string) error {
 		return fmt.Errorf("is built for %s, the guest is linux/%s", f.Machine, arch)
 	}
 	return nil
+}
+
+// ctxReader reads r until ctx is done. The communicators' Upload takes no
+// context: through its reader, Ctrl-C stops the upload of the binary (tens
+// of megabytes) without waiting for it to end.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // executable describes the binary uploaded from memory: a regular file,

@@ -652,3 +652,41 @@ func TestFixModeAuditsLiveAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "live-unit-crashloop")
 }
+
+// slowUpload is a recorder whose Upload reads a byte at a time and, after
+// the first, cancels the build (Ctrl-C during the upload).
+type slowUpload struct {
+	*recorder
+	cancel  context.CancelFunc
+	readErr error
+}
+
+func (u *slowUpload) Upload(dst string, src io.Reader, fi *os.FileInfo) error {
+	var b [1]byte
+	for n := 0; ; n++ {
+		if _, err := src.Read(b[:]); err == io.EOF {
+			return nil
+		} else if err != nil {
+			u.readErr = err
+			return err
+		}
+		if n == 0 {
+			u.cancel()
+		}
+	}
+}
+
+// TestCancelStopsTheBinaryUpload: the communicators' Upload takes no
+// context, so Ctrl-C during the upload of the binary (tens of megabytes,
+// seconds to minutes over SSH) stops it through its reader.
+func TestCancelStopsTheBinaryUpload(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	comm := &slowUpload{recorder: &recorder{}, cancel: cancel}
+	p := newProvisioner(t, map[string]interface{}{})
+	err := p.Provision(ctx, testUi(), comm, nil)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, comm.readErr, context.Canceled, "the upload was stopped")
+	assert.Equal(t, []string{"mkdir", "uname", "rm"}, comm.verbs(), "nothing runs after it; the guest directory is removed")
+}
