@@ -62,16 +62,19 @@ func (r *recorder) Start(ctx context.Context, c *packersdk.RemoteCmd) error {
 	case r.answer != nil:
 		out, code = r.answer(c.Command)
 	}
+	// The writers are taken here, as the SSH communicator's Start does:
+	// RunWithUi puts the command's own back once it returns.
+	stdout, stderr := c.Stdout, c.Stderr
 	go func() {
-		if c.Stdout != nil {
-			io.WriteString(c.Stdout, out)
+		if stdout != nil {
+			io.WriteString(stdout, out)
 		}
-		if code == 2 && c.Stderr != nil {
+		if code == 2 && stderr != nil {
 			msg := "amilint scan: open target: corrupt image\n"
 			if r.stderr != "" {
 				msg = r.stderr
 			}
-			io.WriteString(c.Stderr, msg)
+			io.WriteString(stderr, msg)
 		}
 		if code != -1 {
 			c.SetExited(code)
