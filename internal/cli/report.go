@@ -7,12 +7,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
 
 	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/userfile"
 	"github.com/amilint/amilint/internal/report"
 )
 
@@ -82,7 +82,7 @@ func aggregateFiles(files []string, failOn finding.Severity) (*report.Rollout, e
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				b, err := os.ReadFile(files[i])
+				b, err := userfile.Read(files[i])
 				if err != nil {
 					slots[i] <- result{err: fmt.Errorf("%s: %w", files[i], err)}
 					continue

@@ -618,3 +618,34 @@ func TestAuditorErrorsComeFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestUserFilesBounded: every file a user names is read up to 64 MiB and
+// no further. A device that never ends stands for a huge or hostile file:
+// each command exits 2 at once naming it, where it read until the kernel
+// killed it.
+func TestUserFilesBounded(t *testing.T) {
+	dir := t.TempDir()
+	pols := filepath.Join(dir, "policies")
+	require.NoError(t, os.Mkdir(pols, 0o755))
+	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(pols, "endless.rego")))
+	report := filepath.Join(dir, "good.json")
+	code, out, stderr := runCLI(t, "scan", "fixture:dlami", "-o", "json")
+	require.Equal(t, ExitFindings, code, stderr)
+	require.NoError(t, os.WriteFile(report, []byte(out), 0o644))
+	for name, args := range map[string][]string{
+		"waivers":         {"scan", "--waivers", "/dev/zero"},
+		"data":            {"scan", "--data", "/dev/zero"},
+		"policy dir":      {"scan", "--policy", pols},
+		"policy test":     {"policy", "test", pols},
+		"report":          {"report", report, "/dev/zero"},
+		"security policy": {"security", "fixture:dlami", "--security-policy", "/dev/zero"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, out, stderr := runCLI(t, args...)
+			assert.Equal(t, ExitError, code, stderr)
+			assert.Empty(t, out)
+			assert.Contains(t, stderr, "file too large: over 64MiB")
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line naming the problem: %q", stderr)
+		})
+	}
+}

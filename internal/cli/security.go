@@ -7,8 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 
+	"github.com/amilint/amilint/internal/audit/userfile"
 	"github.com/amilint/amilint/internal/image/target"
 	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/internal/systemd/security"
@@ -38,7 +38,7 @@ func (f *securityFlags) readPolicy() (*security.Policy, error) {
 	if f.policy == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(f.policy)
+	b, err := userfile.Read(f.policy)
 	if err != nil {
 		return nil, fmt.Errorf("--security-policy: %w", err)
 	}

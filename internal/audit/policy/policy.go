@@ -31,6 +31,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/util"
 
 	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/userfile"
 	"github.com/amilint/amilint/policies"
 )
 
@@ -145,7 +146,7 @@ func DirModules(dir string, tests bool) ([]Module, error) {
 		if filepath.Ext(dir) != ".rego" {
 			return nil, fmt.Errorf("read policies %s: not a directory or .rego file", dir)
 		}
-		b, err := os.ReadFile(dir)
+		b, err := userfile.Read(dir)
 		if err != nil {
 			return nil, fmt.Errorf("read policies %s: %w", dir, err)
 		}
@@ -163,7 +164,7 @@ func DirModules(dir string, tests bool) ([]Module, error) {
 		if !tests && isTest(p) {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		b, err := userfile.Read(p)
 		if err != nil {
 			return err
 		}
@@ -384,7 +385,7 @@ func (e *Engine) Modules() int { return e.modules }
 func Data(cfg Config) (map[string]any, error) {
 	user := map[string]any{}
 	for _, f := range cfg.DataFiles {
-		b, err := os.ReadFile(f)
+		b, err := userfile.Read(f)
 		if err != nil {
 			return nil, fmt.Errorf("read data %s: %w", f, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/audit/userfile"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
@@ -52,7 +52,7 @@ type File struct {
 
 // Load reads and validates a waivers file.
 func Load(path string) (*File, error) {
-	b, err := os.ReadFile(path)
+	b, err := userfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("read waivers %s: %w", path, err)
 	}
