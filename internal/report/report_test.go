@@ -325,7 +325,7 @@ func TestJUnitParsesBack(t *testing.T) {
 
 func TestTextNeutralisesEscapes(t *testing.T) {
 	r := finding.NewReport(finding.Target{Name: "t\x1b]0;owned\x07"}, []finding.Finding{{
-		RuleID: "r\x1b[2J", Severity: finding.High, Unit: "x\x1b[31m.service", Title: "\x9b1m \u009b2m", Message: "m\x1b[0m",
+		RuleID: "r\x1b[2J", Severity: finding.High, Unit: "x\x1b[31m.service", Title: "\x9b1m \u009b2m", Message: "m\x1b[0m \u202eecivres.sce\u202c \u2066\u200f\u061c",
 		Chain:       []unit.Edge{{From: "default.target", To: "x\x1b.service", Source: "/etc/\x1b[8m"}},
 		Remediation: finding.Remediation{Action: "disable", Commands: []string{"rm -rf /\x1b[8m"}},
 		Waived:      true, Waiver: &finding.Waiver{Reason: "\x1bP", Expires: "\x1b\\"},
@@ -336,6 +336,9 @@ func TestTextNeutralisesEscapes(t *testing.T) {
 		assert.NotContains(t, out, "\x9b", format)
 		assert.NotContains(t, out, "\u009b", format)
 		assert.NotContains(t, out, "\x07", format)
+		for _, bidi := range []string{"\u202e", "\u202c", "\u2066", "\u200f", "\u061c"} {
+			assert.NotContains(t, out, bidi, "%s: bidirectional formatting reorders what is shown", format)
+		}
 	}
 }
 

@@ -147,19 +147,6 @@ func oneLine(s string) string {
 	return Printable(strings.Join(strings.Fields(s), " "))
 }
 
-// Printable replaces C0 and C1 control characters, DEL and invalid UTF-8
-// with U+FFFD.
-func Printable(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if strings.IndexFunc(s, isControl) < 0 {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		if isControl(r) {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
-}
-
-func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }
+// Printable replaces C0 and C1 control characters, DEL, the bidirectional
+// formatting characters and invalid UTF-8 with U+FFFD (finding.Printable).
+func Printable(s string) string { return finding.Printable(s) }

@@ -61,17 +61,11 @@ func short(f finding.Finding) string {
 	return f.RuleID + ": " + head
 }
 
-// oneLine folds line breaks and replaces control characters (C0, C1,
-// DEL) and invalid UTF-8 with U+FFFD: a message may quote a cgroup path a
-// user named, and the node condition is read at terminals.
+// oneLine folds line breaks and makes the rest printable
+// (finding.Printable): a message may quote a cgroup path a user named, and
+// the node condition is read at terminals.
 func oneLine(s string) string {
-	s = strings.ToValidUTF8(strings.Join(strings.Fields(s), " "), "\uFFFD")
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r >= 0x7f && r <= 0x9f {
-			return '\uFFFD'
-		}
-		return r
-	}, s)
+	return finding.Printable(strings.Join(strings.Fields(s), " "))
 }
 
 // cut shortens s to at most n bytes, ending with "…" when cut, without

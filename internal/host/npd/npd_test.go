@@ -57,10 +57,10 @@ func TestStatusCuts(t *testing.T) {
 // path a user named; the node condition's message carries no control
 // character and is valid UTF-8.
 func TestStatusNeutralisesEscapes(t *testing.T) {
-	f := finding.Finding{RuleID: "live-memcg-zombies", Severity: finding.High, Message: "9 zombies in a/\x1b]0;x\x07\x1b[2J\u009b1m\xff"}
+	f := finding.Finding{RuleID: "live-memcg-zombies", Severity: finding.High, Message: "9 zombies in a/\x1b]0;x\x07\x1b[2J\u009b1m\xff\u202e"}
 	code, msg := npd.Status([]finding.Finding{f}, nil, finding.High, 0)
 	assert.Equal(t, npd.Problem, code)
-	assert.Equal(t, "live-memcg-zombies: 9 zombies in a/\uFFFD]0;x\uFFFD\uFFFD[2J\uFFFD1m\uFFFD", msg)
+	assert.Equal(t, "live-memcg-zombies: 9 zombies in a/\uFFFD]0;x\uFFFD\uFFFD[2J\uFFFD1m\uFFFD\uFFFD", msg)
 	_, msg = npd.Status(nil, errors.New("read a/\x1b[2J/cgroup.stat"), finding.High, 0)
 	assert.Equal(t, "amilint: read a/\uFFFD[2J/cgroup.stat", msg)
 }
