@@ -358,7 +358,9 @@ func failure(rep *finding.Report, failOn string) string {
 
 func (s *session) upload(ctx context.Context) error {
 	c := &s.p.config
-	if err := s.run(ctx, "mkdir -p "+shellQuote(s.dir), nil); err != nil {
+	// Only its owner (and root, which runs amilint) reads what goes in:
+	// the user's policies, waivers and data stay private to the build.
+	if err := s.run(ctx, "mkdir -p -m 0700 "+shellQuote(s.dir), nil); err != nil {
 		return fmt.Errorf("amilint: create %s on the guest: %w", s.dir, err)
 	}
 	if err := s.uploadBinary(ctx); err != nil {

@@ -235,6 +235,7 @@ func TestAuditModeFailsTheBuildNamingTheUnit(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ecs.service")
 	assert.Equal(t, []string{"mkdir", "uname", "mkdir", "scan", "rm"}, comm.verbs())
+	assert.Regexp(t, `^mkdir -p -m 0700 /tmp/amilint-[0-9a-f-]+$`, comm.commands[0], "the guest directory is its owner's only")
 	scan := comm.commands[3]
 	for _, want := range []string{"scan /mnt/image", "--fail-on high", "-o json", "--policy ", "--profile k8s-gpu-node", "--trait immutable --trait gpu", "AMILINT_NO_COLOR=1"} {
 		assert.Contains(t, scan, want)
