@@ -36,6 +36,11 @@ type API interface {
 // a bad checksum, a block of the wrong size, an index past the volume.
 var ErrCorrupt = errors.New("corrupt snapshot data")
 
+// maxIdlePages bounds the pages of a listing that list no block not listed
+// before: a NextToken that cycles, or is new on every page of nothing new,
+// would otherwise page on for a million round trips.
+const maxIdlePages = 64
+
 // Options tune a Snapshot.
 type Options struct {
 	// Parallel bounds concurrent GetSnapshotBlock calls (default 16).
@@ -106,8 +111,9 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 		cache: map[int64]*list.Element{}, lru: list.New(), inflight: map[int64]*pending{},
 		sem: make(chan struct{}, opt.Parallel)}
 	var next *string
+	idle := 0 // pages that listed no block not listed before
 	for page := 0; ; page++ {
-		if page > 1<<20 {
+		if page > 1<<20 || idle > maxIdlePages {
 			return nil, fmt.Errorf("list snapshot %s blocks: %w: pagination does not end", id, ErrCorrupt)
 		}
 		out, err := api.ListSnapshotBlocks(ctx, &ebs.ListSnapshotBlocksInput{
@@ -122,12 +128,16 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 			}
 			s.blockSize, s.size = int64(bs), vs<<30
 		}
+		known := len(s.tokens)
 		for _, b := range out.Blocks {
 			idx := int64(aws.ToInt32(b.BlockIndex))
 			if idx < 0 || idx*s.blockSize >= s.size || aws.ToString(b.BlockToken) == "" {
 				return nil, fmt.Errorf("list snapshot %s blocks: %w: block %d", id, ErrCorrupt, idx)
 			}
 			s.tokens[idx] = aws.ToString(b.BlockToken)
+		}
+		if len(s.tokens) == known {
+			idle++
 		}
 		next = out.NextToken
 		if aws.ToString(next) == "" {

@@ -3,6 +3,7 @@ package ebs_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -416,4 +417,40 @@ func TestCloseStopsFetchesInFlight(t *testing.T) {
 	assert.Equal(t, started, after, "a closed snapshot started a request")
 	assert.Zero(t, progress.Load())
 	require.NoError(t, snap.Close(), "closing twice")
+}
+
+// pagesAPI answers ListSnapshotBlocks with page(n) for its n-th call
+// (from 0) and counts the calls; it serves no block.
+type pagesAPI struct {
+	page  func(n int) *sdkebs.ListSnapshotBlocksOutput
+	calls atomic.Int32
+}
+
+func (a *pagesAPI) ListSnapshotBlocks(ctx context.Context, in *sdkebs.ListSnapshotBlocksInput, _ ...func(*sdkebs.Options)) (*sdkebs.ListSnapshotBlocksOutput, error) {
+	return a.page(int(a.calls.Add(1) - 1)), nil
+}
+
+func (a *pagesAPI) GetSnapshotBlock(ctx context.Context, in *sdkebs.GetSnapshotBlockInput, _ ...func(*sdkebs.Options)) (*sdkebs.GetSnapshotBlockOutput, error) {
+	return nil, context.Canceled
+}
+
+// TestListingThatNeverEndsIsRefusedSoon: a listing whose NextToken cycles
+// (or is new each time) while its pages list no block not listed before is
+// refused after a few pages, not after a million round trips.
+func TestListingThatNeverEndsIsRefusedSoon(t *testing.T) {
+	for name, next := range map[string]func(n int) string{
+		"cycling":    func(n int) string { return []string{"a", "b"}[n%2] },
+		"always new": func(n int) string { return fmt.Sprint("page-", n) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			api := &pagesAPI{page: func(n int) *sdkebs.ListSnapshotBlocksOutput {
+				return &sdkebs.ListSnapshotBlocksOutput{BlockSize: aws.Int32(ebstest.BlockSize), VolumeSize: aws.Int64(1),
+					Blocks: []types.Block{{BlockIndex: aws.Int32(3), BlockToken: aws.String("t")}}, NextToken: aws.String(next(n))}
+			}}
+			_, err := ebs.Open(context.Background(), api, "snap-1", ebs.Options{ReadAhead: -1})
+			require.ErrorIs(t, err, ebs.ErrCorrupt)
+			assert.Contains(t, err.Error(), "pagination does not end")
+			assert.Less(t, api.calls.Load(), int32(1000))
+		})
+	}
 }
