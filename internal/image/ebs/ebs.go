@@ -36,6 +36,10 @@ type API interface {
 // a bad checksum, a block of the wrong size, an index past the volume.
 var ErrCorrupt = errors.New("corrupt snapshot data")
 
+// maxBlockSize bounds a snapshot's block size, which sizes every fetch's
+// buffer and every cached block: the EBS direct APIs' blocks are 512 KiB.
+const maxBlockSize = 512 << 10
+
 // maxIdlePages bounds the pages of a listing that list no block not listed
 // before: a NextToken that cycles, or is new on every page of nothing new,
 // would otherwise page on for a million round trips.
@@ -123,7 +127,7 @@ func Open(ctx context.Context, api API, id string, opt Options) (*Snapshot, erro
 		}
 		if s.blockSize == 0 {
 			bs, vs := aws.ToInt32(out.BlockSize), aws.ToInt64(out.VolumeSize)
-			if bs <= 0 || bs%512 != 0 || vs <= 0 || vs > 64<<10 {
+			if bs <= 0 || bs%512 != 0 || bs > maxBlockSize || vs <= 0 || vs > 64<<10 {
 				return nil, fmt.Errorf("list snapshot %s blocks: %w: block size %d, volume size %d GiB", id, ErrCorrupt, bs, vs)
 			}
 			s.blockSize, s.size = int64(bs), vs<<30

@@ -454,3 +454,17 @@ func TestListingThatNeverEndsIsRefusedSoon(t *testing.T) {
 		})
 	}
 }
+
+// TestHugeBlockSizeIsRefused: the block size sizes every fetch's buffer
+// and every cached block; one of a GiB is refused at Open, before any
+// buffer is made (EBS's blocks are 512 KiB).
+func TestHugeBlockSizeIsRefused(t *testing.T) {
+	for _, bs := range []int32{1 << 30, 2 << 20, 1<<31 - 512} {
+		api := &pagesAPI{page: func(int) *sdkebs.ListSnapshotBlocksOutput {
+			return &sdkebs.ListSnapshotBlocksOutput{BlockSize: aws.Int32(bs), VolumeSize: aws.Int64(16)}
+		}}
+		_, err := ebs.Open(context.Background(), api, "snap-1", ebs.Options{ReadAhead: -1})
+		require.ErrorIs(t, err, ebs.ErrCorrupt, "block size %d", bs)
+		assert.Contains(t, err.Error(), fmt.Sprint("block size ", bs))
+	}
+}
