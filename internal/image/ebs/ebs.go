@@ -385,11 +385,13 @@ func (s *Snapshot) fetch(ctx context.Context, i int64, tok string) ([]byte, erro
 	if extra, _ := io.ReadFull(out.BlockData, make([]byte, 1)); extra != 0 {
 		return nil, fmt.Errorf("read snapshot %s block %d: %w: longer than the block size", s.id, i, ErrCorrupt)
 	}
-	if want := aws.ToString(out.Checksum); want != "" {
-		sum := sha256.Sum256(buf)
-		if base64.StdEncoding.EncodeToString(sum[:]) != want {
-			return nil, fmt.Errorf("read snapshot %s block %d: %w: checksum mismatch", s.id, i, ErrCorrupt)
-		}
+	want := aws.ToString(out.Checksum)
+	if want == "" {
+		return nil, fmt.Errorf("read snapshot %s block %d: %w: no checksum", s.id, i, ErrCorrupt)
+	}
+	sum := sha256.Sum256(buf)
+	if base64.StdEncoding.EncodeToString(sum[:]) != want {
+		return nil, fmt.Errorf("read snapshot %s block %d: %w: checksum mismatch", s.id, i, ErrCorrupt)
 	}
 	f := s.fetched.Add(s.blockSize)
 	if s.opt.Progress != nil {

@@ -131,6 +131,18 @@ func TestCorruptBlockIsRejected(t *testing.T) {
 	assert.ErrorIs(t, err, ebs.ErrCorrupt)
 }
 
+// TestBlockWithoutChecksumIsRejected: a block served without its
+// checksum is not believed unchecked.
+func TestBlockWithoutChecksumIsRejected(t *testing.T) {
+	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: volume()}}, UncheckedBlocks: map[int]bool{0: true}}
+	snap, err := ebs.Open(context.Background(), start(t, srv), "snap-1", ebs.Options{})
+	require.NoError(t, err)
+	_, err = snap.ReadAt(make([]byte, 10), 0)
+	require.ErrorIs(t, err, ebs.ErrCorrupt)
+	assert.Contains(t, err.Error(), "read snapshot snap-1 block 0")
+	assert.Contains(t, err.Error(), "no checksum")
+}
+
 func TestBadSignatureIsRefused(t *testing.T) {
 	srv := &ebstest.Server{Snapshots: map[string]ebstest.Snapshot{"snap-1": {Data: volume()}}}
 	url := srv.Start()

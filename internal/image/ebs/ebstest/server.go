@@ -89,6 +89,8 @@ type Server struct {
 	FailBlocks map[int]bool
 	// CorruptBlocks are served with a wrong checksum.
 	CorruptBlocks map[int]bool
+	// UncheckedBlocks are served without a checksum.
+	UncheckedBlocks map[int]bool
 	// Latency delays every response, as a region's round trip does.
 	Latency time.Duration
 
@@ -336,8 +338,10 @@ func (s *Server) block(w http.ResponseWriter, r *http.Request, id string, snap S
 	s.mu.Lock()
 	s.Fetched++
 	s.mu.Unlock()
-	w.Header().Set("x-amz-Checksum", base64.StdEncoding.EncodeToString(sum[:]))
-	w.Header().Set("x-amz-Checksum-Algorithm", "SHA256")
+	if !s.UncheckedBlocks[idx] {
+		w.Header().Set("x-amz-Checksum", base64.StdEncoding.EncodeToString(sum[:]))
+		w.Header().Set("x-amz-Checksum-Algorithm", "SHA256")
+	}
 	w.Header().Set("x-amz-Data-Length", strconv.Itoa(BlockSize))
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Write(data)
