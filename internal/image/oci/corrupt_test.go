@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -262,6 +263,46 @@ func TestHostileRegistry(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
+}
+
+// TestRegistryRedirectLoop: a registry that redirects a manifest or a
+// blob to itself is given up after a few redirects, at once; it was
+// followed without end (go-containerregistry's redirect policy sets no
+// bound), a request per round trip and memory growing with the chain.
+func TestRegistryRedirectLoop(t *testing.T) {
+	for _, what := range []string{"/manifests/", "/blobs/"} {
+		t.Run(strings.Trim(what, "/"), func(t *testing.T) {
+			r := ocitest.NewRegistry(t, "", "")
+			r.Push(t, "x:1", stackImage(t, ocitest.Gzip, host()))
+			r.Hook(func(w http.ResponseWriter, req *http.Request) bool {
+				if !strings.Contains(req.URL.Path, what) {
+					return false
+				}
+				http.Redirect(w, req, req.URL.Path, http.StatusFound)
+				return true
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := oci.OpenRemote(ctx, r.Host+"/x:1", oci.Options{Keychain: authn.NewMultiKeychain()})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "stopped after 10 redirects")
+			assert.NoError(t, ctx.Err(), "the loop ran until the test's deadline")
+			assert.LessOrEqual(t, len(r.Requests()), 20)
+		})
+	}
+	t.Run("redirected once", func(t *testing.T) {
+		r := ocitest.NewRegistry(t, "", "")
+		r.Push(t, "x:1", stackImage(t, ocitest.Gzip, host()))
+		r.Hook(func(w http.ResponseWriter, req *http.Request) bool {
+			if !strings.Contains(req.URL.Path, "/blobs/") || req.URL.RawQuery != "" {
+				return false
+			}
+			http.Redirect(w, req, req.URL.Path+"?storage=1", http.StatusTemporaryRedirect)
+			return true
+		})
+		_, err := oci.OpenRemote(context.Background(), r.Host+"/x:1", oci.Options{Keychain: authn.NewMultiKeychain()})
+		require.NoError(t, err)
+	})
 }
 
 // tocLie is an eStargz image whose layer annotation records another

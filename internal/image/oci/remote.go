@@ -147,13 +147,28 @@ func (r *rangeReader) ReadAt(p []byte, off int64) (int, error) {
 // something else than the range: the layer is then streamed whole.
 var errNoRanges = errors.New("the registry does not serve byte ranges")
 
-// countingTransport counts the response bytes read through it.
+// maxRedirects bounds the redirects one request follows, as net/http's
+// default policy does.
+const maxRedirects = 10
+
+// countingTransport counts the response bytes read through it, and bounds
+// the redirects followed.
 type countingTransport struct {
 	base http.RoundTripper
 	c    *counter
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// go-containerregistry's clients follow redirects under a policy of
+	// their own that, unlike net/http's default, sets no bound: a
+	// registry redirecting to itself was followed without end. A
+	// redirected request carries the response that redirected it.
+	hops := 0
+	for r := req; r.Response != nil && r.Response.Request != nil; r = r.Response.Request {
+		if hops++; hops > maxRedirects {
+			return nil, fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		return nil, err
