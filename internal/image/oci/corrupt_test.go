@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,6 +265,58 @@ func TestHostileRegistry(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
+}
+
+// bodyCounter counts the response bytes read through it.
+type bodyCounter struct{ n atomic.Int64 }
+
+func (c *bodyCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil {
+		resp.Body = countedBody{resp.Body, c}
+	}
+	return resp, err
+}
+
+type countedBody struct {
+	io.ReadCloser
+	c *bodyCounter
+}
+
+func (b countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.c.n.Add(int64(n))
+	return n, err
+}
+
+// TestManifestLargerThanItsHead: a registry whose HEAD gives a manifest a
+// small size and whose GET then sends 64 MiB has the manifest refused
+// once past the limit, not read whole (go-containerregistry reads up to
+// 100 MiB before it gives up).
+func TestManifestLargerThanItsHead(t *testing.T) {
+	r := ocitest.NewRegistry(t, "", "")
+	r.Push(t, "x:1", stackImage(t, ocitest.Gzip, host()))
+	r.Hook(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "/manifests/") || req.Method != http.MethodGet {
+			return false
+		}
+		w.Header().Set("Content-Type", string(types.OCIManifestSchema1))
+		w.Write(bytes.Repeat([]byte(" "), 64<<20))
+		return true
+	})
+	var c bodyCounter
+	_, err := oci.OpenRemote(context.Background(), r.Host+"/x:1", oci.Options{Keychain: authn.NewMultiKeychain(), Transport: &c})
+	require.ErrorIs(t, err, oci.ErrTooLarge)
+	assert.Contains(t, err.Error(), "over the 4194304-byte limit")
+	assert.Less(t, c.n.Load(), int64(oci.MaxManifest+1<<20), "bytes of the manifest read")
+
+	// Only manifests are bounded so, not the blobs of a repository
+	// named manifests.
+	big := ocitest.NewLayer(t, ocitest.Tar(t, reg("etc/os-release", "ID=x\n"), ocitest.Entry{Name: "big", Type: '0', Mode: 0o644, Body: make([]byte, 2*oci.MaxManifest)}), ocitest.Plain)
+	r = ocitest.NewRegistry(t, "", "")
+	r.Push(t, "a/manifests/b:1", ocitest.Image(t, host(), big))
+	_, err = oci.OpenRemote(context.Background(), r.Host+"/a/manifests/b:1", oci.Options{Keychain: authn.NewMultiKeychain()})
+	require.NoError(t, err)
 }
 
 // TestRegistryRedirectLoop: a registry that redirects a manifest or a

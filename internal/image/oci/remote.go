@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 
@@ -173,6 +174,26 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = readCloser{t.c.reader(resp.Body), resp.Body}
+	var body io.Reader = resp.Body
+	if path.Base(path.Dir(req.URL.Path)) == "manifests" { // /v2/REPO/manifests/REF
+		// go-containerregistry reads a manifest whole, up to 100 MiB,
+		// before anything here can check its size against its HEAD's.
+		body = &capReader{r: body, left: MaxManifest}
+	}
+	resp.Body = readCloser{t.c.reader(body), resp.Body}
 	return resp, nil
+}
+
+// capReader fails a manifest's body once it is past MaxManifest bytes.
+type capReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p[:min(int64(len(p)), c.left+1)])
+	if c.left -= int64(n); c.left < 0 {
+		return n, fmt.Errorf("manifest: %w: over the %d-byte limit", ErrTooLarge, MaxManifest)
+	}
+	return n, err
 }
