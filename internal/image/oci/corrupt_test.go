@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/internal/image/netguard"
 	"github.com/amilint/amilint/internal/image/oci"
 	"github.com/amilint/amilint/internal/image/oci/ocitest"
 )
@@ -365,4 +366,43 @@ func tocLie(t *testing.T) v1.Image {
 	l := ocitest.NewLayer(t, ocitest.Tar(t, reg("etc/os-release", "ID=x\n")), ocitest.Estargz)
 	l.Annotations["containerd.io/snapshot/stargz/toc.digest"] = sha([]byte("another table")).String()
 	return ocitest.Image(t, host(), l)
+}
+
+// TestRegistryThatStopsAnswering: a registry that accepts the request and
+// then says nothing, before its answer or in the middle of a layer, fails
+// the scan once it has been silent for netguard.Stall (lowered here), and
+// does not hold it until the caller gives up.
+func TestRegistryThatStopsAnswering(t *testing.T) {
+	defer func(s time.Duration) { netguard.Stall = s }(netguard.Stall)
+	netguard.Stall = 300 * time.Millisecond
+	for what, hook := range map[string]func(w http.ResponseWriter, req *http.Request) bool{
+		"no answer": func(w http.ResponseWriter, req *http.Request) bool {
+			if !strings.Contains(req.URL.Path, "/manifests/") {
+				return false
+			}
+			<-req.Context().Done()
+			return true
+		},
+		"a blob that stops": func(w http.ResponseWriter, req *http.Request) bool {
+			if !strings.Contains(req.URL.Path, "/blobs/") || req.Method != http.MethodGet {
+				return false
+			}
+			w.Header().Set("Content-Length", "1000000")
+			w.Write([]byte{0x1f, 0x8b})
+			http.NewResponseController(w).Flush()
+			<-req.Context().Done()
+			return true
+		},
+	} {
+		t.Run(what, func(t *testing.T) {
+			r := ocitest.NewRegistry(t, "", "")
+			r.Push(t, "x:1", stackImage(t, ocitest.Gzip, host()))
+			r.Hook(hook)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := oci.OpenRemote(ctx, r.Host+"/x:1", oci.Options{Keychain: authn.NewMultiKeychain()})
+			require.ErrorIs(t, err, netguard.ErrStalled)
+			assert.NoError(t, ctx.Err(), "held until the test's deadline")
+		})
+	}
 }

@@ -15,6 +15,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/amilint/amilint/internal/image/netguard"
 )
 
 // OpenRemote opens the image ref names in a registry (HOST/REPO:TAG or
@@ -30,12 +32,10 @@ func OpenRemote(ctx context.Context, ref string, opt Options) (*Image, error) {
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
-	base := opt.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
 	c := &counter{progress: opt.Progress}
-	tr := &countingTransport{base: base, c: c}
+	// A registry that stops answering fails the request after a minute
+	// of silence, rather than holding the scan.
+	tr := &countingTransport{base: &netguard.Transport{Base: opt.Transport}, c: c}
 	puller, err := remote.NewPuller(remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(tr))
 	if err != nil {
 		return nil, fmt.Errorf("registry %s: %w", r.Context().RegistryStr(), err)

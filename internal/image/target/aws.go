@@ -12,7 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/amilint/amilint/internal/image/ebs"
+	"github.com/amilint/amilint/internal/image/netguard"
 )
+
+// maxAWSBody caps each answer of the EBS and EC2 APIs.
+const maxAWSBody = 16 << 20
 
 // openAWS opens `ami:ami-…` and `ebs:snap-…` targets: the snapshot is read
 // block by block through the EBS direct APIs, with region and credentials
@@ -35,6 +39,11 @@ func openAWS(ctx context.Context, spec string, opt Options) (im *Image, ok bool,
 	if err != nil {
 		return nil, true, fmt.Errorf("open target %s: load AWS configuration: %w", spec, err)
 	}
+	// An endpoint that stops answering fails the request after a minute
+	// of silence, and no answer may hold more than 16 MiB (a page of the
+	// block list is about 1 MiB, a block 512 KiB). The client the chain
+	// built (with its CA bundle, proxy, timeouts) is wrapped, not replaced.
+	cfg.HTTPClient = netguard.Client(cfg.HTTPClient, netguard.Options{MaxBody: maxAWSBody})
 	snapID := id
 	if kind == "ami" {
 		snapID, err = ebs.RootSnapshot(ctx, ec2.NewFromConfig(cfg), id)

@@ -115,6 +115,9 @@ type countingWriter struct {
 }
 
 func (c *countingWriter) WriteHeader(s int) { c.status = s; c.ResponseWriter.WriteHeader(s) }
+
+// Unwrap lets a hook flush through http.NewResponseController.
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(p)
 	c.n += int64(n)

@@ -1,0 +1,79 @@
+//go:build !amilint_guest
+
+package target_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/ebs/ebstest"
+	"github.com/amilint/amilint/internal/image/netguard"
+	"github.com/amilint/amilint/internal/image/target"
+)
+
+// awsAt points the AWS chain at url, with ebstest's credentials.
+func awsAt(t *testing.T, url string) {
+	t.Helper()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": ebstest.AccessKey, "AWS_SECRET_ACCESS_KEY": ebstest.SecretKey,
+		"AWS_REGION": ebstest.Region, "AWS_ENDPOINT_URL_EBS": url, "AWS_ENDPOINT_URL_EC2": url,
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+		"AWS_PROFILE": "", "AWS_SESSION_TOKEN": "",
+	} {
+		t.Setenv(k, v)
+	}
+}
+
+// silent reads the request and answers nothing until the client hangs up
+// (the server notices that only once the request's body is read: EC2's
+// requests are POSTs).
+func silent(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
+}
+
+// TestAWSEndpointThatStopsAnswering: an EBS or EC2 endpoint that takes the
+// request and says nothing fails the target once silent for netguard.Stall
+// (lowered here); one that answers without end fails past 16 MiB. Neither
+// holds the scan until the caller gives up.
+func TestAWSEndpointThatStopsAnswering(t *testing.T) {
+	defer func(s time.Duration) { netguard.Stall = s }(netguard.Stall)
+	netguard.Stall = 300 * time.Millisecond
+	for name, tt := range map[string]struct {
+		spec string
+		h    http.HandlerFunc
+		want error
+	}{
+		"no answer, ebs": {"ebs:snap-0123", silent, netguard.ErrStalled},
+		"no answer, ec2": {"ami:ami-0123", silent, netguard.ErrStalled},
+		"a block list without end": {"ebs:snap-0123", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"Blocks":[`))
+			b := []byte(strings.Repeat(`{"BlockIndex":1,"BlockToken":"t"},`, 1000))
+			for range 1 << 20 {
+				if _, err := w.Write(b); err != nil {
+					return
+				}
+			}
+		}, netguard.ErrTooLarge},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.h)
+			defer srv.Close()
+			awsAt(t, srv.URL)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := target.Open(ctx, tt.spec, target.Options{})
+			require.ErrorIs(t, err, tt.want)
+			assert.NoError(t, ctx.Err(), "held until the test's deadline")
+		})
+	}
+}
