@@ -59,8 +59,12 @@ func ParseConfig(data []byte) ([]*Option, error) {
 		} else {
 			p = l
 		}
+		// Only l needs the scan: systemd scans the whole continuation
+		// again every line (quadratic in its length), but a continuation
+		// ends in the blank that replaced its backslash, where the scan
+		// is never escaped, so its verdict on p is its verdict on l.
 		escaped := false
-		for _, c := range p {
+		for _, c := range l {
 			if escaped {
 				escaped = false
 			} else if c == '\\' {

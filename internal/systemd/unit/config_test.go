@@ -3,6 +3,7 @@ package unit
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,35 @@ func TestParseConfig(t *testing.T) {
 			}
 			assert.Equal(t, tc.want, got)
 		})
+	}
+}
+
+// TestParseConfigLongContinuation reads a continuation of a million
+// one-byte lines, which systemd accepts (it stays under LONG_LINE_MAX).
+// Scanning the whole continuation again for every line, as systemd does,
+// took minutes (5*10^11 steps); the deadline is far above the
+// milliseconds a linear scan needs.
+func TestParseConfigLongContinuation(t *testing.T) {
+	n := maxLine - 100
+	in := []byte("[Unit]\nDescription=a" + strings.Repeat("\\\n", n) + "b\nX=\\\\\\\n c\n")
+	type result struct {
+		opts []*Option
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		opts, err := ParseConfig(in)
+		done <- result{opts, err}
+	}()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		assert.Equal(t, []*Option{
+			{Section: "Unit", Name: "Description", Value: "a" + strings.Repeat(" ", n) + "b"},
+			{Section: "Unit", Name: "X", Value: "\\\\  c"},
+		}, r.opts)
+	case <-time.After(60 * time.Second):
+		t.Fatal("ParseConfig still reading a continuation of 2 MB after 60 s")
 	}
 }
 
