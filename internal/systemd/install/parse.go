@@ -160,10 +160,14 @@ func (p *parser) parse(data []byte) error {
 		}
 	}
 	var (
-		section      string
-		inSection    bool
-		bomSeen      bool
-		continuation *string
+		section   string
+		inSection bool
+		bomSeen   bool
+		cont      bool
+		// continuation is the text of the lines continued so far, its
+		// final backslash already a blank. It grows in place: building
+		// a new string of it every line was quadratic in its length.
+		continuation []byte
 	)
 	// Without CR or NUL every line ends at the next LF alone.
 	lfOnly := strings.IndexByte(text, '\r') < 0 && strings.IndexByte(text, 0) < 0
@@ -188,13 +192,13 @@ func (p *parser) parse(data []byte) error {
 			bomSeen = true
 		}
 		var cur string
-		if continuation != nil {
-			if len(*continuation)+len(l) > longLineMax {
+		if cont {
+			if len(continuation)+len(l) > longLineMax {
 				return errLineTooLong
 			}
-			c := *continuation + l
-			continuation = &c
-			cur = c
+			continuation = append(continuation, l...)
+			// cur is read before continuation changes again.
+			cur = unsafe.String(unsafe.SliceData(continuation), len(continuation))
 		} else {
 			cur = l
 		}
@@ -205,17 +209,19 @@ func (p *parser) parse(data []byte) error {
 			n++
 		}
 		if n%2 == 1 {
-			c := cur[:len(cur)-1] + " "
-			continuation = &c
+			if !cont {
+				continuation, cont = []byte(l), true
+			}
+			continuation[len(continuation)-1] = ' '
 			continue
 		}
 		if err := p.line(cur, &section, &inSection); err != nil {
 			return err
 		}
-		continuation = nil
+		continuation, cont = nil, false
 	}
-	if continuation != nil {
-		if err := p.line(*continuation, &section, &inSection); err != nil {
+	if cont {
+		if err := p.line(string(continuation), &section, &inSection); err != nil {
 			return err
 		}
 	}

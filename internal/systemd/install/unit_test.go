@@ -3,6 +3,8 @@ package install
 import (
 	"bytes"
 	"io/fs"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -186,4 +188,23 @@ func TestLoaderDropIns(t *testing.T) {
 		"/lib/systemd/system/x-@.service.d/b.conf",
 		"/lib/systemd/system/x-@i.service.d/c.conf",
 	}, got["x-y@i.service"])
+}
+
+// TestParseLongContinuationAllocatesLinearly reads a continuation of 50,000
+// one-byte lines. Building a new string of the continuation every line
+// allocated 2.5 GB for these 100 KB (a 1 MiB continuation, which systemd
+// accepts, took minutes); growing it in place allocates about its length.
+func TestParseLongContinuationAllocatesLinearly(t *testing.T) {
+	const n = 50000
+	data := []byte("[Install]\nWantedBy=a.target" + strings.Repeat("\\\n", n) + "b.target\\\n\\\\\\\n c.target\n")
+	info := &installInfo{name: "x.service"}
+	p := parser{info: info, spec: &specifiers{}}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := p.parse(data)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.target", "b.target", "\\\\", "c.target"}, info.wantedBy)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	assert.Less(t, alloc, uint64(64*len(data)), "parsing %d bytes allocated %d", len(data), alloc)
 }
