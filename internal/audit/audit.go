@@ -324,6 +324,18 @@ func (o ModelOptions) Version(fsys *rootfs.FS) (version.Info, error) {
 	return sv, nil
 }
 
+// ErrBootTooDeep is returned for an image whose boot tree is so deep that
+// the units' chains from default.target, which the facts and reports carry
+// whole, would not fit in memory: they grow with the square of its depth (a
+// chain of units each starting the next: 1,000 of them make half a million
+// edges, 5,000 twelve million).
+var ErrBootTooDeep = errors.New("boot tree too deep to audit")
+
+// maxChainEdges bounds the edges of all the chains of an image of n units:
+// 32 a unit, at least 65,536. Real images have 2 to 3 a unit (the Debian
+// and DLAMI roots: 443 for 252 units, 487 for 153).
+func maxChainEdges(n int) int { return max(1<<16, 32*n) }
+
 // Model computes the inventory of an image.
 func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	// Enablement and the boot load walk the same directories and read the
@@ -428,6 +440,15 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		}
 	}
 	inv.Units = ins
+	// Every unit carries its chain from default.target: refuse a tree
+	// whose chains together would not fit, before building one.
+	names := make([]string, len(ins))
+	for i := range ins {
+		names[i] = ins[i].Name
+	}
+	if n, most := b.ChainEdges(names), maxChainEdges(len(ins)); n > most {
+		return nil, fmt.Errorf("%w: the units' boot chains hold %d edges in all, over the %d amilint builds for %d units", ErrBootTooDeep, n, most, len(ins))
+	}
 	scorer, scorerErr := inv.scorer(fsys, opts)
 	// Loading is systemd's, one name after another: an alias seen first
 	// decides what a later name gets. A loaded unit does not change, and

@@ -102,6 +102,43 @@ func (b *Boot) Chain(name string) []unit.Edge {
 	return out
 }
 
+// ChainEdges is the sum of len(b.Chain(n)) over names, counted without
+// building a chain: a unit's count is its parent's plus its own step, each
+// unit's counted once. The chains together grow with the square of the
+// boot tree's depth (a chain of units each starting the next), so a caller
+// that builds them all asks this first.
+func (b *Boot) ChainEdges(names []string) int {
+	memo := make(map[string]int, len(b.step))
+	var path []string
+	total := 0
+	for _, name := range names {
+		if _, ok := b.step[name]; !ok && name != b.Root {
+			continue
+		}
+		// Walk up to the root or a unit already counted, then count back
+		// down the path.
+		n := name
+		path = path[:0]
+		for n != b.Root {
+			if _, ok := memo[n]; ok {
+				break
+			}
+			path = append(path, n)
+			n = b.parent[n]
+		}
+		c := len(b.first)
+		if n != b.Root {
+			c = memo[n]
+		}
+		for i := len(path) - 1; i >= 0; i-- {
+			c += len(b.step[path[i]])
+			memo[path[i]] = c
+		}
+		total += c
+	}
+	return total
+}
+
 // strength says how a dependency kind takes part in a start transaction,
 // after systemd's unit dependency atoms.
 type strength int

@@ -384,6 +384,8 @@ func TestChainsAndActivation(t *testing.T) {
 	assert.False(t, b.StartsAtBoot("apt.service"))
 	assert.Nil(t, b.Chain("not-there.service"))
 	assert.Equal(t, []unit.Edge{alias}, b.Chain("multi-user.target"))
+	assert.Equal(t, 2+3+1+3+2, b.ChainEdges([]string{"ecs.service", "ssh.service", "multi-user.target", "docker.service", "ecs.service", "not-there.service"}),
+		"the alias edge of default.target counts in every chain")
 
 	u := g.Unit("sshd.service")
 	require.NotNil(t, u)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -100,6 +101,16 @@ func checkGraph(t *testing.T, g *Graph, step int) {
 		if g.Unit(n) == nil {
 			t.Fatalf("listed name %s does not load", n)
 		}
+	}
+	// ChainEdges counts exactly the edges the chains hold, names asked
+	// twice and names without a chain included.
+	names := slices.Concat(b.Start, b.Activated, g.Names(), b.Start, []string{"no-such.service"})
+	want := 0
+	for _, n := range names {
+		want += len(b.Chain(n))
+	}
+	if got := b.ChainEdges(names); got != want {
+		t.Fatalf("ChainEdges = %d, the chains hold %d edges", got, want)
 	}
 }
 
