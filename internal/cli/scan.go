@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -333,16 +335,82 @@ func targetOptions(e *env, d diskFlags) target.Options {
 	return opt
 }
 
-// output returns where the report goes: stdout, or a file.
-func output(e *env, path string) (io.Writer, func() error, error) {
+// output returns where the report goes: stdout, or a file. A regular
+// file (or a new one) is written beside itself and renamed into place by
+// Commit once the report is whole, so that a CI gate never reads half a
+// report from a run that failed or was killed while writing; links to it
+// are followed, as a shell's redirection follows them. Anything else
+// (/dev/stdout, a FIFO) is written as it is.
+func output(e *env, path string) (*reportOut, error) {
 	if path == "" || path == "-" {
-		return e.stdout, func() error { return nil }, nil
+		return &reportOut{w: e.stdout}, nil
 	}
-	f, err := os.Create(path)
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, fmt.Errorf("create output: %w", err)
+		}
+		return &reportOut{w: f, f: f}, nil
+	}
+	dst := path
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		dst = real
+	}
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(dst); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
 	if err != nil {
-		return nil, nil, fmt.Errorf("create output: %w", err)
+		return nil, fmt.Errorf("create output: %w", err)
 	}
-	return f, f.Close, nil
+	return &reportOut{w: f, f: f, dst: dst, mode: mode, path: path}, nil
+}
+
+// reportOut is where a report is written.
+type reportOut struct {
+	w    io.Writer
+	f    *os.File    // nil for stdout
+	dst  string      // set when f is a temporary file to rename to dst
+	mode fs.FileMode // of the file at dst
+	path string      // as the user gave it
+}
+
+func (o *reportOut) Write(p []byte) (int, error) { return o.w.Write(p) }
+
+// Commit ends a report written whole: the file is closed and, written
+// beside its destination, renamed into place.
+func (o *reportOut) Commit() error {
+	if o.f == nil {
+		return nil
+	}
+	if o.dst == "" {
+		return o.f.Close()
+	}
+	err := o.f.Chmod(o.mode)
+	if cerr := o.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(o.f.Name(), o.dst)
+	}
+	if err != nil {
+		os.Remove(o.f.Name())
+		return fmt.Errorf("write output %s: %w", o.path, err)
+	}
+	return nil
+}
+
+// Discard drops a report that could not be written whole: the file at
+// the destination stays as it was.
+func (o *reportOut) Discard() {
+	if o.f == nil {
+		return
+	}
+	o.f.Close()
+	if o.dst != "" {
+		os.Remove(o.f.Name())
+	}
 }
 
 // runScan implements `amilint scan [TARGET]`: facts → policies → findings.
@@ -397,15 +465,15 @@ func runScan(e *env, args []string) int {
 	}
 	res.Report.Generated = generatedAt()
 	warnCorrupt(e, im)
-	dst, closeOut, err := output(e, *out)
+	dst, err := output(e, *out)
 	if err != nil {
 		return fail(e, "scan", err)
 	}
 	if err := w.Write(dst, res.Report); err != nil {
-		closeOut()
+		dst.Discard()
 		return fail(e, "scan", err)
 	}
-	if err := closeOut(); err != nil {
+	if err := dst.Commit(); err != nil {
 		return fail(e, "scan", err)
 	}
 	return finding.ExitCode(res.Report.Findings, failOn)

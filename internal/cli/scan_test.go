@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -648,4 +649,59 @@ func TestUserFilesBounded(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line naming the problem: %q", stderr)
 		})
 	}
+}
+
+// TestOutputFileIsWholeOrUnchanged: --output writes beside the file and
+// renames into place once the report is whole. A run that fails or is
+// killed while writing leaves the previous report as it was, where it used
+// to leave half a report for a CI gate to read; a link is followed, as a
+// shell's redirection follows it, and the file keeps its mode.
+func TestOutputFileIsWholeOrUnchanged(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.json")
+	require.NoError(t, os.WriteFile(path, []byte("the previous report"), 0o640))
+	e := &env{stdout: io.Discard}
+
+	// Killed, or failed, in the middle of the report.
+	for _, end := range []func(o *reportOut){func(o *reportOut) {}, func(o *reportOut) { o.Discard() }} {
+		o, err := output(e, path)
+		require.NoError(t, err)
+		_, err = o.Write([]byte(`{"schema":"amilint/v1","findi`))
+		require.NoError(t, err)
+		end(o)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, "the previous report", string(b))
+	}
+
+	link := filepath.Join(dir, "latest.json")
+	require.NoError(t, os.Symlink("report.json", link))
+	code, _, stderr := runCLI(t, "scan", "fixture:dlami", "-o", "json", "--output", link)
+	require.Equal(t, ExitFindings, code, stderr)
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.Equal(t, fs.ModeSymlink, fi.Mode().Type(), "the link stays a link")
+	fi, err = os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o640), fi.Mode().Perm())
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, err = finding.Decode(b)
+	require.NoError(t, err, "a whole report")
+
+	// The killed run's file is the only thing left beside it.
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, d := range ents {
+		names = append(names, d.Name())
+	}
+	assert.Len(t, names, 3, "report, link and the killed run's partial file: %v", names)
+
+	// Not a regular file: written as it is.
+	code, _, stderr = runCLI(t, "scan", "fixture:dlami", "-o", "json", "--output", "/dev/null")
+	require.Equal(t, ExitFindings, code, stderr)
+	fi, err = os.Stat("/dev/null")
+	require.NoError(t, err)
+	assert.Equal(t, fs.ModeDevice|fs.ModeCharDevice, fi.Mode().Type(), "/dev/null is still /dev/null")
 }

@@ -92,7 +92,7 @@ func runSecurity(e *env, args []string) int {
 	if err != nil {
 		return fail(e, "security", fmt.Errorf("%s: %w", im.Name, err))
 	}
-	dst, closeOut, err := output(e, f.out)
+	dst, err := output(e, f.out)
 	if err != nil {
 		return fail(e, "security", err)
 	}
@@ -105,8 +105,10 @@ func runSecurity(e *env, args []string) int {
 	if err == nil {
 		err = w.Flush()
 	}
-	if cerr := closeOut(); err == nil {
-		err = cerr
+	if err == nil {
+		err = dst.Commit()
+	} else {
+		dst.Discard()
 	}
 	if err != nil {
 		return fail(e, "security", err)
