@@ -336,6 +336,17 @@ var ErrBootTooDeep = errors.New("boot tree too deep to audit")
 // and DLAMI roots: 443 for 252 units, 487 for 153).
 func maxChainEdges(n int) int { return max(1<<16, 32*n) }
 
+// ErrTooManyDirectives is returned for an image whose units' directives,
+// which the facts carry for every name of a unit, would not fit in memory:
+// an alias carries its unit's, so a unit with n aliases (n Alias= lines and
+// n links) makes n² of them.
+var ErrTooManyDirectives = errors.New("too many directives to audit")
+
+// maxDirectives bounds the directives of all the names of an image of n
+// units: 64 a name, at least 262,144. Real images have 8 to 12 a name (the
+// Debian root: 2,649 for 252 names, the DLAMI root 1,269 for 153).
+func maxDirectives(n int) int { return max(1<<18, 64*n) }
+
 // Model computes the inventory of an image.
 func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	// Enablement and the boot load walk the same directories and read the
@@ -494,10 +505,19 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 			}
 		})
 	}
+	// Every name carries its unit's directives, an alias's too: a unit of
+	// a thousand Alias= lines and a thousand alias links makes a million.
+	// Counted as the units load, refused before the facts render one.
+	directives, mostDirectives := 0, maxDirectives(len(ins))
+	var tooMany error
 	for i := range ins {
 		in := &ins[i]
 		u := g.Unit(in.Name)
 		if u != nil {
+			if directives += len(u.Options); directives > mostDirectives {
+				tooMany = fmt.Errorf("%w: the units' directives, each alias carrying its unit's, number over %d, the most amilint builds for %d units", ErrTooManyDirectives, mostDirectives, len(ins))
+				break
+			}
 			in.Options = u.Options
 			if in.DropIns == nil {
 				in.DropIns = u.DropIns
@@ -516,6 +536,9 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		work(i)
 	}
 	wg.Wait()
+	if tooMany != nil {
+		return nil, tooMany
+	}
 	if scorerErr != nil {
 		return nil, fmt.Errorf("assess services: %w", scorerErr)
 	}
