@@ -201,25 +201,34 @@ func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 	// PID 1 loads units with an empty tmpfs on /run. Under a run's
 	// remembering view the image is read through its memory (Raw), shared
 	// with the enablement and the facts.
-	return loadGraph(rootfs.New(atBoot{fsys.Raw()}), sdVersion)
+	if sdVersion == 0 {
+		sdVersion = version.Default
+	}
+	return loadGraph(rootfs.New(atBoot{fsys.Raw()}), sdVersion, unit.SearchPathOf(sdVersion))
 }
 
 // LoadTree is Load with the image's /run as it is, the way offline tools
 // read a tree (systemd-analyze --root, systemctl --root): for scoring or
 // describing unit files, not for the boot transaction, which PID 1
-// computes with an empty /run.
+// computes with an empty /run. The tree's generator and transient
+// directories are not read: systemd-analyze --offline runs with
+// LOOKUP_PATHS_TEMPORARY_GENERATED, which puts them in a new temporary
+// directory of its own.
 func LoadTree(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
-	return loadGraph(fsys, sdVersion)
-}
-
-func loadGraph(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 	if sdVersion == 0 {
 		sdVersion = version.Default
 	}
+	search := slices.DeleteFunc(slices.Clone(unit.SearchPathOf(sdVersion)), func(d string) bool {
+		return d == "run/systemd/transient" || strings.HasPrefix(d, "run/systemd/generator")
+	})
+	return loadGraph(fsys, sdVersion, search)
+}
+
+func loadGraph(fsys *rootfs.FS, sdVersion int, search []string) (*Graph, error) {
 	g := &Graph{
 		fsys:    fsys,
 		version: sdVersion,
-		search:  unit.SearchPathOf(sdVersion),
+		search:  search,
 		ids:     map[string]idEntry{},
 		byName:  map[string][]string{},
 		cache:   map[string]map[string]bool{},

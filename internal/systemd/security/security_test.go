@@ -85,3 +85,42 @@ func TestTopIsTheSortedPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestOfflineSkipsGeneratedAndTransient: systemd-analyze --offline puts
+// the generator and transient directories in a temporary directory of its
+// own (LOOKUP_PATHS_TEMPORARY_GENERATED), so units and drop-ins a tree has
+// there are not read (systemd 252 and 257: "Unit gen.service not found.",
+// drop-in ignored); /run/systemd/system is read.
+func TestOfflineSkipsGeneratedAndTransient(t *testing.T) {
+	svc := "[Service]\nExecStart=/bin/true\n"
+	net := "[Service]\nPrivateNetwork=yes\n"
+	files := map[string]string{
+		"usr/lib/systemd/system/plain.service":    svc,
+		"usr/lib/systemd/system/run.service":      svc,
+		"run/systemd/system/run.service.d/a.conf": net,
+	}
+	var only []string
+	for _, d := range []string{"generator.early", "generator", "generator.late", "transient"} {
+		n := strings.ReplaceAll(d, ".", "-")
+		files["usr/lib/systemd/system/"+n+".service"] = svc
+		files["run/systemd/"+d+"/"+n+".service.d/a.conf"] = net
+		files["run/systemd/"+d+"/only-"+n+".service"] = svc
+		only = append(only, "only-"+n+".service")
+	}
+	dir := writeTree(t, files)
+	got, _ := scoreTree(t, dir, 252, nil, nil)
+	for _, n := range only {
+		assert.NotContains(t, got, n)
+	}
+	got, failed := scoreTree(t, dir, 252, nil, append([]string{"plain.service", "run.service", "generator-early.service", "generator.service", "generator-late.service", "transient.service"}, only...))
+	for _, n := range only {
+		assert.ErrorIs(t, failed[n], ErrNotLoaded, n)
+	}
+	require.Contains(t, got, "plain.service")
+	assert.Less(t, got["run.service"].Exposure, got["plain.service"].Exposure, "/run/systemd/system is read")
+	for _, n := range []string{"generator-early.service", "generator.service", "generator-late.service", "transient.service"} {
+		require.Contains(t, got, n)
+		assert.Equal(t, got["plain.service"].Exposure, got[n].Exposure, n)
+		assert.Empty(t, got[n].DropIns, n)
+	}
+}
