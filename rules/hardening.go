@@ -99,6 +99,9 @@ func loadHardening(fsys fs.FS, dir, prefix string) ([]Hardening, error) {
 	return hs, nil
 }
 
+// maxFileName is NAME_MAX: the longest name of a file or directory.
+const maxFileName = 255
+
 // Validate reports every problem of the entry at once. A disabled entry
 // needs only its id.
 func (h Hardening) Validate() error {
@@ -125,6 +128,10 @@ func (h Hardening) Validate() error {
 	for _, u := range h.Units {
 		if !unit.Valid(u) || unit.Type(u) != "service" || unit.IsTemplate(u) {
 			bad("unit %q: want a service name (no template)", u)
+		} else if len(u)+len(".d") > maxFileName {
+			// Its drop-in directory, NAME.d, could not be created (and
+			// systemd could not read one).
+			bad("unit %q: %d characters; its drop-in directory's name would be longer than %d", u, len(u), maxFileName)
 		}
 	}
 	for _, err := range dropInProblems(h.DropIn) {

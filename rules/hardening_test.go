@@ -54,6 +54,7 @@ func TestHardeningValidate(t *testing.T) {
 		{"no units", func(h *Hardening) { h.Units = nil }, "units"},
 		{"not a service", func(h *Hardening) { h.Units = []string{"x.socket"} }, "want a service name"},
 		{"template", func(h *Hardening) { h.Units = []string{"x@.service"} }, "want a service name"},
+		{"no room for its drop-in directory", func(h *Hardening) { h.Units = []string{strings.Repeat("x", 246) + ".service"} }, "its drop-in directory's name would be longer than 255"},
 		{"no why", func(h *Hardening) { h.Why = " " }, "why: missing"},
 		{"no breaks", func(h *Hardening) { h.Breaks = "" }, "breaks: missing"},
 		{"empty drop-in", func(h *Hardening) { h.DropIn = "# nothing\n" }, "sets nothing"},
