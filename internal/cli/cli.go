@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/image/integrity"
 )
 
@@ -172,8 +173,10 @@ func fail(e *env, cmd string, err error) int {
 	if m, ok := integrity.As(err); ok {
 		err = fmt.Errorf("%w (--allow-corrupt reads on and reports it)", m)
 	}
-	// One line: multi-line errors (OPA lists every parse error) are joined.
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ; ")), " ")
+	// One line: multi-line errors (OPA lists every parse error) are joined,
+	// and what they quote of a hostile file or name (a policy's source
+	// line, a path) reaches the terminal without its control characters.
+	msg := finding.Printable(strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ; ")), " "))
 	fmt.Fprintf(e.stderr, "amilint %s: %s\n", cmd, msg)
 	return ExitError
 }

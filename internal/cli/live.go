@@ -144,7 +144,7 @@ func runLive(e *env, args []string) int {
 	if err != nil {
 		for _, c := range live.AllCollectors {
 			if msg, ok := facts.Errors[c]; ok {
-				fmt.Fprintf(e.stderr, "amilint live: %s: %s\n", c, msg)
+				fmt.Fprintf(e.stderr, "amilint live: %s: %s\n", c, report.Printable(msg))
 			}
 		}
 		return ExitError

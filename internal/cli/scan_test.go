@@ -705,3 +705,25 @@ func TestOutputFileIsWholeOrUnchanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fs.ModeDevice|fs.ModeCharDevice, fi.Mode().Type(), "/dev/null is still /dev/null")
 }
+
+// TestErrorLineIsPrintable: what an error quotes of a hostile policy file
+// (OPA quotes the offending line) or of a unit name given reaches stderr
+// as one line without terminal escapes.
+func TestErrorLineIsPrintable(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "x.rego"),
+		[]byte("package amilint.rules.x\nimport rego.v1\nfindings contains f if { f := \"\x1b]0;PWNED\a\x1b[2J\" +++ }\n"), 0o644))
+	for name, args := range map[string][]string{
+		"policy parse error": {"scan", "--policy", dir},
+		"security unit name": {"security", "fixture:dlami", "x\x1b[2J\ny.service"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, args...)
+			assert.Equal(t, ExitError, code)
+			assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
+			assert.NotContains(t, stderr, "\x1b")
+			assert.NotContains(t, stderr, "\a")
+			assert.Contains(t, stderr, "\uFFFD")
+		})
+	}
+}

@@ -119,7 +119,7 @@ func runSecurity(e *env, args []string) int {
 		case u.Assessment == nil && len(units) > 0:
 			// A unit the user named that systemd-analyze could not score
 			// either: the job is not done.
-			fmt.Fprintf(e.stderr, "amilint security: %s\n", u.Error)
+			fmt.Fprintf(e.stderr, "amilint security: %s\n", report.Printable(u.Error))
 			code = ExitError
 		case u.Assessment != nil && threshold != nil && u.Exposure > *threshold && code == ExitOK:
 			code = ExitFindings
