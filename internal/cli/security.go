@@ -67,7 +67,11 @@ func runSecurity(e *env, args []string) int {
 		return fail(e, "security", fmt.Errorf("unknown output format %q (want text or json)", f.format))
 	}
 	var threshold *security.Tenths // none: no exposure fails
-	if f.threshold != "" {
+	// --threshold= (empty, an unset variable in a script) is refused, not
+	// read as no threshold: a gate that passes everything.
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "threshold" })
+	if set {
 		t, err := security.ParseTenths(f.threshold)
 		if err != nil {
 			return fail(e, "security", fmt.Errorf("--threshold: %w", err))

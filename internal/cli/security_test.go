@@ -64,6 +64,7 @@ func TestSecurityCommand(t *testing.T) {
 		{"nothing above", []string{"security", dir, "--threshold", "10.0"}, ExitOK, nil, ""},
 		{"threshold out of range", []string{"security", dir, "--threshold", "90"}, ExitError, nil, "above 10.0"},
 		{"threshold not a number", []string{"security", dir, "--threshold", "high"}, ExitError, nil, "want a number"},
+		{"threshold empty", []string{"security", dir, "--threshold", ""}, ExitError, nil, "--threshold"},
 		{"named units", []string{"security", dir, "open.service", "tight.service"}, ExitOK,
 			[]string{"→ Overall exposure level for open.service: 9.6 UNSAFE", "→ Overall exposure level for tight.service:", "✗ PrivateNetwork="}, ""},
 		{"an alias scores its unit", []string{"security", dir, "alias.service"}, ExitOK, []string{"Overall exposure level for open.service"}, ""},
