@@ -194,6 +194,7 @@ func TestLiveErrors(t *testing.T) {
 		{"bad collector", []string{"--collect", "gpu"}, `unknown collector "gpu"`},
 		{"bad severity", []string{"--fail-on", "urgent"}, "severity"},
 		{"missing root", []string{"--root", "/nonexistent/amilint"}, "no such host root"},
+		{"NaN saturation", []string{"--saturation", "NaN"}, "saturation NaN: want a ratio"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

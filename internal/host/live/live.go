@@ -99,7 +99,7 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown collector %q (want %s)", c, strings.Join(AllCollectors, ", ")))
 		}
 	}
-	if o.Saturation < 0 || o.Saturation > 1 {
+	if !(o.Saturation >= 0 && o.Saturation <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("saturation %v: want a ratio in (0, 1]", o.Saturation))
 	}
 	if o.Sample < 0 {
