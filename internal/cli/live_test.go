@@ -195,6 +195,7 @@ func TestLiveErrors(t *testing.T) {
 		{"bad severity", []string{"--fail-on", "urgent"}, "severity"},
 		{"missing root", []string{"--root", "/nonexistent/amilint"}, "no such host root"},
 		{"NaN saturation", []string{"--saturation", "NaN"}, "saturation NaN: want a ratio"},
+		{"negative zombie threshold", []string{"--zombie-threshold", "-1"}, "zombie threshold -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

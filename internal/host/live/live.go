@@ -102,6 +102,9 @@ func (o Options) Validate() error {
 	if !(o.Saturation >= 0 && o.Saturation <= 1) { // NaN too
 		errs = append(errs, fmt.Errorf("saturation %v: want a ratio in (0, 1]", o.Saturation))
 	}
+	if o.ZombieThreshold < 0 {
+		errs = append(errs, fmt.Errorf("zombie threshold %d: want 0 (the rule's param) or more", o.ZombieThreshold))
+	}
 	if o.Sample < 0 {
 		errs = append(errs, fmt.Errorf("sample %s: want a positive duration", o.Sample))
 	}
