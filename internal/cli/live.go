@@ -105,6 +105,14 @@ func runLive(e *env, args []string) int {
 	if !slices.Contains(report.Formats, *out) {
 		return fail(e, "live", fmt.Errorf("output %q: want one of %s", *out, strings.Join(report.Formats, ", ")))
 	}
+	// The exporter reads 0 or less as its defaults: refuse them here, as
+	// any other bad value.
+	if *interval <= 0 {
+		return fail(e, "live", fmt.Errorf("--interval %s: want a positive duration", *interval))
+	}
+	if *maxConns < 1 {
+		return fail(e, "live", fmt.Errorf("--web.max-connections %d: want 1 or more", *maxConns))
+	}
 	cfg, err := lf.policy.config()
 	if err != nil {
 		return fail(e, "live", err)
