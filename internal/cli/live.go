@@ -105,6 +105,11 @@ func runLive(e *env, args []string) int {
 	if !slices.Contains(report.Formats, *out) {
 		return fail(e, "live", fmt.Errorf("output %q: want one of %s", *out, strings.Join(report.Formats, ", ")))
 	}
+	// A node-problem-detector plugin prints one line and exits; --serve
+	// never does.
+	if *npdMode && *serve != "" {
+		return fail(e, "live", errors.New("--npd and --serve: choose one (a node-problem-detector plugin exits, an exporter serves until stopped)"))
+	}
 	// The exporter reads 0 or less as its defaults: refuse them here, as
 	// any other bad value.
 	if *interval <= 0 {

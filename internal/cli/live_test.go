@@ -196,6 +196,7 @@ func TestLiveErrors(t *testing.T) {
 		{"missing root", []string{"--root", "/nonexistent/amilint"}, "no such host root"},
 		{"NaN saturation", []string{"--saturation", "NaN"}, "saturation NaN: want a ratio"},
 		{"negative zombie threshold", []string{"--zombie-threshold", "-1"}, "zombie threshold -1"},
+		{"npd and serve", []string{"--npd", "--serve", "127.0.0.1:0"}, "--npd and --serve"},
 		{"zero interval", []string{"--serve", "127.0.0.1:0", "--interval", "0s"}, "--interval 0s: want a positive duration"},
 		{"negative interval", []string{"--serve", "127.0.0.1:0", "--interval", "-1s"}, "--interval -1s"},
 		{"zero connections", []string{"--serve", "127.0.0.1:0", "--web.max-connections", "0"}, "--web.max-connections 0: want 1 or more"},
