@@ -130,6 +130,17 @@ func usage(w io.Writer, cmds map[string]command) {
 }
 
 func runVersion(e *env, args []string) int {
+	fs := newFlags(e, "version")
+	pos, err := parse(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return usageOf(e, fs, "amilint version")
+	}
+	if err == nil && len(pos) > 0 {
+		err = fmt.Errorf("takes no arguments, got %q", pos[0])
+	}
+	if err != nil {
+		return fail(e, "version", err)
+	}
 	fmt.Fprintln(e.stdout, "amilint", version()+flavor)
 	return ExitOK
 }

@@ -82,6 +82,18 @@ func (l *liveFlags) host(e *env, cfg audit.Config) (*live.Host, string, error) {
 // runLive audits the running host: `amilint live [-o FORMAT]
 // [--serve ADDR [--web.config.file FILE]] [--npd] [--sample DURATION] …`, through the same facts,
 // rules and policies as a scan, with the live rules on top.
+// minServeInterval is the shortest --interval: an audit takes tens of
+// milliseconds of CPU, so a shorter one is a busy loop whose results are
+// always stale.
+const minServeInterval = 100 * time.Millisecond
+
+// flagSet reports whether the flag name was given, empty or not.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func runLive(e *env, args []string) int {
 	fs := newFlags(e, "live")
 	var lf liveFlags
@@ -112,8 +124,11 @@ func runLive(e *env, args []string) int {
 	}
 	// The exporter reads 0 or less as its defaults: refuse them here, as
 	// any other bad value.
-	if *interval <= 0 {
-		return fail(e, "live", fmt.Errorf("--interval %s: want a positive duration", *interval))
+	if *interval < minServeInterval {
+		return fail(e, "live", fmt.Errorf("--interval %s: want %s or more (each audit costs tens of milliseconds of CPU)", *interval, minServeInterval))
+	}
+	if *serve == "" && flagSet(fs, "serve") {
+		return fail(e, "live", errors.New(`--serve "": want an address to listen on, such as :9847`))
 	}
 	if *maxConns < 1 {
 		return fail(e, "live", fmt.Errorf("--web.max-connections %d: want 1 or more", *maxConns))

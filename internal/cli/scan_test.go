@@ -174,6 +174,8 @@ func TestScanErrorsExit2(t *testing.T) {
 		"facts bad target": {"facts", "/nonexistent"},
 		"report bad flag":  {"report", "--bogus"},
 		"live bad flag":    {"live", "--bogus"},
+		"version bad flag": {"version", "--bogus"},
+		"version argument": {"version", "extra"},
 		"policy bad flag":  {"policy", "test", "--bogus"},
 		"units bad flag":   {"units", "--bogus"},
 		"fix bad flag":     {"fix", "--bogus"},
