@@ -360,12 +360,21 @@ func output(e *env, path string) (*reportOut, error) {
 	if fi, err := os.Stat(dst); err == nil {
 		mode = fi.Mode().Perm()
 	}
-	f, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
+	f, err := createTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".*")
 	if err != nil {
-		return nil, fmt.Errorf("create output: %w", err)
+		// A file the user may write in a directory they may not (a log
+		// directory, say): written in place, as before.
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, fmt.Errorf("create output: %w", err)
+		}
+		return &reportOut{w: f, f: f}, nil
 	}
 	return &reportOut{w: f, f: f, dst: dst, mode: mode, path: path}, nil
 }
+
+// createTemp is os.CreateTemp; tests make it fail.
+var createTemp = os.CreateTemp
 
 // reportOut is where a report is written.
 type reportOut struct {

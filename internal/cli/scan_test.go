@@ -700,6 +700,20 @@ func TestOutputFileIsWholeOrUnchanged(t *testing.T) {
 	}
 	assert.Len(t, names, 3, "report, link and the killed run's partial file: %v", names)
 
+	// A directory where no new file may be made (a log directory whose
+	// file the user may write): the report is written in place, as
+	// before.
+	createTemp = func(string, string) (*os.File, error) { return nil, fs.ErrPermission }
+	defer func() { createTemp = os.CreateTemp }()
+	require.NoError(t, os.WriteFile(path, []byte("the previous report"), 0o640))
+	code, _, stderr = runCLI(t, "scan", "fixture:dlami", "-o", "json", "--output", path)
+	require.Equal(t, ExitFindings, code, stderr)
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	_, err = finding.Decode(b)
+	require.NoError(t, err, "a whole report, written in place")
+	createTemp = os.CreateTemp
+
 	// Not a regular file: written as it is.
 	code, _, stderr = runCLI(t, "scan", "fixture:dlami", "-o", "json", "--output", "/dev/null")
 	require.Equal(t, ExitFindings, code, stderr)
