@@ -156,14 +156,7 @@ func BenchmarkAMI(b *testing.B) {
 			PageSize:  10000, Latency: 30 * time.Millisecond,
 		}
 		url := srv.Start()
-		for k, v := range map[string]string{
-			"AWS_ACCESS_KEY_ID": ebstest.AccessKey, "AWS_SECRET_ACCESS_KEY": ebstest.SecretKey,
-			"AWS_REGION": ebstest.Region, "AWS_ENDPOINT_URL_EBS": url, "AWS_ENDPOINT_URL_EC2": url,
-			"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-			"AWS_PROFILE": "", "AWS_SESSION_TOKEN": "",
-		} {
-			b.Setenv(k, v)
-		}
+		ebstest.UseEndpoint(b, url)
 		var stderr bytes.Buffer
 		start := time.Now()
 		code := cli.Run(context.Background(), []string{"scan", "ami:ami-bench", "-o", "json"}, io.Discard, &stderr)

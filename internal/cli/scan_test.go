@@ -327,14 +327,7 @@ func TestEBSTarget(t *testing.T) {
 	}
 	url := srv.Start()
 	defer srv.Close()
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": ebstest.AccessKey, "AWS_SECRET_ACCESS_KEY": ebstest.SecretKey,
-		"AWS_REGION": ebstest.Region, "AWS_ENDPOINT_URL_EBS": url, "AWS_ENDPOINT_URL_EC2": url,
-		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-		"AWS_PROFILE": "", "AWS_SESSION_TOKEN": "",
-	} {
-		t.Setenv(k, v)
-	}
+	ebstest.UseEndpoint(t, url)
 	code, want, stderr := runCLI(t, "units", root, "-o", "tsv")
 	require.Equal(t, ExitOK, code, stderr)
 	for _, spec := range []string{"ebs:snap-0123", "ami:ami-0dlami"} {

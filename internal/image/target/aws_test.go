@@ -19,19 +19,6 @@ import (
 	"github.com/amilint/amilint/internal/image/target"
 )
 
-// awsAt points the AWS chain at url, with ebstest's credentials.
-func awsAt(t *testing.T, url string) {
-	t.Helper()
-	for k, v := range map[string]string{
-		"AWS_ACCESS_KEY_ID": ebstest.AccessKey, "AWS_SECRET_ACCESS_KEY": ebstest.SecretKey,
-		"AWS_REGION": ebstest.Region, "AWS_ENDPOINT_URL_EBS": url, "AWS_ENDPOINT_URL_EC2": url,
-		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-		"AWS_PROFILE": "", "AWS_SESSION_TOKEN": "",
-	} {
-		t.Setenv(k, v)
-	}
-}
-
 // silent reads the request and answers nothing until the client hangs up
 // (the server notices that only once the request's body is read: EC2's
 // requests are POSTs).
@@ -68,7 +55,7 @@ func TestAWSEndpointThatStopsAnswering(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := httptest.NewServer(tt.h)
 			defer srv.Close()
-			awsAt(t, srv.URL)
+			ebstest.UseEndpoint(t, srv.URL)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, err := target.Open(ctx, tt.spec, target.Options{})
