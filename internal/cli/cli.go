@@ -154,6 +154,15 @@ func newFlags(e *env, name string) *flag.FlagSet {
 	return fs
 }
 
+// flagSet reports whether the flag name was given, empty or not: an empty
+// value (an unset variable in a script) is then refused, not read as the
+// flag left out.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // parse parses args, allowing flags after positional arguments
 // ("amilint units DIR -o tsv"), and returns the positionals.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {

@@ -87,13 +87,6 @@ func (l *liveFlags) host(e *env, cfg audit.Config) (*live.Host, string, error) {
 // always stale.
 const minServeInterval = 100 * time.Millisecond
 
-// flagSet reports whether the flag name was given, empty or not.
-func flagSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
 func runLive(e *env, args []string) int {
 	fs := newFlags(e, "live")
 	var lf liveFlags

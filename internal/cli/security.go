@@ -69,9 +69,7 @@ func runSecurity(e *env, args []string) int {
 	var threshold *security.Tenths // none: no exposure fails
 	// --threshold= (empty, an unset variable in a script) is refused, not
 	// read as no threshold: a gate that passes everything.
-	set := false
-	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == "threshold" })
-	if set {
+	if flagSet(fs, "threshold") {
 		t, err := security.ParseTenths(f.threshold)
 		if err != nil {
 			return fail(e, "security", fmt.Errorf("--threshold: %w", err))

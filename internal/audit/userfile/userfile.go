@@ -32,12 +32,7 @@ func Read(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return ReadFrom(name, f)
-}
-
-// ReadFrom reads r whole, or fails with ErrTooLarge; name is for the error.
-func ReadFrom(name string, r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
