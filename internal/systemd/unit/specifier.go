@@ -2,6 +2,7 @@ package unit
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -134,4 +135,79 @@ func hexVal(c byte) int {
 		return int(c-'A') + 10
 	}
 	return -1
+}
+
+// Bounds of a specifier expansion: unit_path_printf expands a path to at
+// most PATH_MAX-1 bytes, unit_full_printf anything else to LONG_LINE_MAX.
+const (
+	PathPrintfMax = 4095
+	FullPrintfMax = maxLine
+)
+
+// Errors of Expand, for which systemd ignores the assignment.
+var (
+	// ErrBadSpecifier is -EBADSLT: an unknown letter or digit after "%".
+	ErrBadSpecifier = errors.New("invalid specifier")
+	// ErrExpansionTooLong is -ENAMETOOLONG: the expansion passes its
+	// bound.
+	ErrExpansionTooLong = errors.New("expansion too long")
+)
+
+// MachineSpecifiers are the specifiers of unit_full_printf that
+// NameSpecifier does not expand: those of the machine systemd runs on
+// (host name, machine and boot id, kernel, os-release, architecture),
+// root's home and shell, the cgroup paths and the fragment's path.
+const MachineSpecifiers = "aAbBcHhlmMoqrRsvwWyY"
+
+// Expand is specifier_printf with the table of unit_full_printf of
+// systemd version for the system unit id: NameSpecifier's specifiers,
+// "%%", and the MachineSpecifiers, which machine expands. An unknown
+// letter or digit after "%" is ErrBadSpecifier; "%" before anything else,
+// or ending s, stays as written. An invalid escape in id is the error of
+// NameSpecifier. Like systemd, it checks the length after every byte of s
+// and stops with ErrExpansionTooLong as soon as the output passes max,
+// so a short value full of specifiers never grows far past max.
+func Expand(version int, id, s string, max int, machine func(c byte) string) (string, error) {
+	if !strings.Contains(s, "%") {
+		if len(s) > max {
+			return "", ErrExpansionTooLong
+		}
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c != '%':
+			b.WriteByte(c)
+		case i+1 == len(s):
+			b.WriteByte('%')
+		default:
+			i++
+			c = s[i]
+			v, ok, err := NameSpecifier(version, id, c)
+			switch {
+			case err != nil:
+				return "", fmt.Errorf("specifier %%%c of %s: %w", c, id, err)
+			case ok:
+			case c == '%':
+				v = "%"
+			case strings.IndexByte(MachineSpecifiers, c) >= 0:
+				v = machine(c)
+			case isAlnum(c):
+				return "", fmt.Errorf("%w %%%c", ErrBadSpecifier, c)
+			default:
+				v = "%" + string(c)
+			}
+			b.WriteString(v)
+		}
+		if b.Len() > max {
+			return "", ErrExpansionTooLong
+		}
+	}
+	return b.String(), nil
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

@@ -1,6 +1,7 @@
 package unit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +52,51 @@ func TestPathUnescape(t *testing.T) {
 		_, err := PathUnescape(bad)
 		assert.Error(t, err, bad)
 	}
+}
+
+func TestExpand(t *testing.T) {
+	machine := func(c byte) string { return "<" + string(c) + ">" }
+	for _, tc := range []struct {
+		version int
+		in      string
+		max     int
+		want    string
+		err     error
+	}{
+		{252, "/a/%n/%i", 100, "/a/foo@bar.service/bar", nil},
+		{252, "/a%", 100, "/a%", nil},
+		{252, "/a%-b%%", 100, "/a%-b%", nil},
+		{252, "/%H%y", 100, "/<H><y>", nil},
+		{252, "/%X", 100, "", ErrBadSpecifier},
+		{252, "/%0", 100, "", ErrBadSpecifier},
+		{252, "/%D", 100, "", ErrBadSpecifier},
+		{257, "%D", 100, "/usr/share", nil},
+		{252, "/abc", 4, "/abc", nil},
+		{252, "/abcd", 4, "", ErrExpansionTooLong},
+		{252, "/ab%", 4, "/ab%", nil},
+		{252, "/abc%", 4, "", ErrExpansionTooLong},
+		{252, "/ab%%", 4, "/ab%", nil},
+		{252, "/abc%%", 4, "", ErrExpansionTooLong},
+		{252, "/ab%n", 17, "/abfoo@bar.service", ErrExpansionTooLong},
+		{252, "/a%n", 17, "/afoo@bar.service", nil},
+	} {
+		got, err := Expand(tc.version, "foo@bar.service", tc.in, tc.max, machine)
+		if tc.err != nil {
+			assert.ErrorIs(t, err, tc.err, "%d %q", tc.version, tc.in)
+			continue
+		}
+		require.NoError(t, err, "%d %q", tc.version, tc.in)
+		assert.Equal(t, tc.want, got, "%d %q", tc.version, tc.in)
+	}
+}
+
+// An expansion stops at its bound: a megabyte of "%n" does not make a
+// gigabyte.
+func TestExpandBounded(t *testing.T) {
+	s := "/" + strings.Repeat("%n", 1<<19)
+	allocs := testing.AllocsPerRun(1, func() {
+		_, err := Expand(252, strings.Repeat("a", 250)+".service", s, PathPrintfMax, nil)
+		assert.ErrorIs(t, err, ErrExpansionTooLong)
+	})
+	assert.Less(t, allocs, 20.0)
 }
