@@ -431,6 +431,7 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	case envErr != nil:
 		return nil, fmt.Errorf("read the machine the image boots: %w", envErr)
 	}
+	env.Version = sv.Major
 	presets := make(map[string]install.PresetAction, len(files))
 	for _, f := range files {
 		presets[f.Name] = ps.Query(f.Name)

@@ -140,24 +140,45 @@ func (e *Env) Unit(id string, sources [][]*unit.Option) []Check {
 	return append(conds, asserts...)
 }
 
-// check parses and decides one assignment; ok is false when systemd
-// ignores it (a path that is not absolute).
+// check parses and decides one assignment as config_parse_unit_condition_path
+// and config_parse_unit_condition_string do; ok is false when systemd
+// ignores it (an expansion that fails, a path it refuses).
 func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 	c := Check{Setting: setting}
+	path := pathKind(kind)
 	if rest, ok := strings.CutPrefix(v, "|"); ok {
 		c.Trigger, v = true, strings.TrimLeft(rest, " \t\n")
 	}
 	if rest, ok := strings.CutPrefix(v, "!"); ok {
 		c.Negate, v = true, strings.TrimLeft(rest, " \t\n")
 	}
-	expanded, err := expand(id, v)
-	c.Value = expanded
+	max := unit.FullPrintfMax
+	if path {
+		max = unit.PathPrintfMax
+	}
+	// The machine's specifiers count as empty: an expansion too long
+	// without them is too long with them.
+	var machine []byte
+	expanded, err := unit.Expand(e.Version, id, v, max, func(s byte) string {
+		switch s {
+		case 'h':
+			return "/root"
+		case 's':
+			return "/bin/sh"
+		}
+		machine = append(machine, s)
+		return ""
+	})
 	if err != nil {
+		return c, false // "Failed to resolve unit specifiers"
+	}
+	c.Value = expanded
+	if len(machine) > 0 {
 		c.Value = v
-		c.Verdict, c.Reason = Unknown, err.Error()
+		c.Verdict, c.Reason = Unknown, fmt.Sprintf("specifier %%%c depends on the machine that boots the image", machine[0])
 		return c, true
 	}
-	if pathKind(kind) {
+	if path {
 		if !strings.HasPrefix(expanded, "/") {
 			return c, false // systemd ignores it with a warning
 		}
@@ -261,41 +282,4 @@ func cleanPath(p string) string {
 		out = append(out, c)
 	}
 	return "/" + strings.Join(out, "/")
-}
-
-// expand expands the specifiers of the system manager that an image
-// determines (those of unit.NameSpecifier, root's home and shell, %%);
-// the ones that depend on the running machine (%H %m %b %v %a %o %w %W
-// %A %B %l %q) make it an error.
-func expand(id, s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+1 >= len(s) {
-			return "", fmt.Errorf("a lone %% ends %q", s)
-		}
-		i++
-		v, ok, err := unit.NameSpecifier(0, id, s[i])
-		switch {
-		case err != nil:
-			return "", fmt.Errorf("specifier %%%c of %s: %w", s[i], id, err)
-		case ok:
-			b.WriteString(v)
-		case s[i] == '%':
-			b.WriteByte('%')
-		case s[i] == 'h':
-			b.WriteString("/root")
-		case s[i] == 's':
-			b.WriteString("/bin/sh")
-		default:
-			return "", fmt.Errorf("specifier %%%c depends on the machine that boots the image", s[i])
-		}
-	}
-	return b.String(), nil
 }

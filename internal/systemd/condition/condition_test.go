@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"io/fs"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -185,6 +186,61 @@ func TestSpecifiers(t *testing.T) {
 	// %I is unit_name_unescape: "-" is "/" and "\x2d" a "-".
 	c = one(e, "backup@var-lib\\x2dx.service", "ConditionPathExists", "/%I")
 	assert.Equal(t, "/var/lib-x", c.Value)
+}
+
+// Specifiers expand as specifier_printf does: an unknown one makes systemd
+// ignore the assignment, a "%" before anything but a letter or digit stays,
+// and so does one ending the value; %D is known from 257.
+func TestSpecifierSyntax(t *testing.T) {
+	e := env(t, image(), false)
+	for _, tc := range []struct {
+		version        int
+		setting, value string
+		want           string // "" ignored
+	}{
+		{252, "ConditionPathExists", "/a%X", ""},
+		{252, "ConditionKernelCommandLine", "quiet%0", ""},
+		{252, "ConditionPathExists", "/a%", "/a%"},
+		{252, "ConditionPathExists", "/a%-b", "/a%-b"},
+		{252, "ConditionKernelCommandLine", "a%", "a%"},
+		{252, "ConditionPathExists", "%D/doc", ""},
+		{257, "ConditionPathExists", "%D/doc", "/usr/share/doc"},
+	} {
+		e.Version = tc.version
+		c := one(e, "x.service", tc.setting, tc.value)
+		if tc.want == "" {
+			assert.Equal(t, Verdict("ignored"), c.Verdict, "%d %s=%s", tc.version, tc.setting, tc.value)
+			continue
+		}
+		assert.Equal(t, tc.want, c.Value, "%d %s=%s", tc.version, tc.setting, tc.value)
+		assert.NotEqual(t, Unknown, c.Verdict, "%d %s=%s: %s", tc.version, tc.setting, tc.value, c.Reason)
+	}
+}
+
+// Expansions are bounded as unit_path_printf (PATH_MAX-1 bytes) and
+// unit_full_printf (LONG_LINE_MAX) bound them: longer, the assignment is
+// ignored, and the expansion stops there.
+func TestSpecifierBounds(t *testing.T) {
+	e := env(t, image(), false)
+	const id = "x.service" // %n is 9 bytes
+	path := "/" + strings.Repeat("a", 4090)
+	for _, tc := range []struct {
+		setting, value string
+		kept           bool
+	}{
+		{"ConditionPathExists", path + "bcde", true},
+		{"ConditionPathExists", path + "bcdef", false},
+		{"ConditionPathExists", path + "bcd%%", true},
+		{"ConditionPathExists", path + "bcde%%", false},
+		{"ConditionPathExists", path[:4086] + "%n", true},
+		{"ConditionPathExists", path[:4087] + "%n", false},
+		{"ConditionPathExists", "/" + strings.Repeat("%n", 1<<18), false},
+		{"ConditionKernelCommandLine", "xxxx" + strings.Repeat("%n", 1<<20/9), true},
+		{"ConditionKernelCommandLine", "xxxxx" + strings.Repeat("%n", 1<<20/9), false},
+	} {
+		c := one(e, id, tc.setting, tc.value)
+		assert.Equal(t, tc.kept, c.Verdict != "ignored", "%s= of %d bytes", tc.setting, len(tc.value))
+	}
 }
 
 func TestResult(t *testing.T) {

@@ -34,6 +34,9 @@ type Env struct {
 	assume Assumptions
 	// Host is what the image says about the machine it boots, as read.
 	Host Host
+	// Version is the systemd version whose specifiers expand (%D is
+	// new in 257); 0 is the oldest modelled.
+	Version int
 }
 
 // Host is what an image says about the machine it boots.
