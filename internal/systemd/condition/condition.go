@@ -146,11 +146,18 @@ func (e *Env) Unit(id string, sources [][]*unit.Option) []Check {
 func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 	c := Check{Setting: setting}
 	path := pathKind(kind)
+	// Blanks after "|" and "!" are skipped in a string condition only.
 	if rest, ok := strings.CutPrefix(v, "|"); ok {
-		c.Trigger, v = true, strings.TrimLeft(rest, " \t\n")
+		c.Trigger, v = true, rest
+		if !path {
+			v = strings.TrimLeft(v, whitespace)
+		}
 	}
 	if rest, ok := strings.CutPrefix(v, "!"); ok {
-		c.Negate, v = true, strings.TrimLeft(rest, " \t\n")
+		c.Negate, v = true, rest
+		if !path {
+			v = strings.TrimLeft(v, whitespace)
+		}
 	}
 	max := unit.FullPrintfMax
 	if path {
@@ -179,10 +186,11 @@ func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 		return c, true
 	}
 	if path {
-		if !strings.HasPrefix(expanded, "/") {
+		p, ok := e.simplifyPath(expanded)
+		if !ok {
 			return c, false // systemd ignores it with a warning
 		}
-		c.Value = cleanPath(expanded)
+		c.Value = p
 	}
 	r, reason := e.test(kind, c.Value)
 	if c.Negate {
@@ -270,16 +278,29 @@ func (c Check) String() string {
 	return b.String()
 }
 
-// cleanPath is path_simplify: duplicate and trailing slashes and "."
-// components removed ("..", kept by systemd, resolve inside the image).
-func cleanPath(p string) string {
-	parts := strings.Split(p, "/")
-	out := parts[:0]
-	for _, c := range parts {
-		if c == "" || c == "." {
+// whitespace is systemd's WHITESPACE.
+const whitespace = " \t\n\r"
+
+// simplifyPath is path_simplify_and_warn with PATH_CHECK_ABSOLUTE: ok is
+// false for a path systemd refuses (not UTF-8, not absolute, a component
+// longer than NAME_MAX, a ".." left after simplifying). Duplicate and
+// trailing slashes and "." components go; from 257, so do ".."
+// components right after the root, which is its own parent.
+func (e *Env) simplifyPath(p string) (string, bool) {
+	if !unit.ValidUTF8(p) || !strings.HasPrefix(p, "/") {
+		return "", false
+	}
+	var out []string
+	for c := range strings.SplitSeq(p, "/") {
+		switch {
+		case c == "" || c == ".":
 			continue
+		case c == ".." && len(out) == 0 && e.Version >= 257:
+			continue
+		case c == ".." || len(c) > 255:
+			return "", false
 		}
 		out = append(out, c)
 	}
-	return "/" + strings.Join(out, "/")
+	return "/" + strings.Join(out, "/"), true
 }

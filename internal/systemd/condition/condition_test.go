@@ -217,13 +217,54 @@ func TestSpecifierSyntax(t *testing.T) {
 	}
 }
 
+// Paths are checked as path_simplify_and_warn checks them: systemd
+// ignores one that is not UTF-8, not absolute, has a component over 255
+// bytes or a ".." (from 257, ".." right after the root is dropped); blanks
+// after "|" and "!" are part of a path, skipped before a string.
+func TestPathSyntax(t *testing.T) {
+	e := env(t, image(), false)
+	long := strings.Repeat("a", 255)
+	for _, tc := range []struct {
+		version        int
+		setting, value string
+		want           string // "" ignored
+	}{
+		{252, "ConditionPathExists", "/etc/../etc", ""},
+		{257, "ConditionPathExists", "/etc/../etc", ""},
+		{252, "ConditionPathExists", "/../etc", ""},
+		{257, "ConditionPathExists", "/./../etc", "ConditionPathExists=/etc"},
+		{257, "ConditionPathExists", "//..", "ConditionPathExists=/"},
+		{252, "ConditionPathExists", "/etc/./ssh//sshd_config/", "ConditionPathExists=/etc/ssh/sshd_config"},
+		{252, "ConditionPathExists", "/..a", "ConditionPathExists=/..a"},
+		{252, "ConditionPathExists", "/" + long, "ConditionPathExists=/" + long},
+		{252, "ConditionPathExists", "/" + long + "b", ""},
+		{252, "ConditionPathExists", "/\xff", ""},
+		{252, "ConditionPathExists", "/\uFFFE", ""},
+		{252, "ConditionPathExists", "/\uFDD0", ""},
+		{252, "ConditionPathExists", "/é", "ConditionPathExists=/é"},
+		{252, "ConditionKernelCommandLine", "\xff", "ConditionKernelCommandLine=\xff"},
+		{252, "ConditionPathExists", "| /etc", ""},
+		{252, "ConditionPathExists", "!\t/etc", ""},
+		{252, "ConditionPathExists", "|!/etc", "ConditionPathExists=|!/etc"},
+		{252, "ConditionKernelCommandLine", "|\r! quiet", "ConditionKernelCommandLine=|!quiet"},
+	} {
+		e.Version = tc.version
+		c := one(e, "x.service", tc.setting, tc.value)
+		if tc.want == "" {
+			assert.Equal(t, Verdict("ignored"), c.Verdict, "%d %s=%q", tc.version, tc.setting, tc.value)
+			continue
+		}
+		assert.Equal(t, tc.want, c.String(), "%d %s=%q", tc.version, tc.setting, tc.value)
+	}
+}
+
 // Expansions are bounded as unit_path_printf (PATH_MAX-1 bytes) and
 // unit_full_printf (LONG_LINE_MAX) bound them: longer, the assignment is
 // ignored, and the expansion stops there.
 func TestSpecifierBounds(t *testing.T) {
 	e := env(t, image(), false)
-	const id = "x.service" // %n is 9 bytes
-	path := "/" + strings.Repeat("a", 4090)
+	const id = "x.service"                                                                   // %n is 9 bytes
+	path := strings.Repeat("/"+strings.Repeat("a", 199), 20) + "/" + strings.Repeat("a", 90) // 4091 bytes
 	for _, tc := range []struct {
 		setting, value string
 		kept           bool

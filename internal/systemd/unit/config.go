@@ -165,3 +165,18 @@ func safeString(s string) bool {
 	}
 	return true
 }
+
+// ValidUTF8 is systemd's utf8_is_valid: well-formed UTF-8 whose every
+// character is a valid one by unichar_is_valid, which, unlike
+// utf8.ValidString, refuses the noncharacters U+FDD0 to U+FDEF and the
+// last two of every plane (U+FFFE, U+FFFF, U+1FFFE, ...).
+func ValidUTF8(s string) bool {
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		if r == utf8.RuneError && n == 1 || r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+			return false
+		}
+		s = s[n:]
+	}
+	return true
+}

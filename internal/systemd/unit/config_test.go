@@ -99,3 +99,13 @@ func FuzzParseConfig(f *testing.F) {
 		_ = err
 	})
 }
+
+func TestValidUTF8(t *testing.T) {
+	for s, want := range map[string]bool{
+		"": true, "/etc": true, "é€𝄞": true, "\uFFFD": true, "\uFDCF": true, "\uFDF0": true,
+		"\xff": false, "\xc0\xaf": false, "\xed\xa0\x80": false, "\xf4\x90\x80\x80": false,
+		"\uFDD0": false, "\uFDEF": false, "\uFFFE": false, "\uFFFF": false, "\U0001FFFE": false, "\U0010FFFF": false,
+	} {
+		assert.Equal(t, want, ValidUTF8(s), "%q", s)
+	}
+}
