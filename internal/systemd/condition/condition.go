@@ -186,8 +186,8 @@ func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 		return c, true
 	}
 	if path {
-		p, ok := e.simplifyPath(expanded)
-		if !ok {
+		p, why := unit.SimplifyPath(e.Version, expanded, true)
+		if why != "" {
 			return c, false // systemd ignores it with a warning
 		}
 		c.Value = p
@@ -280,27 +280,3 @@ func (c Check) String() string {
 
 // whitespace is systemd's WHITESPACE.
 const whitespace = " \t\n\r"
-
-// simplifyPath is path_simplify_and_warn with PATH_CHECK_ABSOLUTE: ok is
-// false for a path systemd refuses (not UTF-8, not absolute, a component
-// longer than NAME_MAX, a ".." left after simplifying). Duplicate and
-// trailing slashes and "." components go; from 257, so do ".."
-// components right after the root, which is its own parent.
-func (e *Env) simplifyPath(p string) (string, bool) {
-	if !unit.ValidUTF8(p) || !strings.HasPrefix(p, "/") {
-		return "", false
-	}
-	var out []string
-	for c := range strings.SplitSeq(p, "/") {
-		switch {
-		case c == "" || c == ".":
-			continue
-		case c == ".." && len(out) == 0 && e.Version >= 257:
-			continue
-		case c == ".." || len(c) > 255:
-			return "", false
-		}
-		out = append(out, c)
-	}
-	return "/" + strings.Join(out, "/"), true
-}

@@ -115,9 +115,15 @@ func (s *settings) fail(src string, o *unit.Option, why string, args ...any) {
 	}
 }
 
-// printf expands specifiers, noting machine-dependent ones.
-func (s *settings) printf(src string, o *unit.Option, v string) (string, error) {
-	r, machine, err := unitPrintf(s.t.Version, s.id, v)
+// printf expands specifiers up to max bytes (unit.FullPrintfMax,
+// unit.PathPrintfMax or credNameMax, by the printf function the
+// setting's parser calls), noting machine-dependent ones.
+func (s *settings) printf(src string, o *unit.Option, v string, max int) (string, error) {
+	machine := false
+	r, err := unit.Expand(s.t.Version, s.id, v, max, func(c byte) string {
+		machine = true
+		return unit.MachineStandIn(c)
+	})
 	if machine {
 		s.note(src, o, "expands a specifier that depends on the machine systemd-analyze runs on; amilint uses a fixed stand-in")
 	}
@@ -150,12 +156,12 @@ func (s *settings) apply(src string, o *unit.Option) {
 			*dst = nil
 			return
 		}
-		k, err := s.printf(src, o, v)
+		k, err := s.printf(src, o, v, unit.FullPrintfMax)
 		if err != nil {
 			s.fail(src, o, "failed to resolve unit specifiers: %v", err)
 			return
 		}
-		if !validUserGroupName(k, true, true) {
+		if !unit.ValidUserGroupName(k, true, true) {
 			s.fail(src, o, "invalid user/group name or numeric ID")
 			return
 		}
@@ -167,12 +173,12 @@ func (s *settings) apply(src string, o *unit.Option) {
 		}
 		ws, err := words(v, 0)
 		for _, w := range ws {
-			k, err := s.printf(src, o, w)
+			k, err := s.printf(src, o, w, unit.FullPrintfMax)
 			if err != nil {
 				s.fail(src, o, "failed to resolve unit specifiers in %s: %v", w, err)
 				return
 			}
-			if !validUserGroupName(k, true, true) {
+			if !unit.ValidUserGroupName(k, true, true) {
 				s.fail(src, o, "invalid user/group name or numeric ID: %s", k)
 				return
 			}
@@ -284,7 +290,7 @@ func (s *settings) apply(src string, o *unit.Option) {
 		if o.Name == "RootImage" {
 			dst = &s.rootImage
 		}
-		k, err := s.printf(src, o, v)
+		k, err := s.printf(src, o, v, unit.PathPrintfMax)
 		if err != nil {
 			s.fail(src, o, "failed to resolve unit specifiers: %v", err)
 			return
@@ -293,7 +299,7 @@ func (s *settings) apply(src string, o *unit.Option) {
 			*dst = nil
 			return
 		}
-		p, why := simplifyPath(k, true)
+		p, why := unit.SimplifyPath(s.t.Version, k, true)
 		if why != "" {
 			s.fail(src, o, "%s", why)
 			return
@@ -709,7 +715,7 @@ func (s *settings) credential(src string, o *unit.Option, dst *map[string]bool, 
 	}
 	id, value, hasValue := strings.Cut(word, ":")
 	_ = rest
-	k, err := s.printf(src, o, id)
+	k, err := s.printf(src, o, id, credNameMax)
 	if err != nil || !credentialNameValid(k) {
 		s.note(src, o, "invalid credential name, ignored")
 		return
@@ -732,6 +738,9 @@ func (s *settings) credential(src string, o *unit.Option, dst *map[string]bool, 
 	(*dst)[k] = encrypted
 }
 
+// credNameMax bounds unit_cred_printf (CREDENTIAL_NAME_MAX, FDNAME_MAX).
+const credNameMax = 255
+
 // credentialNameValid is credential_name_valid: a valid file name.
 func credentialNameValid(n string) bool {
 	return n != "" && n != "." && n != ".." && !strings.Contains(n, "/") && len(n) <= 255 && utf8.ValidString(n)
@@ -748,18 +757,18 @@ func (s *settings) deviceAllowAssign(src string, o *unit.Option) {
 		s.note(src, o, "cannot extract device path and rights, ignored")
 		return
 	}
-	resolved, err := s.printf(src, o, p)
+	resolved, err := s.printf(src, o, p, unit.PathPrintfMax)
 	if err != nil {
 		s.note(src, o, "failed to resolve unit specifiers, ignored")
 		return
 	}
 	if !strings.HasPrefix(resolved, "block-") && !strings.HasPrefix(resolved, "char-") {
-		simplified, why := simplifyPath(resolved, false)
+		simplified, why := unit.SimplifyPath(s.t.Version, resolved, false)
 		if why != "" {
 			s.note(src, o, "%s, ignored", why)
 			return
 		}
-		if !strings.HasPrefix(simplified, "/dev/") || !pathNormalized(simplified) {
+		if !strings.HasPrefix(simplified, "/dev/") || !unit.PathNormalized(simplified) {
 			s.note(src, o, "invalid device node path, ignored")
 			return
 		}
@@ -902,12 +911,12 @@ func (s *settings) bpfPath(src string, o *unit.Option, dst *[]string) {
 		*dst = nil
 		return
 	}
-	k, err := s.printf(src, o, o.Value)
+	k, err := s.printf(src, o, o.Value, unit.PathPrintfMax)
 	if err != nil {
 		s.note(src, o, "failed to resolve unit specifiers, ignored")
 		return
 	}
-	p, why := simplifyPath(k, true)
+	p, why := unit.SimplifyPath(s.t.Version, k, true)
 	if why != "" {
 		s.note(src, o, "%s, ignored", why)
 		return
@@ -915,66 +924,6 @@ func (s *settings) bpfPath(src string, o *unit.Option, dst *[]string) {
 	if !slices.Contains(*dst, p) {
 		*dst = append(*dst, p)
 	}
-}
-
-// simplifyPath is path_simplify_and_warn: valid UTF-8, absolute when
-// required, simplified, of valid length, normalized. It returns the
-// simplified path, or why it is refused.
-func simplifyPath(p string, absolute bool) (string, string) {
-	if !utf8.ValidString(p) {
-		return "", "path is not valid UTF-8"
-	}
-	if absolute && !strings.HasPrefix(p, "/") {
-		return "", "path is not absolute"
-	}
-	p = pathSimplify(p)
-	if len(p) == 0 || len(p) > 4096 {
-		return "", "path has an invalid length"
-	}
-	for _, c := range strings.Split(p, "/") {
-		if len(c) > 255 {
-			return "", "path has an invalid length"
-		}
-	}
-	if !pathNormalized(p) {
-		return "", "path is not normalized"
-	}
-	return p, ""
-}
-
-// pathSimplify is path_simplify: duplicate slashes and "." components go,
-// a trailing slash goes (".." stays).
-func pathSimplify(p string) string {
-	abs := strings.HasPrefix(p, "/")
-	var parts []string
-	for _, c := range strings.Split(p, "/") {
-		if c == "" || c == "." {
-			continue
-		}
-		parts = append(parts, c)
-	}
-	out := strings.Join(parts, "/")
-	if abs {
-		return "/" + out
-	}
-	if out == "" {
-		return "."
-	}
-	return out
-}
-
-// pathNormalized is path_is_normalized: a valid path without "." or ".."
-// components and without "//".
-func pathNormalized(p string) bool {
-	if p == "" || strings.Contains(p, "//") {
-		return false
-	}
-	for _, c := range strings.Split(p, "/") {
-		if c == "." || c == ".." {
-			return false
-		}
-	}
-	return true
 }
 
 // emptyOrRoot is empty_or_root.

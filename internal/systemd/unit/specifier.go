@@ -137,9 +137,11 @@ func hexVal(c byte) int {
 	return -1
 }
 
-// Bounds of a specifier expansion: unit_path_printf expands a path to at
-// most PATH_MAX-1 bytes, unit_full_printf anything else to LONG_LINE_MAX.
+// Bounds of a specifier expansion: unit_name_printf expands a unit name
+// to at most UNIT_NAME_MAX bytes, unit_path_printf a path to PATH_MAX-1,
+// unit_full_printf anything else to LONG_LINE_MAX.
 const (
+	NamePrintfMax = 256
 	PathPrintfMax = 4095
 	FullPrintfMax = maxLine
 )
@@ -207,6 +209,19 @@ func Expand(version int, id, s string, max int, machine func(c byte) string) (st
 	}
 	return b.String(), nil
 }
+
+// machineStandIns are fixed values for the MachineSpecifiers, for callers
+// that need an expansion of plausible shape rather than the machine's.
+var machineStandIns = map[byte]string{
+	'a': "x86-64", 'A': "", 'b': "00000000000000000000000000000000", 'B': "", 'H': "localhost",
+	'l': "localhost", 'q': "", 'm': "00000000000000000000000000000000", 'M': "", 'o': "debian",
+	'v': "6.1.0", 'w': "", 'W': "", 'h': "/root", 's': "/bin/sh", 'y': "/", 'Y': "/",
+	'c': "/system.slice/unit.service", 'r': "/system.slice", 'R': "/",
+}
+
+// MachineStandIn is a fixed stand-in for the machine specifier c, as
+// Expand's machine function.
+func MachineStandIn(c byte) string { return machineStandIns[c] }
 
 func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
