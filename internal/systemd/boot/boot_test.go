@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -502,6 +503,11 @@ func TestPrintfName(t *testing.T) {
 		{"a.service", "u-%u-%U.service", "u-root-0.service", ""},
 		{"a.service", "%H.service", "", "depends on the running machine"},
 		{"a.service", "x%", "", "specifier at end"},
+		// UNIT_NAME_MAX bounds the output, so a value of any size costs
+		// at most that much.
+		{"a.service", strings.Repeat("x", 246) + "%n", strings.Repeat("x", 246) + "a.service", ""},
+		{"a.service", strings.Repeat("x", 248) + "%n", "", "expansion too long"},
+		{"a.service", strings.Repeat("%n", 1<<20), "", "expansion too long"},
 	}
 	for _, tc := range tests {
 		got, err := printfName(tc.id, tc.in)

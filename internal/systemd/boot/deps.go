@@ -114,7 +114,7 @@ func (g *Graph) lastName(u *Unit, id, section, name string) string {
 	}
 	n, err := printfName(id, v)
 	if err != nil || !unit.Valid(n) {
-		u.Problems = append(u.Problems, fmt.Sprintf("%s=%s: not a valid unit name", name, v))
+		u.Problems = append(u.Problems, fmt.Sprintf("%s=%s: not a valid unit name", name, clip(v)))
 		return ""
 	}
 	return n
@@ -128,11 +128,11 @@ func (g *Graph) depNames(u *Unit, id, v string) []string {
 	for _, w := range strings.Fields(v) {
 		n, err := printfName(id, w)
 		if err != nil {
-			u.Problems = append(u.Problems, fmt.Sprintf("%q: %v", w, err))
+			u.Problems = append(u.Problems, err.Error())
 			continue
 		}
 		if n = resolveTemplate(n, id); !unit.Valid(n) {
-			u.Problems = append(u.Problems, fmt.Sprintf("%q: not a valid unit name", n))
+			u.Problems = append(u.Problems, fmt.Sprintf("%q: not a valid unit name", clip(n)))
 			continue
 		}
 		out = append(out, n)
@@ -158,19 +158,23 @@ func resolveTemplate(name, id string) string {
 // printfName is systemd's unit_name_printf for a unit named id: %n %N %p
 // %i %j, the credential specifiers of the system manager and %%. The other
 // specifiers (%H, %m, %b, ...) depend on the running machine; they are
-// reported as errors rather than guessed.
+// reported as errors rather than guessed. Past unit.NamePrintfMax bytes the
+// expansion fails (unit.ErrExpansionTooLong), as systemd's does.
 func printfName(id, s string) (string, error) {
 	if !strings.Contains(s, "%") {
 		return s, nil
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
+		if b.Len() > unit.NamePrintfMax {
+			return "", fmt.Errorf("%q: %w", clip(s), unit.ErrExpansionTooLong)
+		}
 		if s[i] != '%' {
 			b.WriteByte(s[i])
 			continue
 		}
 		if i+1 >= len(s) {
-			return "", fmt.Errorf("specifier at end of %q", s)
+			return "", fmt.Errorf("specifier at end of %q", clip(s))
 		}
 		i++
 		switch c := s[i]; c {
@@ -180,8 +184,11 @@ func printfName(id, s string) (string, error) {
 			v, _, _ := unit.NameSpecifier(0, id, c) // these unescape nothing
 			b.WriteString(v)
 		default:
-			return "", fmt.Errorf("specifier %%%c in %q depends on the running machine", c, s)
+			return "", fmt.Errorf("specifier %%%c in %q depends on the running machine", c, clip(s))
 		}
+	}
+	if b.Len() > unit.NamePrintfMax {
+		return "", fmt.Errorf("%q: %w", clip(s), unit.ErrExpansionTooLong)
 	}
 	return b.String(), nil
 }
@@ -290,12 +297,13 @@ func (g *Graph) mountDeps(p, src string) []Dep {
 
 // verify is the type-specific *_verify step of systemd's loader: settings
 // without which a unit is refused (bad-setting).
-func verify(u *Unit, t string) error {
+// commands(name) is how many commands the setting name holds.
+func verify(u *Unit, t string, commands func(name string) int) error {
 	bad := func(msg string) error { return fmt.Errorf("%s: %w: %s", u.Name, ErrBadSetting, msg) }
 	switch t {
 	case "service":
-		start := u.Values("Service", "ExecStart")
-		stop := u.Values("Service", "ExecStop")
+		start := commands("ExecStart")
+		stop := commands("ExecStop")
 		_, success := u.Last("Unit", "SuccessAction")
 		if sa, _ := u.Last("Unit", "SuccessAction"); sa == "none" {
 			success = false
@@ -306,7 +314,7 @@ func verify(u *Unit, t string) error {
 			switch {
 			case bus != "":
 				typ = "dbus"
-			case len(start) > 0:
+			case start > 0:
 				typ = "simple"
 			default:
 				typ = "oneshot"
@@ -315,13 +323,13 @@ func verify(u *Unit, t string) error {
 		remain, _ := u.Last("Service", "RemainAfterExit")
 		restart, _ := u.Last("Service", "Restart")
 		switch {
-		case len(start) == 0 && len(stop) == 0 && !success:
+		case start == 0 && stop == 0 && !success:
 			return bad("Service has no ExecStart=, ExecStop=, or SuccessAction=. Refusing.")
-		case typ != "oneshot" && len(start) == 0:
+		case typ != "oneshot" && start == 0:
 			return bad("Service has no ExecStart= setting, which is only allowed for Type=oneshot services. Refusing.")
-		case !parseBool(remain, false) && len(start) == 0 && !success:
+		case !parseBool(remain, false) && start == 0 && !success:
 			return bad("Service has no ExecStart= and no SuccessAction= settings and does not have RemainAfterExit=yes set. Refusing.")
-		case typ != "oneshot" && len(start) > 1:
+		case typ != "oneshot" && start > 1:
 			return bad("Service has more than one ExecStart= setting, which is only allowed for Type=oneshot services. Refusing.")
 		case typ == "oneshot" && (restart == "always" || restart == "on-success"):
 			return bad("Service has Restart= set to either always or on-success, which isn't allowed for Type=oneshot services. Refusing.")

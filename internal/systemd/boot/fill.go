@@ -41,17 +41,19 @@ func fragmentRequired(t string) bool {
 // Specifiers expand with the name the unit was first requested by, as
 // systemd parses a unit file before it merges the unit's names.
 func (g *Graph) fill(u *Unit, requested string) {
-	if g.fillFiles(u, g.nullOrEmpty) {
+	if g.fillFiles(u, requested, g.nullOrEmpty) {
 		g.implicitDeps(u, unit.Type(u.Name), requested)
 	}
 }
 
 // fillFiles is what fill reads of the image, which depends on the unit's
-// names alone (state tells whether a file is a mask); it reports whether
+// names and the name it is requested by alone (state tells whether a file
+// is a mask; specifiers in settings expand with requested); it reports whether
 // the implicit dependencies are still to be added: not for a unit that
 // did not load.
-func (g *Graph) fillFiles(u *Unit, state func(string) fileState) bool {
+func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileState) bool {
 	t := unit.Type(u.Name)
+	var fatal error // why the unit file stopped being read, if it did
 	if u.Fragment != "" {
 		switch state(u.Fragment) {
 		case fileMasked:
@@ -75,8 +77,12 @@ func (g *Graph) fillFiles(u *Unit, state func(string) fileState) bool {
 			u.State, u.LoadError = Error, fmt.Errorf("parse %s: %w", u.Fragment, err)
 			return false
 		}
-		u.Sources = append(u.Sources, Source{Path: u.Fragment, Options: opts})
-		g.merge(u, opts, u.Fragment)
+		cut, err := fatalSetting(opts, u.Fragment, t, requested, g.version)
+		if err != nil {
+			fatal = fmt.Errorf("%s: %w", u.Name, err)
+		}
+		u.Sources = append(u.Sources, Source{Path: u.Fragment, Options: opts[:cut]})
+		g.merge(u, opts[:cut], u.Fragment)
 	} else if fragmentRequired(t) && !perpetual(u.Name) {
 		u.State, u.LoadError = NotFound, fmt.Errorf("load %s: %w", u.Name, ErrNoFragment)
 		return false
@@ -113,12 +119,21 @@ func (g *Graph) fillFiles(u *Unit, state func(string) fileState) bool {
 		if err != nil {
 			u.Problems = append(u.Problems, fmt.Sprintf("parse /%s: %v", p, err))
 		}
+		cut, err := fatalSetting(opts, "/"+p, t, requested, g.version)
+		if err != nil {
+			u.Problems = append(u.Problems, fmt.Sprintf("%v; the rest of the drop-in is not read", err))
+		}
+		opts = opts[:cut]
 		u.DropIns = append(u.DropIns, "/"+p)
 		u.Sources = append(u.Sources, Source{Path: "/" + p, Options: opts})
 		g.merge(u, opts, "/"+p)
 	}
 
-	if err := verify(u, t); err != nil {
+	if fatal != nil {
+		u.State, u.LoadError = BadSetting, fatal
+	} else if err := verify(u, t, func(name string) int {
+		return commandCount(u, sectionOf(t), name, requested, g.version)
+	}); err != nil {
 		u.State, u.LoadError = BadSetting, err
 	}
 	return true

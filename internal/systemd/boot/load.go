@@ -499,7 +499,7 @@ func (g *Graph) Prepare(names []string, stop func() bool) {
 			continue
 		}
 		u := g.newUnit(id, ns, fragment)
-		g.prepared.Store(name, &prepared{u: u, complete: g.fillFiles(u, g.fileState)})
+		g.prepared.Store(name, &prepared{u: u, complete: g.fillFiles(u, name, g.fileState)})
 	}
 }
 

@@ -239,6 +239,7 @@ func variants(t *testing.T) map[string][]op {
 			file("/etc/systemd/system/cont-two.service", svc),
 			link("/etc/systemd/system/multi-user.target.wants/multi-line.service", "/etc/systemd/system/multi-line.service"),
 		},
+		"bad-settings": badSettingOps(),
 	}
 }
 

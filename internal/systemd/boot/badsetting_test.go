@@ -1,0 +1,134 @@
+package boot
+
+import (
+	"strings"
+	"testing"
+)
+
+// badSettingOps are units whose settings systemd's parsers refuse or
+// ignore, each enabled: a unit file that fails with -ENOEXEC leaves its
+// unit bad-setting (not started), one whose failure is ignored (a "-"
+// prefix, a syntax error in a command's first word) starts, and a drop-in
+// that fails stops being read there. They are a variant of the oracle
+// test (see variants).
+func badSettingOps() []op {
+	cases := map[string]string{
+		"relslash":     "[Service]\nExecStart=bin/true\n",
+		"prerel":       "[Service]\nExecStartPre=bin/x\nExecStart=/bin/true\n",
+		"preign":       "[Service]\nExecStartPre=-bin/x\nExecStart=/bin/true\n",
+		"dotdot":       "[Service]\nExecStart=/usr/bin/../bin/true\n",
+		"quote":        "[Service]\nExecStart=\"/bin/true\n",
+		"badspec":      "[Service]\nExecStart=/bin/%X\n",
+		"badspecarg":   "[Service]\nExecStart=/bin/true %X\n",
+		"escape":       "[Service]\nExecStart=/bin/true \\q\n",
+		"plain":        "[Service]\nExecStart=true\n",
+		"wd":           "[Service]\nExecStart=/bin/true\nWorkingDirectory=rel\n",
+		"wdign":        "[Service]\nExecStart=/bin/true\nWorkingDirectory=-rel\n",
+		"user":         "[Service]\nExecStart=/bin/true\nUser=in valid\n",
+		"rootdir":      "[Service]\nExecStart=/bin/true\nRootDirectory=rel\n",
+		"stoprel":      "[Service]\nExecStart=/bin/true\nExecStop=x/y\n",
+		"emptyargv":    "[Service]\nExecStart=@/bin/true\n",
+		"onlyprefix":   "[Service]\nExecStart=-\n",
+		"long":         "[Service]\nExecStart=/a" + strings.Repeat("%n", 300) + "\n",
+		"semi2simple":  "[Service]\nExecStart=/bin/true ; /bin/false\n",
+		"semi2oneshot": "[Service]\nType=oneshot\nExecStart=/bin/true ; /bin/false\n",
+		"semibad":      "[Service]\nType=oneshot\nExecStart=/bin/true ; bin/false\n",
+		"semiign":      "[Service]\nExecStart=/bin/true ; -bin/false\n",
+		"escsemi":      "[Service]\nExecStart=/bin/echo \\; x\n",
+		"leadsemi":     "[Service]\nExecStart=; /bin/true\n",
+		"at":           "[Service]\nExecStart=@/bin/true true\n",
+		"atonly":       "[Service]\nExecStart=@/bin/true\n",
+		"dashat":       "[Service]\nExecStart=-@/bin/true\n",
+		"twodash":      "[Service]\nExecStart=--/bin/true\n",
+		"bangs":        "[Service]\nExecStart=!!/bin/true\n",
+		"plusbang":     "[Service]\nExecStart=+!/bin/true\n",
+		"triplebang":   "[Service]\nExecStart=!!!/bin/true\n",
+		"dirslash":     "[Service]\nExecStart=/bin/\n",
+		"dotend":       "[Service]\nExecStart=/bin/.\n",
+		"dotdotend":    "[Service]\nExecStart=/usr/bin/..\n",
+		"argspec":      "[Service]\nExecStart=/bin/echo %n %H %y\n",
+		"argquote":     "[Service]\nExecStart=/bin/echo \"unterminated\n",
+		"argescq":      "[Service]\nExecStart=/bin/echo \"a\\\n",
+		"hexpath":      "[Service]\nExecStart=/bin/tr\\x75e\n",
+		"ctrlpath":     "[Service]\nExecStart=/bin/tr\\tue\n",
+		"quotepath":    "[Service]\nExecStart=/bin/\\\"true\n",
+		"bspath":       "[Service]\nExecStart=/bin/t\\qrue\n",
+		"longcomp":     "[Service]\nExecStart=/bin/" + strings.Repeat("a", 256) + "\n",
+		"longname":     "[Service]\nExecStart=" + strings.Repeat("a", 256) + "\n",
+		"resetbad":     "[Service]\nExecStart=bin/x\nExecStart=\nExecStart=/bin/true\n",
+		"stopbad":      "[Service]\nExecStart=/bin/true\nExecReload=x/y\n",
+		"condbad":      "[Service]\nExecStart=/bin/true\nExecCondition=%X\n",
+		"wdtilde":      "[Service]\nExecStart=/bin/true\nWorkingDirectory=~\n",
+		"wddotdot":     "[Service]\nExecStart=/bin/true\nWorkingDirectory=/a/../b\n",
+		"wdspec":       "[Service]\nExecStart=/bin/true\nWorkingDirectory=/%X\n",
+		"rootimg":      "[Service]\nExecStart=/bin/true\nRootImage=img\n",
+		"rootverity":   "[Service]\nExecStart=/bin/true\nRootVerity=/a//b\n",
+		"usernum":      "[Service]\nExecStart=/bin/true\nUser=0123\n",
+		"userdigits":   "[Service]\nExecStart=/bin/true\nUser=4294967295\n",
+		"usercolon":    "[Service]\nExecStart=/bin/true\nUser=a:b\n",
+		"userspace":    "[Service]\nExecStart=/bin/true\nUser= lead\n",
+		"grpspec":      "[Service]\nExecStart=/bin/true\nGroup=%X\n",
+		"suppl":        "[Service]\nExecStart=/bin/true\nSupplementaryGroups=ok a/b\n",
+		"supplq":       "[Service]\nExecStart=/bin/true\nSupplementaryGroups=ok \"a/b\n",
+		"selinux":      "[Service]\nExecStart=/bin/true\nSELinuxContext=%X\n",
+		"selinuxign":   "[Service]\nExecStart=/bin/true\nSELinuxContext=-%X\n",
+		"apparmor":     "[Service]\nExecStart=/bin/true\nAppArmorProfile=%X\n",
+		"socketuser":   "[Service]\nExecStart=/bin/true\nSocketUser=a/b\n",
+		"unitsec":      "[Unit]\nDescription=%X\n[Service]\nExecStart=/bin/true\n",
+		"envspec":      "[Service]\nExecStart=/bin/true\nEnvironment=A=%X\n",
+		"pathmax":      "[Service]\nExecStart=/" + strings.Repeat("a/", 2046) + "b\n",
+		"pathmax2":     "[Service]\nExecStart=/" + strings.Repeat("a/", 2047) + "b\n",
+		"pathmax3":     "[Service]\nExecStart=/" + strings.Repeat("a/", 2046) + "bc\n",
+		"cond":         "[Unit]\nConditionPathExists=/etc/../etc\n[Service]\nExecStart=/bin/true\n",
+	}
+	var ops []op
+	for n, text := range cases {
+		ops = append(ops, file("/etc/systemd/system/p-"+n+".service", text),
+			link("/etc/systemd/system/multi-user.target.wants/p-"+n+".service", "/etc/systemd/system/p-"+n+".service"))
+	}
+	ops = append(ops,
+		file("/etc/systemd/system/s-bad.socket", "[Socket]\nListenStream=/run/s-bad.sock\nExecStartPre=rel/x\n"),
+		link("/etc/systemd/system/sockets.target.wants/s-bad.socket", "/etc/systemd/system/s-bad.socket"),
+		file("/etc/systemd/system/s-user.socket", "[Socket]\nListenStream=/run/s-user.sock\nSocketUser=a/b\n"),
+		link("/etc/systemd/system/sockets.target.wants/s-user.socket", "/etc/systemd/system/s-user.socket"),
+		file("/etc/systemd/system/s-ok.socket", "[Socket]\nListenStream=/run/s-ok.sock\nExecStartPre=-rel/x\n"),
+		link("/etc/systemd/system/sockets.target.wants/s-ok.socket", "/etc/systemd/system/s-ok.socket"),
+		file("/etc/systemd/system/srv-x.mount", "[Mount]\nWhat=tmpfs\nWhere=/srv/x\nType=tmpfs\nUser=a/b\n"),
+		link("/etc/systemd/system/local-fs.target.wants/srv-x.mount", "/etc/systemd/system/srv-x.mount"),
+		file("/etc/systemd/system/srv-y.mount", "[Mount]\nWhat=tmpfs\nWhere=/srv/y\nType=tmpfs\nWorkingDirectory=rel\n"),
+		link("/etc/systemd/system/local-fs.target.wants/srv-y.mount", "/etc/systemd/system/srv-y.mount"),
+		file("/etc/systemd/system/p-dropin.service", svc),
+		link("/etc/systemd/system/multi-user.target.wants/p-dropin.service", "/etc/systemd/system/p-dropin.service"),
+		// The drop-in is read up to its bad line: the first Wants= counts,
+		// the second does not.
+		file("/etc/systemd/system/p-dropin.service.d/bad.conf",
+			"[Unit]\nWants=p-before-bad.service\n[Service]\nExecStartPost=bad/x\n[Unit]\nWants=p-after-bad.service\n"),
+		file("/etc/systemd/system/p-before-bad.service", svc),
+		file("/etc/systemd/system/p-after-bad.service", svc),
+		file("/etc/systemd/system/p-tmpl@.service", "[Service]\nExecStart=/bin/%i\n"),
+		link("/etc/systemd/system/multi-user.target.wants/p-tmpl@x.service", "/etc/systemd/system/p-tmpl@.service"),
+		link("/etc/systemd/system/multi-user.target.wants/p-tmpl@..service", "/etc/systemd/system/p-tmpl@.service"),
+	)
+	return ops
+}
+
+// FuzzParseCommands checks that any command setting parses without a
+// panic, that ignoring failures ("-") never fails, and that a value
+// failing the load still counts only whole commands.
+func FuzzParseCommands(f *testing.F) {
+	for _, s := range []string{"/bin/true", "-bin/x", `@/bin/echo "a b" \; c ; /bin/x`, `"/bin/true`, "/bin/%X %n", `\x41\u00e9\U0001F600\101\q\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if len(v) > 1<<16 {
+			return
+		}
+		n, why := parseCommands("a@b.service", 257, v)
+		if n < 0 || n > len(v) {
+			t.Fatalf("%d commands from %q", n, v)
+		}
+		if strings.HasPrefix(strings.TrimLeft(v, whitespace), "-") && why != "" && !strings.Contains(v, ";") {
+			t.Fatalf("%q fails the load although its failures are ignored: %s", v, why)
+		}
+	})
+}
