@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -255,4 +256,22 @@ func FuzzBuildUnit(f *testing.F) {
 			t.Fatalf("marshal: %v", err)
 		}
 	})
+}
+
+func TestExpandSpecifiers(t *testing.T) {
+	got, err := expandSpecifiers("/opt/%p/%i/%N-%%n-%x%", "agent@blue.service")
+	require.NoError(t, err)
+	assert.Equal(t, "/opt/agent/blue/agent@blue-%n-%x%", got)
+
+	// systemd refuses an executable longer than PATH_MAX-1 after
+	// specifiers; the expansion stops there whatever the value holds.
+	_, err = expandSpecifiers("/"+strings.Repeat("%n", 1<<20), "agent.service")
+	assert.ErrorIs(t, err, unit.ErrExpansionTooLong)
+	ok := "/" + strings.Repeat("a", unit.PathPrintfMax-1)
+	got, err = expandSpecifiers(ok+"%%", "a.service")
+	assert.ErrorIs(t, err, unit.ErrExpansionTooLong)
+	assert.Empty(t, got)
+	got, err = expandSpecifiers(ok[1:]+"%%", "a.service")
+	require.NoError(t, err)
+	assert.Len(t, got, unit.PathPrintfMax)
 }

@@ -222,8 +222,12 @@ func buildExec(res *resolver, raw, name string, search []string) *Exec {
 		return e
 	}
 	e.Prefixes = c.Prefixes
-	e.Path = expandSpecifiers(c.Argv[0], name)
 	e.Args = c.Argv[1:]
+	e.Path, err = expandSpecifiers(c.Argv[0], name)
+	if err != nil {
+		e.Error = "executable path: " + err.Error()
+		return e
+	}
 	if strings.ContainsAny(e.Path, "%$") {
 		return e // cannot be told statically
 	}
@@ -257,21 +261,45 @@ func buildExec(res *resolver, raw, name string, search []string) *Exec {
 }
 
 // expandSpecifiers expands the unit-name specifiers that can appear in an
-// executable path; the rest stay, so the caller can see them.
-func expandSpecifiers(s, name string) string {
+// executable path; the rest stay, so the caller can see them. Past
+// unit.PathPrintfMax bytes it fails with unit.ErrExpansionTooLong, as systemd's
+// expansion of an executable does.
+func expandSpecifiers(s, name string) (string, error) {
 	if !strings.Contains(s, "%") {
-		return s
+		return s, nil
 	}
 	inst, _ := unit.Instance(name)
-	r := strings.NewReplacer(
-		"%%", "\x00",
-		"%n", name,
-		"%N", strings.TrimSuffix(name, "."+unit.Type(name)),
-		"%p", unit.Prefix(name),
-		"%i", inst,
-		"%I", inst,
-	)
-	return strings.ReplaceAll(r.Replace(s), "\x00", "%")
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if b.Len() > unit.PathPrintfMax {
+			return "", unit.ErrExpansionTooLong
+		}
+		c := s[i]
+		if c != '%' || i+1 >= len(s) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch s[i] {
+		case '%':
+			b.WriteByte('%')
+		case 'n':
+			b.WriteString(name)
+		case 'N':
+			b.WriteString(strings.TrimSuffix(name, "."+unit.Type(name)))
+		case 'p':
+			b.WriteString(unit.Prefix(name))
+		case 'i', 'I':
+			b.WriteString(inst)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(s[i])
+		}
+	}
+	if b.Len() > unit.PathPrintfMax {
+		return "", unit.ErrExpansionTooLong
+	}
+	return b.String(), nil
 }
 
 // spawnsContainer reports whether an ExecStart value starts a new container
