@@ -152,7 +152,7 @@ const (
 
 func strengthOf(kind string) strength {
 	switch kind {
-	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor":
+	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor", "LogNamespace":
 		return pull
 	case "Wants", "Upholds", ".wants", ".upholds", "Sockets", "sysv":
 		return want

@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -489,6 +490,34 @@ func TestVerify(t *testing.T) {
 				assert.ErrorIs(t, u.LoadError, ErrBadSetting)
 			}
 		})
+	}
+}
+
+// A unit file whose setting systemd's parser refuses with -ENOEXEC leaves
+// the unit bad-setting, one refused with another error (PIDFile=) error;
+// either names the file, the setting and why.
+func TestFatalSettingStates(t *testing.T) {
+	tests := []struct {
+		text  string
+		state LoadState
+		why   string
+	}{
+		{svc0 + "ExecStartPre=bin/x\n", BadSetting, "ExecStartPre=bin/x: neither a valid executable name nor an absolute path"},
+		{svc0 + "DynamicUser=\n", BadSetting, "DynamicUser=: not a boolean"},
+		{svc0 + "PIDFile=../x.pid\n", Error, "PIDFile=../x.pid: path is not normalized"},
+		{svc0 + "PIDFile=x.pid\nDynamicUser=yes\nExecStartPre=-bin/x\n", Loaded, ""},
+	}
+	for _, tc := range tests {
+		g := load(t, fstest.MapFS{etc + "a.service": mfile(tc.text)})
+		u := g.Unit("a.service")
+		assert.Equal(t, tc.state, u.State, tc.text)
+		if tc.why == "" {
+			assert.NoError(t, u.LoadError)
+			continue
+		}
+		assert.ErrorContains(t, u.LoadError, "a.service: ")
+		assert.ErrorContains(t, u.LoadError, "/etc/systemd/system/a.service: "+tc.why)
+		assert.Equal(t, tc.state == BadSetting, errors.Is(u.LoadError, ErrBadSetting))
 	}
 }
 

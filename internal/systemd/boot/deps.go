@@ -38,6 +38,20 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 			}
 		}
 	}
+	// LogNamespace= Requires the namespace's journald sockets (and, from
+	// 257, its sync service); a socket takes its execution settings into
+	// account only when it runs commands.
+	if hasExecContext(t) && (t != "socket" || g.socketHasExec(u, requested)) {
+		if ns, src := logNamespace(u, sectionOf(t), requested, g.version); ns != "" {
+			names := []string{"systemd-journald@" + ns + ".socket", "systemd-journald-varlink@" + ns + ".socket"}
+			if g.version >= 257 {
+				names = append(names, "systemd-journald-sync@"+ns+".service")
+			}
+			for _, n := range names {
+				u.Deps = append(u.Deps, Dep{Kind: "LogNamespace", Name: n, Source: src})
+			}
+		}
+	}
 	if t == "service" {
 		if v, _ := u.Last("Service", "PrivateTmp"); parseBool(v, false) {
 			u.Deps = append(u.Deps, g.mountDeps("/tmp", self)...)
@@ -90,6 +104,17 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 	case "automount":
 		u.Deps = append(u.Deps, Dep{Kind: "automount", Name: changeSuffix(u.Name, "mount"), Source: self})
 	}
+}
+
+// socketHasExec is socket_has_exec: whether the socket u runs any
+// command.
+func (g *Graph) socketHasExec(u *Unit, requested string) bool {
+	for _, n := range execSettings["socket"] {
+		if commandCount(u, "Socket", n, requested, g.version) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func containsStr(l []string, s string) bool {

@@ -28,15 +28,16 @@ func hasExecContext(t string) bool {
 
 // fatalSetting is where systemd version stops reading one unit file or
 // drop-in, opts its assignments: the index of the first assignment whose
-// parser fails the read with -ENOEXEC (a command line, working or root
-// directory, user or group, or security label it cannot use), with why,
-// or len(opts) and nil. A unit file that fails so leaves the unit
-// bad-setting; a drop-in is only cut short there. Specifiers expand with
-// the name the unit was requested by. Parsers that log and ignore a bad
-// value are not modelled here: they change nothing this package computes.
-func fatalSetting(opts []*unit.Option, path, t, requested string, version int) (int, error) {
+// parser fails the read (a command line, working or root directory, user
+// or group, security label, PID file, ... it cannot use), the load state
+// that leaves a unit whose unit file fails so (bad-setting for -ENOEXEC,
+// error for any other error), and why; or len(opts) and nil. A drop-in
+// that fails is only cut short there. Specifiers expand with the name the
+// unit was requested by. Parsers that log and ignore a bad value are not
+// modelled here: they change nothing this package computes.
+func fatalSetting(opts []*unit.Option, path, t, requested string, version int) (int, LoadState, error) {
 	if !hasExecContext(t) {
-		return len(opts), nil
+		return len(opts), "", nil
 	}
 	sec := sectionOf(t)
 	for i, o := range opts {
@@ -44,10 +45,20 @@ func fatalSetting(opts []*unit.Option, path, t, requested string, version int) (
 			continue
 		}
 		if why := badSetting(t, requested, version, o); why != "" {
-			return i, fmt.Errorf("%w: %s: %s=%s: %s", ErrBadSetting, path, o.Name, clip(o.Value), why)
+			err := fmt.Errorf("%s: %s=%s: %s", path, o.Name, clip(o.Value), why)
+			if failsWithError(o.Name) {
+				return i, Error, err
+			}
+			return i, BadSetting, fmt.Errorf("%w: %w", ErrBadSetting, err)
 		}
 	}
-	return len(opts), nil
+	return len(opts), "", nil
+}
+
+// failsWithError reports whether the parser of setting fails with an
+// error other than -ENOEXEC, which leaves a unit in the load state error.
+func failsWithError(setting string) bool {
+	return setting == "PIDFile"
 }
 
 // clip shortens a value for an error message.
@@ -112,6 +123,16 @@ func badSetting(t, id string, version int, o *unit.Option) string {
 			}
 			rest = r
 		}
+	case "PIDFile":
+		if t == "service" {
+			return badPIDFile(id, version, v)
+		}
+	case "DynamicUser":
+		// config_parse_bool, fatal: anything but a boolean, even an
+		// empty value.
+		if _, ok := parseBoolean(v); !ok {
+			return "not a boolean"
+		}
 	case "SELinuxContext", "AppArmorProfile", "SmackProcessLabel":
 		// A leading "-" ignores a failure.
 		if v == "" || strings.HasPrefix(v, "-") {
@@ -135,6 +156,95 @@ func badPath(id string, version int, v string) string {
 		return why
 	}
 	return ""
+}
+
+// badPIDFile is config_parse_pid_file: a value whose specifiers fail is
+// ignored; a relative one lives in /run; the result must pass
+// path_simplify_and_warn, which from 257 also refuses a path in /dev,
+// /proc or /sys.
+func badPIDFile(id string, version int, v string) string {
+	if v == "" {
+		return ""
+	}
+	k, err := expand(version, id, v, unit.PathPrintfMax)
+	if err != nil {
+		return ""
+	}
+	if !strings.HasPrefix(k, "/") {
+		k = "/run/" + k
+	}
+	p, why := unit.SimplifyPath(version, k, true)
+	if why != "" {
+		return why
+	}
+	if version >= 257 && belowAPIVFS(p) {
+		return "path is below API VFS"
+	}
+	return ""
+}
+
+// belowAPIVFS is path_below_api_vfs: /dev, /proc, /sys or below.
+func belowAPIVFS(p string) bool {
+	for _, d := range []string{"/dev", "/proc", "/sys"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// parseBoolean is parse_boolean: whether v is a boolean, and which.
+func parseBoolean(v string) (value, ok bool) {
+	switch strings.ToLower(v) {
+	case "1", "yes", "y", "true", "t", "on":
+		return true, true
+	case "0", "no", "n", "false", "f", "off":
+		return false, true
+	}
+	return false, false
+}
+
+// logNamespace is the LogNamespace= of u's section sec, as
+// config_parse_log_namespace reads it (an empty value resets it, an
+// invalid one is ignored), and the file that set it.
+func logNamespace(u *Unit, sec, id string, version int) (ns, src string) {
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != sec || o.Name != "LogNamespace" {
+				continue
+			}
+			if o.Value == "" {
+				ns, src = "", ""
+				continue
+			}
+			k, err := expand(version, id, o.Value, 255) // NAME_MAX
+			if err != nil || !logNamespaceValid(k) {
+				continue
+			}
+			ns, src = k, s.Path
+		}
+	}
+	return ns, src
+}
+
+// logNamespaceValid is log_namespace_name_valid: a file name of at most
+// 222 bytes (NAME_MAX less a machine id and a dot), of unit instance
+// characters, without a backslash.
+func logNamespaceValid(s string) bool {
+	if s == "" || s == "." || s == ".." || len(s) > 222 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(isAlnum(c) || strings.IndexByte(":-_.@", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 // badUser is config_parse_user_group_compat's check of one name.

@@ -54,6 +54,7 @@ func (g *Graph) fill(u *Unit, requested string) {
 func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileState) bool {
 	t := unit.Type(u.Name)
 	var fatal error // why the unit file stopped being read, if it did
+	var fatalState LoadState
 	if u.Fragment != "" {
 		switch state(u.Fragment) {
 		case fileMasked:
@@ -77,9 +78,9 @@ func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileStat
 			u.State, u.LoadError = Error, fmt.Errorf("parse %s: %w", u.Fragment, err)
 			return false
 		}
-		cut, err := fatalSetting(opts, u.Fragment, t, requested, g.version)
+		cut, state, err := fatalSetting(opts, u.Fragment, t, requested, g.version)
 		if err != nil {
-			fatal = fmt.Errorf("%s: %w", u.Name, err)
+			fatal, fatalState = fmt.Errorf("%s: %w", u.Name, err), state
 		}
 		u.Sources = append(u.Sources, Source{Path: u.Fragment, Options: opts[:cut]})
 		g.merge(u, opts[:cut], u.Fragment)
@@ -119,7 +120,7 @@ func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileStat
 		if err != nil {
 			u.Problems = append(u.Problems, fmt.Sprintf("parse /%s: %v", p, err))
 		}
-		cut, err := fatalSetting(opts, "/"+p, t, requested, g.version)
+		cut, _, err := fatalSetting(opts, "/"+p, t, requested, g.version)
 		if err != nil {
 			u.Problems = append(u.Problems, fmt.Sprintf("%v; the rest of the drop-in is not read", err))
 		}
@@ -130,7 +131,7 @@ func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileStat
 	}
 
 	if fatal != nil {
-		u.State, u.LoadError = BadSetting, fatal
+		u.State, u.LoadError = fatalState, fatal
 	} else if err := verify(u, t, func(name string) int {
 		return commandCount(u, sectionOf(t), name, requested, g.version)
 	}); err != nil {
