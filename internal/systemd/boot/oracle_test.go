@@ -240,6 +240,27 @@ func variants(t *testing.T) map[string][]op {
 			link("/etc/systemd/system/multi-user.target.wants/multi-line.service", "/etc/systemd/system/multi-line.service"),
 		},
 		"bad-settings": badSettingOps(),
+		"unclean-utf8": {
+			// A line that is not UTF-8 clean (a stray byte, a noncharacter,
+			// in a value or a section name) fails the unit file, wherever
+			// it is; in a drop-in it ends the read there.
+			file("/etc/systemd/system/u-ff.service", "[Unit]\nDescription=\xff\n[Service]\nExecStart=/bin/true\n"),
+			file("/etc/systemd/system/u-fffe.service", "[Unit]\nDescription=a\uFFFEb\n[Service]\nExecStart=/bin/true\n"),
+			file("/etc/systemd/system/u-after.service", "[Service]\nExecStart=/bin/true\n[Unit]\nDescription=\xff\nWants=u-w1.service\n"),
+			file("/etc/systemd/system/u-w1.service", svc),
+			file("/etc/systemd/system/u-drop.service", svc),
+			file("/etc/systemd/system/u-drop.service.d/a.conf", "[Unit]\nWants=u-w2.service\nDescription=\xff\nWants=u-w3.service\n"),
+			file("/etc/systemd/system/u-w2.service", svc),
+			file("/etc/systemd/system/u-w3.service", svc),
+			file("/etc/systemd/system/u-sec.service", "[Unit\xff]\n[Service]\nExecStart=/bin/true\n"),
+			file("/etc/systemd/system/u-fffd.service", "[Unit]\nDescription=\uFFFD\n[Service]\nExecStart=/bin/true\n"),
+			link("/etc/systemd/system/multi-user.target.wants/u-ff.service", "/etc/systemd/system/u-ff.service"),
+			link("/etc/systemd/system/multi-user.target.wants/u-fffe.service", "/etc/systemd/system/u-fffe.service"),
+			link("/etc/systemd/system/multi-user.target.wants/u-after.service", "/etc/systemd/system/u-after.service"),
+			link("/etc/systemd/system/multi-user.target.wants/u-drop.service", "/etc/systemd/system/u-drop.service"),
+			link("/etc/systemd/system/multi-user.target.wants/u-sec.service", "/etc/systemd/system/u-sec.service"),
+			link("/etc/systemd/system/multi-user.target.wants/u-fffd.service", "/etc/systemd/system/u-fffd.service"),
+		},
 	}
 }
 

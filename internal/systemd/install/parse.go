@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unsafe"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // This file ports the part of systemd 252's config_parse (conf-parser.c)
@@ -234,7 +236,7 @@ func (p *parser) line(l string, section *string, inSection *bool) error {
 	if l == "" {
 		return nil
 	}
-	if !utf8Valid(l) {
+	if !unit.ValidUTF8(l) {
 		return errInvalidUTF8
 	}
 	if l[0] == '[' {
@@ -411,78 +413,6 @@ func stringIsSafe(s string) bool {
 		if (c > 0 && c < ' ') || c == '"' || c == '\'' || c == '\\' || c == 0x7f {
 			return false
 		}
-	}
-	return true
-}
-
-// utf8Valid ports systemd's utf8_is_valid, which is stricter than Go's
-// utf8.Valid: it also rejects the non-characters U+FDD0..U+FDEF and
-// U+xxFFFE/U+xxFFFF.
-func utf8Valid(s string) bool {
-	// Most lines are ASCII: skip it eight bytes at a time.
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		if (s[i]|s[i+1]|s[i+2]|s[i+3]|s[i+4]|s[i+5]|s[i+6]|s[i+7])&0x80 != 0 {
-			break
-		}
-	}
-	for i < len(s) {
-		c := s[i]
-		var n int
-		var u rune
-		switch {
-		case c < 0x80:
-			i++
-			continue
-		case c&0xe0 == 0xc0:
-			n, u = 2, rune(c&0x1f)
-		case c&0xf0 == 0xe0:
-			n, u = 3, rune(c&0x0f)
-		case c&0xf8 == 0xf0:
-			n, u = 4, rune(c&0x07)
-		case c&0xfc == 0xf8:
-			n, u = 5, rune(c&0x03)
-		case c&0xfe == 0xfc:
-			n, u = 6, rune(c&0x01)
-		default:
-			return false
-		}
-		if i+n > len(s) {
-			return false
-		}
-		for k := 1; k < n; k++ {
-			if s[i+k]&0xc0 != 0x80 {
-				return false
-			}
-			u = u<<6 | rune(s[i+k]&0x3f)
-		}
-		if encodedLen(u) != n || !unicharValid(u) {
-			return false
-		}
-		i += n
-	}
-	return true
-}
-
-func encodedLen(u rune) int {
-	switch {
-	case u < 0x80:
-		return 1
-	case u < 0x800:
-		return 2
-	case u < 0x10000:
-		return 3
-	case u < 0x200000:
-		return 4
-	case u < 0x4000000:
-		return 5
-	}
-	return 6
-}
-
-func unicharValid(u rune) bool {
-	if u >= 0x110000 || u&^0x7ff == 0xd800 || (u >= 0xfdd0 && u <= 0xfdef) || u&0xfffe == 0xfffe {
-		return false
 	}
 	return true
 }

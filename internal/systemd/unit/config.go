@@ -14,17 +14,22 @@ const maxLine = 1 << 20
 // ErrLineTooLong reports a line or continuation longer than maxLine.
 var ErrLineTooLong = errors.New("line too long")
 
+// ErrInvalidUTF8 reports a line that is not valid UTF-8 by ValidUTF8.
+var ErrInvalidUTF8 = errors.New("line is not UTF-8 clean")
+
 // ErrBadSection reports a section header systemd refuses ("[Unit", "[a\"b]").
 var ErrBadSection = errors.New("invalid section header")
 
 // ParseConfig reads a unit file or drop-in the way systemd 252's
 // config_parse does, which is more lenient than go-systemd's deserializer
-// in exactly the places an image may exercise: a line
-// without '=', an assignment before any section, invalid UTF-8 and lines
-// longer than 2 KiB are ignored or accepted by systemd, so they must not
-// make the loader reject a unit systemd loads. It returns the assignments
+// in exactly the places an image may exercise: a line without '=', an
+// assignment before any section and lines longer than 2 KiB are ignored
+// or accepted by systemd, so they must not make the loader reject a unit
+// systemd loads; a line that is not UTF-8 clean (by systemd's stricter
+// definition, see ValidUTF8) fails the file. It returns the assignments
 // read before any fatal error, as systemd applies them, and the error
-// (ErrLineTooLong, ErrBadSection) that makes systemd refuse the file.
+// (ErrLineTooLong, ErrInvalidUTF8, ErrBadSection) that makes systemd
+// refuse the file.
 func ParseConfig(data []byte) ([]*Option, error) {
 	var (
 		opts         []*Option
@@ -129,8 +134,10 @@ func parseLine(l string, section *string, inSection *bool) (*Option, error) {
 	if l == "" {
 		return nil, nil
 	}
-	if !utf8.ValidString(l) {
-		return nil, nil // systemd: "invalid UTF-8, ignoring"
+	if !ValidUTF8(l) {
+		// "not UTF-8 clean": the whole file fails, despite the message's
+		// "ignoring".
+		return nil, ErrInvalidUTF8
 	}
 	if l[0] == '[' {
 		if l[len(l)-1] != ']' || len(l) < 2 {
@@ -171,12 +178,16 @@ func safeString(s string) bool {
 // utf8.ValidString, refuses the noncharacters U+FDD0 to U+FDEF and the
 // last two of every plane (U+FFFE, U+FFFF, U+1FFFE, ...).
 func ValidUTF8(s string) bool {
-	for len(s) > 0 {
-		r, n := utf8.DecodeRuneInString(s)
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && n == 1 || r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
 			return false
 		}
-		s = s[n:]
+		i += n
 	}
 	return true
 }
