@@ -171,7 +171,7 @@ func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 		case 'h':
 			return "/root"
 		case 's':
-			return "/bin/sh"
+			return e.rootShell()
 		}
 		machine = append(machine, s)
 		return ""

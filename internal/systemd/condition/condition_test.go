@@ -186,6 +186,16 @@ func TestSpecifiers(t *testing.T) {
 	// %I is unit_name_unescape: "-" is "/" and "\x2d" a "-".
 	c = one(e, "backup@var-lib\\x2dx.service", "ConditionPathExists", "/%I")
 	assert.Equal(t, "/var/lib-x", c.Value)
+
+	// %s is root's shell: /bin/bash where the image has it.
+	c = one(e, "x.service", "ConditionPathExists", "%s")
+	assert.Equal(t, "/bin/sh", c.Value)
+	m := image()
+	m["usr/bin/bash"] = &fstest.MapFile{Data: []byte("#!")}
+	m["bin"] = &fstest.MapFile{Data: []byte("usr/bin"), Mode: fs.ModeSymlink}
+	c = one(env(t, m, false), "x.service", "ConditionPathExists", "%s")
+	assert.Equal(t, "/bin/bash", c.Value)
+	assert.Equal(t, True, c.Verdict)
 }
 
 // Specifiers expand as specifier_printf does: an unknown one makes systemd

@@ -153,6 +153,18 @@ func (e *Env) test(kind, v string) (Verdict, string) {
 }
 
 // testPath decides the path checks against the image.
+// rootShell is what %s, the shell of the manager's user (root), expands
+// to: default_root_shell, /bin/bash when the image has it (a link to
+// /dev/null counts: it exists at boot), /bin/sh otherwise.
+func (e *Env) rootShell() string {
+	if e.fsys != nil {
+		if _, err := e.fsys.Stat("bin/bash"); err == nil || errors.Is(err, rootfs.ErrMasked) {
+			return "/bin/bash"
+		}
+	}
+	return "/bin/sh"
+}
+
 func (e *Env) testPath(kind, p string) (Verdict, string) {
 	if d := volatile(p); d != "" {
 		return Unknown, fmt.Sprintf("%s is filled by the running machine", d)
