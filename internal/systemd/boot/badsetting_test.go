@@ -98,6 +98,20 @@ func badSettingOps() []op {
 		"ns-glob":       "[Service]\nExecStart=/bin/true\nLogNamespace=a*b\n",
 		"cond":          "[Unit]\nConditionPathExists=/etc/../etc\n[Service]\nExecStart=/bin/true\n",
 	}
+	// Image policies (systemd 254 on; 252 ignores the settings).
+	for n, v := range map[string]string{
+		"dash": "-", "star": "*", "tilde": "~", "ok": "root=verity+signed:usr=encrypted",
+		"default": "=open", "dup": "root=open:root=ignore", "dupdef": "=open:=ignore",
+		"unknownpart": "rooot=open", "unknownflag": "root=verity+sined", "emptyflags": "root=",
+		"dashflags": "root=-:usr=-", "plusend": "root=verity+", "spaces": "root = verity + signed : = absent",
+		"colonend": "root=open:", "noeq": "root", "eqeq": "root=open=x", "esc": "ro\\ot=open",
+		"escend": "root=open\\", "mixed": "root-verity-sig=ignore:tmp=read-only-on+growfs-off:var=unprotected",
+		"empty2": "root=open::usr=open", "swap": "swap=absent", "inner": "root=ver ity",
+	} {
+		for _, s := range []string{"RootImagePolicy", "MountImagePolicy", "ExtensionImagePolicy"} {
+			cases["ip-"+s[:4]+"-"+n] = "[Service]\nExecStart=/bin/true\n" + s + "=" + v + "\n"
+		}
+	}
 	var ops []op
 	for n, text := range cases {
 		ops = append(ops, file("/etc/systemd/system/p-"+n+".service", text),
@@ -120,6 +134,14 @@ func badSettingOps() []op {
 		link("/etc/systemd/system/local-fs.target.wants/srv-x.mount", "/etc/systemd/system/srv-x.mount"),
 		file("/etc/systemd/system/srv-y.mount", "[Mount]\nWhat=tmpfs\nWhere=/srv/y\nType=tmpfs\nWorkingDirectory=rel\n"),
 		link("/etc/systemd/system/local-fs.target.wants/srv-y.mount", "/etc/systemd/system/srv-y.mount"),
+		file("/etc/systemd/system/srv-z.mount", "[Mount]\nWhat=tmpfs\nWhere=/srv/z\nType=tmpfs\nRootImagePolicy=root=bogus\n"),
+		link("/etc/systemd/system/local-fs.target.wants/srv-z.mount", "/etc/systemd/system/srv-z.mount"),
+		file("/etc/systemd/system/p-dropin-ip.service", svc),
+		link("/etc/systemd/system/multi-user.target.wants/p-dropin-ip.service", "/etc/systemd/system/p-dropin-ip.service"),
+		file("/etc/systemd/system/p-dropin-ip.service.d/bad.conf",
+			"[Unit]\nWants=p-before-ip.service\n[Service]\nMountImagePolicy=:=open:=open\n[Unit]\nWants=p-after-ip.service\n"),
+		file("/etc/systemd/system/p-before-ip.service", svc),
+		file("/etc/systemd/system/p-after-ip.service", svc),
 		file("/etc/systemd/system/p-dropin.service", svc),
 		link("/etc/systemd/system/multi-user.target.wants/p-dropin.service", "/etc/systemd/system/p-dropin.service"),
 		// The drop-in is read up to its bad line: the first Wants= counts,
@@ -133,6 +155,27 @@ func badSettingOps() []op {
 		link("/etc/systemd/system/multi-user.target.wants/p-tmpl@..service", "/etc/systemd/system/p-tmpl@.service"),
 	)
 	return ops
+}
+
+// FuzzImagePolicy checks that any image policy is judged without a
+// panic, and that a valid one stays valid with an extra valid rule for a
+// designator it has no rule for.
+func FuzzImagePolicy(f *testing.F) {
+	for _, s := range []string{"-", "*", "root=verity+signed:usr=encrypted", "=open", "root=", "a\\:b=c", "root=open:", " root = open ", "\\"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if len(v) > 1<<16 {
+			return
+		}
+		why := badImagePolicy(v)
+		if why != "" || v == "" || v == "-" || v == "*" || v == "~" || strings.Contains(v, "home") || strings.HasSuffix(v, "\\") {
+			return
+		}
+		if w := badImagePolicy(v + ":home=open"); w != "" {
+			t.Fatalf("%q is valid but not with another rule: %s", v, w)
+		}
+	})
 }
 
 // FuzzParseCommands checks that any command setting parses without a

@@ -47,7 +47,7 @@ func fatalSetting(opts []*unit.Option, path, t, requested string, version int) (
 		if why := badSetting(t, requested, version, o); why != "" {
 			err := fmt.Errorf("%s: %s=%s: %s", path, o.Name, clip(o.Value), why)
 			if failsWithError(o.Name) {
-				return i, Error, err
+				return i, Error, fmt.Errorf("%w: %w", ErrRefusedSetting, err)
 			}
 			return i, BadSetting, fmt.Errorf("%w: %w", ErrBadSetting, err)
 		}
@@ -56,9 +56,14 @@ func fatalSetting(opts []*unit.Option, path, t, requested string, version int) (
 }
 
 // failsWithError reports whether the parser of setting fails with an
-// error other than -ENOEXEC, which leaves a unit in the load state error.
+// error other than -ENOEXEC, which leaves a unit in the load state error
+// (PIDFile=, and the image policies of config_parse_image_policy).
 func failsWithError(setting string) bool {
-	return setting == "PIDFile"
+	switch setting {
+	case "PIDFile", "RootImagePolicy", "MountImagePolicy", "ExtensionImagePolicy":
+		return true
+	}
+	return false
 }
 
 // clip shortens a value for an error message.
@@ -133,6 +138,12 @@ func badSetting(t, id string, version int, o *unit.Option) string {
 		if _, ok := parseBoolean(v); !ok {
 			return "not a boolean"
 		}
+	case "RootImagePolicy", "MountImagePolicy", "ExtensionImagePolicy":
+		// config_parse_image_policy: an empty value resets the policy.
+		if version < imagePolicySince || v == "" {
+			return ""
+		}
+		return badImagePolicy(v)
 	case "SELinuxContext", "AppArmorProfile", "SmackProcessLabel":
 		// A leading "-" ignores a failure.
 		if v == "" || strings.HasPrefix(v, "-") {

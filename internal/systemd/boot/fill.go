@@ -19,6 +19,11 @@ var ErrNoFragment = errors.New("unit file not found")
 // ErrBadSetting reports a unit systemd refuses to load for its settings.
 var ErrBadSetting = errors.New("bad unit setting")
 
+// ErrRefusedSetting reports a unit systemd fails to load because a
+// parser refuses a setting with an error other than -ENOEXEC: the unit
+// is left in the error state rather than bad-setting.
+var ErrRefusedSetting = errors.New("refused unit setting")
+
 // depKinds are the [Unit] dependency settings, with whether they pull the
 // named unit into a start transaction. Dependency settings are never reset
 // by an empty assignment.
