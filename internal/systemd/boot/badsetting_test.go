@@ -117,7 +117,26 @@ func badSettingOps() []op {
 		ops = append(ops, file("/etc/systemd/system/p-"+n+".service", text),
 			link("/etc/systemd/system/multi-user.target.wants/p-"+n+".service", "/etc/systemd/system/p-"+n+".service"))
 	}
+	// Listen addresses, timer values and watched paths are each one list
+	// that an empty assignment of any of its settings empties.
+	for name, text := range map[string]string{
+		"r-sock.socket":        "[Socket]\nListenStream=/run/r-sock.sock\nListenDatagram=\n",
+		"r-sock-again.socket":  "[Socket]\nListenStream=/run/r-a.sock\nListenFIFO=\nListenStream=/run/r-b.sock\n",
+		"r-sock-dropin.socket": "[Socket]\nListenStream=/run/r-d.sock\n",
+		"r-timer.timer":        "[Timer]\nOnBootSec=1h\nOnCalendar=\n",
+		"r-timer-clock.timer":  "[Timer]\nOnBootSec=1h\nOnUnitActiveSec=\nOnClockChange=yes\n",
+		"r-timer-again.timer":  "[Timer]\nOnCalendar=daily\nOnActiveSec=\nOnStartupSec=5min\n",
+		"r-path.path":          "[Path]\nPathExists=/etc/no-such\nDirectoryNotEmpty=\n",
+		"r-path-again.path":    "[Path]\nPathExists=/etc/no-such\nPathModified=\nPathChanged=/etc/no-such\n",
+	} {
+		wants := map[string]string{".socket": "sockets", ".timer": "timers", ".path": "paths"}[name[strings.LastIndex(name, "."):]]
+		base := strings.TrimSuffix(name, name[strings.LastIndex(name, "."):])
+		ops = append(ops, file("/etc/systemd/system/"+name, text),
+			link("/etc/systemd/system/"+wants+".target.wants/"+name, "/etc/systemd/system/"+name),
+			file("/etc/systemd/system/"+base+".service", svc))
+	}
 	ops = append(ops,
+		file("/etc/systemd/system/r-sock-dropin.socket.d/reset.conf", "[Socket]\nListenNetlink=\n"),
 		file("/etc/systemd/system/s-bad.socket", "[Socket]\nListenStream=/run/s-bad.sock\nExecStartPre=rel/x\n"),
 		link("/etc/systemd/system/sockets.target.wants/s-bad.socket", "/etc/systemd/system/s-bad.socket"),
 		file("/etc/systemd/system/s-user.socket", "[Socket]\nListenStream=/run/s-user.sock\nSocketUser=a/b\n"),

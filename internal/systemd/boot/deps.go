@@ -2,6 +2,7 @@ package boot
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/amilint/amilint/internal/systemd/unit"
@@ -320,6 +321,28 @@ func (g *Graph) mountDeps(p, src string) []Dep {
 	return out
 }
 
+// groupCount is how many values the settings names of section sec hold
+// together, where an empty assignment of any of them empties them all: the
+// socket's listen addresses (config_parse_socket_listen), the timer's
+// elapse values (config_parse_timer) and the path unit's watched paths
+// (config_parse_path_spec) are each one list.
+func groupCount(u *Unit, sec string, names ...string) int {
+	n := 0
+	for _, src := range u.Sources {
+		for _, o := range src.Options {
+			if o.Section != sec || !slices.Contains(names, o.Name) {
+				continue
+			}
+			if o.Value == "" {
+				n = 0
+				continue
+			}
+			n++
+		}
+	}
+	return n
+}
+
 // verify is the type-specific *_verify step of systemd's loader: settings
 // without which a unit is refused (bad-setting).
 // commands(name) is how many commands the setting name holds.
@@ -362,12 +385,8 @@ func verify(u *Unit, t string, commands func(name string) int) error {
 			return bad("Service is of type D-Bus but no D-Bus service name has been specified. Refusing.")
 		}
 	case "socket":
-		n := 0
-		for _, k := range []string{"ListenStream", "ListenDatagram", "ListenSequentialPacket", "ListenFIFO",
-			"ListenSpecial", "ListenNetlink", "ListenMessageQueue", "ListenUSBFunction"} {
-			n += len(u.Values("Socket", k))
-		}
-		if n == 0 {
+		if groupCount(u, "Socket", "ListenStream", "ListenDatagram", "ListenSequentialPacket", "ListenFIFO",
+			"ListenSpecial", "ListenNetlink", "ListenMessageQueue", "ListenUSBFunction") == 0 {
 			return bad("Unit has no Listen setting (ListenStream=, ListenDatagram=, ListenFIFO=, ...). Refusing.")
 		}
 		if a, _ := u.Last("Socket", "Accept"); parseBool(a, false) {
@@ -376,10 +395,7 @@ func verify(u *Unit, t string, commands func(name string) int) error {
 			}
 		}
 	case "timer":
-		n := 0
-		for _, k := range []string{"OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec", "OnUnitInactiveSec", "OnCalendar"} {
-			n += len(u.Values("Timer", k))
-		}
+		n := groupCount(u, "Timer", "OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec", "OnUnitInactiveSec", "OnCalendar")
 		for _, k := range []string{"OnClockChange", "OnTimezoneChange"} {
 			if v, _ := u.Last("Timer", k); parseBool(v, false) {
 				n++
@@ -389,11 +405,7 @@ func verify(u *Unit, t string, commands func(name string) int) error {
 			return bad("Timer unit lacks value setting. Refusing.")
 		}
 	case "path":
-		n := 0
-		for _, k := range []string{"PathExists", "PathExistsGlob", "PathChanged", "PathModified", "DirectoryNotEmpty"} {
-			n += len(u.Values("Path", k))
-		}
-		if n == 0 {
+		if groupCount(u, "Path", "PathExists", "PathExistsGlob", "PathChanged", "PathModified", "DirectoryNotEmpty") == 0 {
 			return bad("Path unit lacks path setting. Refusing.")
 		}
 	case "mount", "automount":
