@@ -135,6 +135,29 @@ func badSettingOps() []op {
 			link("/etc/systemd/system/"+wants+".target.wants/"+name, "/etc/systemd/system/"+name),
 			file("/etc/systemd/system/"+base+".service", svc))
 	}
+	// Where= of a mount and What= of a swap: a bad Where= is ignored; the
+	// swap's device must spell its name and, from 254, be an absolute,
+	// normalized path.
+	for name, text := range map[string]string{
+		"srv-w1.mount":                  "[Mount]\nWhat=tmpfs\nWhere=/srv/w1\nType=tmpfs\nWhere=rel/x\n",
+		"srv-w2.mount":                  "[Mount]\nWhat=tmpfs\nWhere=/srv//w2/\nType=tmpfs\n",
+		"srv-w3.mount":                  "[Mount]\nWhat=tmpfs\nWhere=/srv/w3\nType=tmpfs\nWhere=%X\nWhere=/srv/../w3\n",
+		"srv-w4.mount":                  "[Mount]\nWhat=tmpfs\nWhere=/srv/other\nType=tmpfs\nWhere=\n",
+		"qswap-a.swap":                  "[Swap]\nWhat=/qswap-a\n",
+		"qswap-rel.swap":                "[Swap]\nWhat=rel/x\n",
+		"qswap-dd.swap":                 "[Swap]\nWhat=/qswap/../rel\n",
+		"qswap-dd2.swap":                "[Swap]\nWhat=/qswap/../dd2\n",
+		"qswap-sl.swap":                 "[Swap]\nWhat=/qswap//sl/\n",
+		"qswap-x.swap":                  "[Swap]\nWhat=/elsewhere\n",
+		"qswap-r.swap":                  "[Swap]\nWhat=/elsewhere\nWhat=\n",
+		"qswap-spec.swap":               "[Swap]\nWhat=/%X\n",
+		"qswap\\x2dlabel.swap":          "[Swap]\nWhat=LABEL=x\n",
+		"dev-disk-by\\x2dlabel-sw.swap": "[Swap]\nWhat=LABEL=sw\n",
+	} {
+		wants := map[string]string{".mount": "local-fs", ".swap": "swap"}[name[strings.LastIndex(name, "."):]]
+		ops = append(ops, file("/etc/systemd/system/"+name, text),
+			link("/etc/systemd/system/"+wants+".target.wants/"+name, "/etc/systemd/system/"+name))
+	}
 	ops = append(ops,
 		file("/etc/systemd/system/r-sock-dropin.socket.d/reset.conf", "[Socket]\nListenNetlink=\n"),
 		file("/etc/systemd/system/s-bad.socket", "[Socket]\nListenStream=/run/s-bad.sock\nExecStartPre=rel/x\n"),

@@ -343,10 +343,99 @@ func groupCount(u *Unit, sec string, names ...string) int {
 	return n
 }
 
+// pathValue is the value the path setting name of section sec has once
+// its assignments are parsed as config_parse_unit_path_printf does when
+// failures are not fatal: one whose specifiers do not resolve, or that
+// path_simplify_and_warn refuses (not absolute, not normalized), is
+// ignored; an empty one unsets it. The value is expanded and simplified.
+func pathValue(u *Unit, sec, name, id string, version int) (string, bool) {
+	v, ok := "", false
+	for _, src := range u.Sources {
+		for _, o := range src.Options {
+			if o.Section != sec || o.Name != name {
+				continue
+			}
+			if o.Value == "" {
+				v, ok = "", false
+				continue
+			}
+			p, err := expand(version, id, o.Value, unit.PathPrintfMax)
+			if err != nil {
+				continue
+			}
+			if p, why := unit.SimplifyPath(version, p, true); why == "" {
+				v, ok = p, true
+			}
+		}
+	}
+	return v, ok
+}
+
+// swapWhat is the swap device of u for systemd version: What= or, unset,
+// the path its name spells (swap_add_extras), simplified. Up to 253 What= is a path
+// setting whose bad values are ignored (pathValue); later versions take
+// any value whose specifiers resolve (config_parse_mount_node), the
+// fstab tags LABEL=, UUID=, PARTUUID= and PARTLABEL= meaning their
+// /dev/disk/by-* links.
+func swapWhat(u *Unit, id string, version int) string {
+	if version < swapMountNode {
+		if p, ok := pathValue(u, "Swap", "What", id, version); ok {
+			return p
+		}
+		return namePath(u.Name)
+	}
+	v, ok := "", false
+	for _, src := range u.Sources {
+		for _, o := range src.Options {
+			if o.Section != "Swap" || o.Name != "What" {
+				continue
+			}
+			if o.Value == "" {
+				v, ok = "", false
+				continue
+			}
+			k, err := expand(version, id, o.Value, unit.FullPrintfMax)
+			if err != nil {
+				continue
+			}
+			for _, tag := range []string{"LABEL", "UUID", "PARTUUID", "PARTLABEL"} {
+				if rest, found := strings.CutPrefix(k, tag+"="); found {
+					k = "/dev/disk/by-" + strings.ToLower(tag) + "/" + strings.ReplaceAll(rest, "/", `\x2f`)
+					break
+				}
+			}
+			if len(k) >= unit.PathPrintfMax+1 {
+				continue
+			}
+			v, ok = k, true
+		}
+	}
+	if !ok {
+		return namePath(u.Name)
+	}
+	return unit.PathSimplify(version, v)
+}
+
+// namePath is unit_name_to_path: the path a unit name spells, or "" when
+// it spells none.
+func namePath(name string) string {
+	p, err := unit.PathUnescape(strings.TrimSuffix(name, "."+unit.Type(name)))
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// swapMountNode is the first systemd version that parses Swap.What= with
+// config_parse_mount_node.
+const swapMountNode = 254
+
 // verify is the type-specific *_verify step of systemd's loader: settings
-// without which a unit is refused (bad-setting).
-// commands(name) is how many commands the setting name holds.
-func verify(u *Unit, t string, commands func(name string) int) error {
+// without which a unit is refused (bad-setting), and the implicit
+// dependencies on mounts a path cannot have (error).
+// commands(name) is how many commands the setting name holds; where(sec,
+// name) is the value of a path setting as pathValue parses it.
+func verify(u *Unit, t string, commands func(name string) int, where func(sec, name string) (string, bool), swap func() string) error {
 	bad := func(msg string) error { return fmt.Errorf("%s: %w: %s", u.Name, ErrBadSetting, msg) }
 	switch t {
 	case "service":
@@ -411,11 +500,24 @@ func verify(u *Unit, t string, commands func(name string) int) error {
 	case "mount", "automount":
 		// Where= defaults to the path the name spells; a different one is
 		// refused, and a mount unit file must say what to mount.
-		if where, ok := u.Last(sectionOf(t), "Where"); ok && pathName(where, t) != u.Name {
+		if where, ok := where(sectionOf(t), "Where"); ok && pathName(where, t) != u.Name {
 			return bad("Where= setting doesn't match unit name. Refusing.")
 		}
 		if _, ok := u.Last("Mount", "What"); t == "mount" && !ok && !perpetual(u.Name) {
 			return bad("What= setting is missing. Refusing.")
+		}
+	case "swap":
+		// swap_add_extras requires the mounts for the simplified device
+		// path, which must be absolute and normalized; swap_verify then
+		// wants the name the path spells among the unit's names.
+		what := swap()
+		switch {
+		case !strings.HasPrefix(what, "/"):
+			return fmt.Errorf("%s: %w: What= is not an absolute path: %s", u.Name, ErrRefusedSetting, what)
+		case !unit.PathNormalized(what):
+			return fmt.Errorf("%s: %w: What= is not a normalized path: %s", u.Name, ErrRefusedSetting, what)
+		case !slices.Contains(ownNames(u), pathName(what, "swap")):
+			return bad("Value of What= and unit name do not match, not loading.")
 		}
 	}
 	return nil
