@@ -432,11 +432,11 @@ const swapMountNode = 254
 
 // verify is the type-specific *_verify step of systemd's loader: settings
 // without which a unit is refused (bad-setting), and the implicit
-// dependencies on mounts a path cannot have (error).
-// commands(name) is how many commands the setting name holds; where(sec,
-// name) is the value of a path setting as pathValue parses it.
-func verify(u *Unit, t string, commands func(name string) int, where func(sec, name string) (string, bool), swap func() string) error {
+// dependencies on mounts a path cannot have (error). Specifiers expand
+// with the name the unit was requested by.
+func (g *Graph) verify(u *Unit, t, requested string) error {
 	bad := func(msg string) error { return fmt.Errorf("%s: %w: %s", u.Name, ErrBadSetting, msg) }
+	commands := func(name string) int { return commandCount(u, sectionOf(t), name, requested, g.version) }
 	switch t {
 	case "service":
 		start := commands("ExecStart")
@@ -500,7 +500,7 @@ func verify(u *Unit, t string, commands func(name string) int, where func(sec, n
 	case "mount", "automount":
 		// Where= defaults to the path the name spells; a different one is
 		// refused, and a mount unit file must say what to mount.
-		if where, ok := where(sectionOf(t), "Where"); ok && pathName(where, t) != u.Name {
+		if where, ok := pathValue(u, sectionOf(t), "Where", requested, g.version); ok && pathName(where, t) != u.Name {
 			return bad("Where= setting doesn't match unit name. Refusing.")
 		}
 		if _, ok := u.Last("Mount", "What"); t == "mount" && !ok && !perpetual(u.Name) {
@@ -510,7 +510,7 @@ func verify(u *Unit, t string, commands func(name string) int, where func(sec, n
 		// swap_add_extras requires the mounts for the simplified device
 		// path, which must be absolute and normalized; swap_verify then
 		// wants the name the path spells among the unit's names.
-		what := swap()
+		what := swapWhat(u, requested, g.version)
 		switch {
 		case !strings.HasPrefix(what, "/"):
 			return fmt.Errorf("%s: %w: What= is not an absolute path: %s", u.Name, ErrRefusedSetting, what)

@@ -137,13 +137,7 @@ func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileStat
 
 	if fatal != nil {
 		u.State, u.LoadError = fatalState, fatal
-	} else if err := verify(u, t, func(name string) int {
-		return commandCount(u, sectionOf(t), name, requested, g.version)
-	}, func(sec, name string) (string, bool) {
-		return pathValue(u, sec, name, requested, g.version)
-	}, func() string {
-		return swapWhat(u, requested, g.version)
-	}); err != nil {
+	} else if err := g.verify(u, t, requested); err != nil {
 		u.State, u.LoadError = BadSetting, err
 		if !errors.Is(err, ErrBadSetting) {
 			u.State = Error
