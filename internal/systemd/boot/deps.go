@@ -14,7 +14,8 @@ var cgroupTypes = map[string]bool{"service": true, "socket": true, "mount": true
 
 // implicitDeps adds the dependencies a loaded unit gets from its settings
 // and from systemd itself: [Unit] dependency settings, Sockets=, slices,
-// DefaultDependencies=, Type=dbus, RequiresMountsFor=, and the trigger of
+// DefaultDependencies=, Type=dbus, the mounts of the paths it needs
+// (mountNeeds), and the trigger of
 // sockets, timers, paths and automounts.
 func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 	if u.State != Loaded {
@@ -33,10 +34,6 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 					u.Deps = append(u.Deps, Dep{Kind: "Sockets", Name: n, Source: u.srcs[i]})
 				}
 			}
-		case o.Section == "Unit" && o.Name == "RequiresMountsFor":
-			for _, p := range strings.Fields(o.Value) {
-				u.Deps = append(u.Deps, g.mountDeps(p, u.srcs[i])...)
-			}
 		}
 	}
 	// LogNamespace= Requires the namespace's journald sockets (and, from
@@ -53,11 +50,8 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 			}
 		}
 	}
-	if t == "service" {
-		if v, _ := u.Last("Service", "PrivateTmp"); parseBool(v, false) {
-			u.Deps = append(u.Deps, g.mountDeps("/tmp", self)...)
-			u.Deps = append(u.Deps, g.mountDeps("/var/tmp", self)...)
-		}
+	for _, m := range g.mountNeeds(u, t, requested) {
+		u.Deps = append(u.Deps, g.mountDeps(u, m)...)
 	}
 
 	// Slices.
@@ -301,21 +295,23 @@ func pathName(p, t string) string {
 	return escapeName(strings.Join(clean, "/")) + "." + t
 }
 
-// mountDeps is unit_add_mounts_for: every prefix of p names a mount unit,
-// Required when it has a unit file.
-func (g *Graph) mountDeps(p, src string) []Dep {
-	if !strings.HasPrefix(p, "/") || strings.Contains(p, "%") {
+// mountDeps is unit_add_mount_dependencies for one path the unit u
+// needs: the mount unit of every prefix of the path that has a unit file,
+// other than u itself, is required or wanted as m.kind says. A path that
+// is not normalized is a load error (see verify) and needs nothing.
+func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
+	if !strings.HasPrefix(m.path, "/") || !unit.PathNormalized(m.path) {
 		return nil
 	}
 	var out []Dep
-	parts := strings.FieldsFunc(p, func(r rune) bool { return r == '/' })
+	parts := strings.FieldsFunc(m.path, func(r rune) bool { return r == '/' })
 	for i := 0; i <= len(parts); i++ {
 		name := pathName("/"+strings.Join(parts[:i], "/"), "mount")
-		if !unit.Valid(name) {
+		if !unit.Valid(name) || name == u.Name {
 			continue
 		}
-		if m := g.load(name); m != nil && m.Fragment != "" {
-			out = append(out, Dep{Kind: "RequiresMountsFor", Name: name, Source: src})
+		if mu := g.load(name); mu != nil && mu != u && mu.Fragment != "" {
+			out = append(out, Dep{Kind: m.kind, Name: name, Source: m.src})
 		}
 	}
 	return out
@@ -384,10 +380,23 @@ func swapWhat(u *Unit, id string, version int) string {
 		}
 		return namePath(u.Name)
 	}
+	v, ok := mountNode(u, "Swap", id, version)
+	if !ok {
+		return namePath(u.Name)
+	}
+	return unit.PathSimplify(version, v)
+}
+
+// mountNode is What= of section sec as config_parse_mount_node keeps it:
+// after specifiers, the fstab tags LABEL=, UUID=, PARTUUID= and
+// PARTLABEL= meaning their /dev/disk/by-* links; a value whose specifiers
+// do not resolve, or as long as PATH_MAX, is ignored; an empty one unsets
+// it.
+func mountNode(u *Unit, sec, id string, version int) (string, bool) {
 	v, ok := "", false
 	for _, src := range u.Sources {
 		for _, o := range src.Options {
-			if o.Section != "Swap" || o.Name != "What" {
+			if o.Section != sec || o.Name != "What" {
 				continue
 			}
 			if o.Value == "" {
@@ -410,10 +419,7 @@ func swapWhat(u *Unit, id string, version int) string {
 			v, ok = k, true
 		}
 	}
-	if !ok {
-		return namePath(u.Name)
-	}
-	return unit.PathSimplify(version, v)
+	return v, ok
 }
 
 // namePath is unit_name_to_path: the path a unit name spells, or "" when

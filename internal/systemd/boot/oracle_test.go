@@ -239,7 +239,8 @@ func variants(t *testing.T) map[string][]op {
 			file("/etc/systemd/system/cont-two.service", svc),
 			link("/etc/systemd/system/multi-user.target.wants/multi-line.service", "/etc/systemd/system/multi-line.service"),
 		},
-		"bad-settings": badSettingOps(),
+		"bad-settings":    badSettingOps(),
+		"implicit-mounts": implicitMountOps(),
 		"unclean-utf8": {
 			// A line that is not UTF-8 clean (a stray byte, a noncharacter,
 			// in a value or a section name) fails the unit file, wherever

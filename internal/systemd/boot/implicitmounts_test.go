@@ -1,0 +1,77 @@
+package boot
+
+// implicitMountOps are mount units nothing enables and enabled units whose
+// settings systemd turns into implicit dependencies on the mounts of a
+// path (unit_require_mounts_for, unit_add_mounts_for from 256): a mount
+// unit with a unit file for a prefix of such a path is pulled in, one for
+// a path systemd does not look at is not. They are a variant of the
+// oracle test (see variants).
+func implicitMountOps() []op {
+	const dir = "/etc/systemd/system/"
+	var ops []op
+	mount := func(name, where string) {
+		ops = append(ops, file(dir+name, "[Mount]\nWhat=ramfs\nWhere="+where+"\nType=ramfs\n"))
+	}
+	enable := func(target, name, text string) {
+		ops = append(ops, file(dir+name, text), link(dir+target+".wants/"+name, dir+name))
+	}
+	service := func(name, settings string) {
+		enable("multi-user.target", name, "[Service]\nExecStart=/bin/true\n"+settings)
+	}
+	socket := func(name, settings string) {
+		enable("sockets.target", name+".socket", "[Socket]\n"+settings)
+		ops = append(ops, file(dir+name+".service", svc))
+	}
+	for _, m := range []string{
+		"srv", "srv/wd", "srv/wdign", "srv/root", "srv/img", "var/lib/st", "var/cache/ca", "var/log/lg",
+		"etc/cf", "run/rt", "var/lib/private", "srv/sock", "srv/dgram", "srv/fifo", "srv/special",
+		"srv/usb", "srv/sockwd", "srv/nosockwd", "srv/abs", "mq", "srv/pth", "var/lib/systemd/timers",
+		"srv/mnt", "srv/bsrc", "srv/nfssrc", "srv/swp", "srv/am", "srv/rmf", "srv/rmfa",
+		"srv/spec",
+	} {
+		mount(pathName("/"+m, "mount"), "/"+m)
+	}
+	// Execution settings: the working directory (not the "-" form up to
+	// 256, which 257 Wants), the root directory and image, the exec
+	// directories under their prefixes; "private" is refused.
+	service("wd.service", "WorkingDirectory=/srv/wd/x\n")
+	service("wdign.service", "WorkingDirectory=-/srv/wdign/x\n")
+	service("home.service", "WorkingDirectory=~\n")
+	service("root.service", "RootDirectory=/srv/root/x\n")
+	service("img.service", "RootImage=/srv/img/x.raw\n")
+	service("dirs.service", "StateDirectory=st/a\nCacheDirectory=ca\nLogsDirectory=lg\nConfigurationDirectory=cf\nRuntimeDirectory=rt\n")
+	service("private.service", "StateDirectory=private/pv\n")
+	service("spec.service", "WorkingDirectory=/srv/spec/%n\n")
+	// [Unit] RequiresMountsFor= takes absolute normalized paths after
+	// specifiers; others are ignored.
+	enable("multi-user.target", "rmf.service", "[Unit]\nRequiresMountsFor=/srv/rmf/%p \"/srv/../srv/rmfa/x\" rel/x\n"+svc)
+	// Sockets: the file system paths they listen on (after /var/run is
+	// patched to /run), not abstract ones nor message queues; their
+	// execution settings only when they run a command.
+	socket("sock", "ListenStream=/srv/sock/s\nListenDatagram=@/srv/abs/s\n")
+	socket("dgram", "ListenDatagram=/srv/dgram/s\n")
+	socket("fifo", "ListenFIFO=/srv/fifo/f\n")
+	socket("special", "ListenSpecial=/srv/special/s\n")
+	socket("usb", "ListenUSBFunction=/srv/usb/u\n")
+	socket("mq", "ListenMessageQueue=/mq\n")
+	socket("sockwd", "ListenStream=/run/sockwd.sock\nExecStartPre=/bin/true\nWorkingDirectory=/srv/sockwd\n")
+	socket("nosockwd", "ListenStream=/run/nosockwd.sock\nWorkingDirectory=/srv/nosockwd\n")
+	// Path units watch their paths; persistent timers keep their stamps
+	// in /var/lib/systemd/timers.
+	enable("paths.target", "pth.path", "[Path]\nPathExists=/srv/pth/x\n")
+	ops = append(ops, file(dir+"pth.service", svc))
+	enable("timers.target", "tm.timer", "[Timer]\nOnBootSec=1h\nPersistent=yes\n")
+	ops = append(ops, file(dir+"tm.service", svc))
+	// Mounts need the mount above their mount point and, unless they are
+	// network mounts that are neither bind nor loop mounts, the mounts of
+	// an absolute What=.
+	enable("local-fs.target", "srv-mnt-in.mount", "[Mount]\nWhat=tmpfs\nWhere=/srv/mnt/in\nType=tmpfs\n")
+	enable("local-fs.target", "bound.mount", "[Mount]\nWhat=/srv/bsrc/x\nWhere=/bound\nOptions=bind\n")
+	enable("remote-fs.target", "nfs.mount", "[Mount]\nWhat=/srv/nfssrc/x\nWhere=/nfs\nType=nfs\n")
+	// Swaps need the mounts of their device; automounts the mount above
+	// their mount point.
+	enable("swap.target", "srv-swp-file.swap", "[Swap]\nWhat=/srv/swp/file\n")
+	enable("local-fs.target", "srv-am-x.automount", "[Automount]\nWhere=/srv/am/x\n")
+	ops = append(ops, file(dir+"srv-am-x.mount", "[Mount]\nWhat=tmpfs\nWhere=/srv/am/x\nType=tmpfs\n"))
+	return ops
+}

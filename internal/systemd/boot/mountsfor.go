@@ -1,0 +1,485 @@
+package boot
+
+import (
+	"strings"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
+)
+
+// mountNeed is one path whose mounts a unit needs: systemd's
+// unit_require_mounts_for (unit_add_mounts_for from 256), with the kind
+// of the dependency it gives on the mount units of the path's prefixes,
+// "RequiresMountsFor" or, from 256, "WantsMountsFor".
+type mountNeed struct {
+	path, kind, src string
+}
+
+// wantsMountsFor is the first systemd version with WantsMountsFor=, which
+// also turned the dependencies of WorkingDirectory=-, RootDirectory=,
+// RootImage= and PrivateTmp= into Wants.
+const wantsMountsFor = 256
+
+// privateTmpDisconnected is the first systemd version where PrivateTmp=
+// takes "connected" and "disconnected", and where DynamicUser= implies a
+// disconnected /tmp rather than PrivateTmp=yes.
+const privateTmpDisconnected = 257
+
+// execDirPrefixes are the system manager's prefixes of the exec
+// directories (manager->prefix).
+var execDirPrefixes = []struct{ name, prefix string }{
+	{"RuntimeDirectory", "/run"},
+	{"StateDirectory", "/var/lib"},
+	{"CacheDirectory", "/var/cache"},
+	{"LogsDirectory", "/var/log"},
+	{"ConfigurationDirectory", "/etc"},
+}
+
+// mountNeeds are the paths whose mounts the loaded unit u of type t
+// needs, as systemd registers them while loading it: [Unit]
+// RequiresMountsFor= and WantsMountsFor=, the execution settings
+// (unit_add_exec_dependencies: the working and root directories, the root
+// image, the exec directories, /var/tmp and /tmp of PrivateTmp=; a socket
+// only when it runs commands), the file system paths a socket listens on,
+// the paths a path unit watches, the stamp directory of a persistent
+// timer, the parent of a mount's or automount's mount point, a mount's
+// source and a swap's device. The paths of the type's own add_extras step
+// are not checked here: the socket's and the mount's can fail the load
+// (see verify).
+func (g *Graph) mountNeeds(u *Unit, t, requested string) []mountNeed {
+	var out []mountNeed
+	add := func(p, kind, src string) { out = append(out, mountNeed{p, kind, src}) }
+	for i, o := range u.Options {
+		if o.Section != "Unit" || o.Name != "RequiresMountsFor" && (o.Name != "WantsMountsFor" || g.version < wantsMountsFor) {
+			continue
+		}
+		// config_parse_unit_mounts_for: words after specifiers, each
+		// an absolute normalized path or ignored; a syntax error ends
+		// the list.
+		for rest := o.Value; ; {
+			w, r, ok, err := unquoteWord(rest)
+			if err != nil || !ok {
+				break
+			}
+			rest = r
+			k, err := expand(g.version, requested, w, unit.PathPrintfMax)
+			if err != nil {
+				continue
+			}
+			if p, why := unit.SimplifyPath(g.version, k, true); why == "" {
+				add(p, o.Name, u.srcs[i])
+			}
+		}
+	}
+	switch t {
+	case "socket":
+		for _, p := range socketPaths(u, requested, g.version) {
+			add(unit.PathSimplify(g.version, p.path), "RequiresMountsFor", p.src)
+		}
+	case "path":
+		for _, p := range watchedPaths(u, requested, g.version) {
+			add(p.path, "RequiresMountsFor", p.src)
+		}
+	case "timer":
+		if v, src := boolSetting(u, "Timer", "Persistent"); v {
+			add("/var/lib/systemd/timers", "RequiresMountsFor", src)
+		}
+	case "mount", "automount":
+		where, ok := pathValue(u, sectionOf(t), "Where", requested, g.version)
+		if !ok {
+			where = unit.PathSimplify(g.version, namePath(u.Name))
+		}
+		if where != "/" && strings.HasPrefix(where, "/") {
+			add(parentDir(where), "RequiresMountsFor", u.Fragment)
+		}
+		if t == "mount" {
+			if what, ok := mountWhatDep(u, requested, g.version); ok {
+				add(unit.PathSimplify(g.version, what), "RequiresMountsFor", u.Fragment)
+			}
+		}
+	case "swap":
+		if what := swapWhat(u, requested, g.version); strings.HasPrefix(what, "/") {
+			add(what, "RequiresMountsFor", u.Fragment)
+		}
+	}
+	if hasExecContext(t) && (t != "socket" || g.socketHasExec(u, requested)) {
+		out = append(out, g.execMountNeeds(u, sectionOf(t), requested)...)
+	}
+	return out
+}
+
+// execMountNeeds is the part of unit_add_exec_dependencies that needs
+// mounts, for the execution settings of section sec.
+func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
+	var out []mountNeed
+	weak := "RequiresMountsFor"
+	if g.version >= wantsMountsFor {
+		weak = "WantsMountsFor"
+	}
+	// config_parse_working_directory: "~" is the home directory, which
+	// needs nothing; a "-" value only Wants its mounts (before 256 it
+	// needs none), and one that does not resolve is ignored.
+	wd, wdWeak, wdSrc := "", false, ""
+	root, rootSrc, image, imageSrc := "", "", "", ""
+	dynamic, privTmp, tmpSrc := false, false, ""
+	for i, o := range u.Options {
+		if o.Section != sec {
+			continue
+		}
+		switch o.Name {
+		case "WorkingDirectory":
+			v, missingOK := strings.CutPrefix(o.Value, "-")
+			if v == "~" {
+				wd, wdWeak = "", missingOK
+				continue
+			}
+			k, err := expand(g.version, requested, v, unit.PathPrintfMax)
+			if err != nil {
+				continue
+			}
+			if p, why := unit.SimplifyPath(g.version, k, true); why == "" {
+				wd, wdWeak, wdSrc = p, missingOK, u.srcs[i]
+			}
+		case "RootDirectory", "RootImage":
+			k, err := expand(g.version, requested, o.Value, unit.PathPrintfMax)
+			if err != nil {
+				continue
+			}
+			if p, why := unit.SimplifyPath(g.version, k, true); why == "" {
+				if o.Name == "RootDirectory" {
+					root, rootSrc = p, u.srcs[i]
+				} else {
+					image, imageSrc = p, u.srcs[i]
+				}
+			}
+		case "DynamicUser":
+			if v, ok := parseBoolean(o.Value); ok {
+				dynamic = v
+			}
+		case "PrivateTmp":
+			// From 257 config_parse_private_tmp also takes
+			// "connected" (yes) and "disconnected"; an invalid value
+			// is ignored.
+			switch v, ok := parseBoolean(o.Value); {
+			case ok:
+				privTmp, tmpSrc = v, u.srcs[i]
+			case g.version >= privateTmpDisconnected && (o.Value == "connected" || o.Value == "disconnected"):
+				privTmp, tmpSrc = o.Value == "connected", u.srcs[i]
+			}
+		}
+	}
+	if wd != "" {
+		switch {
+		case !wdWeak:
+			out = append(out, mountNeed{wd, "RequiresMountsFor", wdSrc})
+		case g.version >= wantsMountsFor:
+			out = append(out, mountNeed{wd, "WantsMountsFor", wdSrc})
+		}
+	}
+	if root != "" {
+		out = append(out, mountNeed{root, weak, rootSrc})
+	}
+	if image != "" {
+		out = append(out, mountNeed{image, weak, imageSrc})
+	}
+	for _, d := range execDirPrefixes {
+		for i, o := range u.Options {
+			if o.Section != sec || o.Name != d.name {
+				continue
+			}
+			for _, p := range execDirs(o.Value, d.name, requested, g.version) {
+				out = append(out, mountNeed{d.prefix + "/" + p, "RequiresMountsFor", u.srcs[i]})
+			}
+		}
+	}
+	// unit_patch_contexts: up to 256 DynamicUser=yes implies
+	// PrivateTmp=yes. Before 256 PrivateTmp= Wants tmp.mount and
+	// Requires the mounts of /var/tmp (the mounts of /tmp are tmp.mount
+	// and -.mount, always there); from 256 it Wants the mounts of both.
+	if dynamic && g.version < privateTmpDisconnected && !privTmp {
+		privTmp, tmpSrc = true, u.Fragment
+	}
+	if privTmp {
+		out = append(out, mountNeed{"/tmp", weak, tmpSrc}, mountNeed{"/var/tmp", weak, tmpSrc})
+	}
+	return out
+}
+
+// execDirs are the directories one exec directory setting (RuntimeDirectory=,
+// StateDirectory=, ...) adds, relative to its prefix, as
+// config_parse_exec_directories reads them: words of "path[:dest[:flags]]"
+// whose path resolves its specifiers to a relative normalized path not in
+// "private"; a destination must do the same (and is refused for
+// ConfigurationDirectory=), flags (from 257) must be "" or "ro".
+func execDirs(v, name, id string, version int) []string {
+	var out []string
+	for rest := v; ; {
+		w, r, ok, err := unquoteWord(rest)
+		if err != nil || !ok {
+			return out
+		}
+		rest = r
+		parts := strings.SplitN(w, ":", 3)
+		if version < privateTmpDisconnected && len(parts) == 3 {
+			parts = []string{parts[0], parts[1] + ":" + parts[2]}
+		}
+		src, ok := relPath(parts[0], id, version)
+		if !ok || src == "private" || strings.HasPrefix(src, "private/") {
+			continue
+		}
+		if len(parts) > 1 && parts[1] != "" {
+			if name == "ConfigurationDirectory" {
+				continue
+			}
+			if _, ok := relPath(parts[1], id, version); !ok {
+				continue
+			}
+		}
+		if len(parts) > 2 && parts[2] != "" && parts[2] != "ro" {
+			continue
+		}
+		out = append(out, src)
+	}
+}
+
+// relPath is a path after specifiers and path_simplify_and_warn with
+// PATH_CHECK_RELATIVE, or false.
+func relPath(s, id string, version int) (string, bool) {
+	k, err := expand(version, id, s, unit.PathPrintfMax)
+	if err != nil || strings.HasPrefix(k, "/") {
+		return "", false
+	}
+	p, why := unit.SimplifyPath(version, k, false)
+	return p, why == ""
+}
+
+// sourcedPath is a path and the file that set it.
+type sourcedPath struct{ path, src string }
+
+// socketPaths are the file system paths of u's listen addresses, as
+// config_parse_socket_listen keeps them and socket_add_mount_dependencies
+// reads them: AF_UNIX socket paths after specifiers (abstract "@" ones are
+// not files), with /var/run patched to /run but otherwise as written, of
+// 2 to 107 bytes; FIFO, special and USB function paths, which are
+// simplified and ignored unless absolute and normalized (from 257, a FIFO
+// or a USB function in /dev, /proc or /sys too). Message queues and
+// netlink addresses have no path. An empty value empties the list.
+func socketPaths(u *Unit, id string, version int) []sourcedPath {
+	var out []sourcedPath
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != "Socket" {
+				continue
+			}
+			switch o.Name {
+			case "ListenStream", "ListenDatagram", "ListenSequentialPacket":
+				if o.Value == "" {
+					out = nil
+					continue
+				}
+				k, err := expand(version, id, o.Value, unit.PathPrintfMax)
+				if err != nil || !strings.HasPrefix(k, "/") {
+					continue
+				}
+				k = patchVarRun(k)
+				if len(k) < 2 || len(k) > 107 {
+					continue
+				}
+				out = append(out, sourcedPath{k, s.Path})
+			case "ListenFIFO", "ListenSpecial", "ListenUSBFunction":
+				if o.Value == "" {
+					out = nil
+					continue
+				}
+				k, err := expand(version, id, o.Value, unit.PathPrintfMax)
+				if err != nil {
+					continue
+				}
+				p, why := unit.SimplifyPath(version, k, true)
+				if why != "" || version >= privateTmpDisconnected && o.Name != "ListenSpecial" && belowAPIVFS(p) {
+					continue
+				}
+				if o.Name == "ListenFIFO" {
+					p = patchVarRun(p)
+				}
+				out = append(out, sourcedPath{p, s.Path})
+			case "ListenNetlink", "ListenMessageQueue":
+				if o.Value == "" {
+					out = nil
+				}
+			}
+		}
+	}
+	return out
+}
+
+// patchVarRun is patch_var_run: /var/run/... is /run/....
+func patchVarRun(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/var/run/"); ok {
+		return "/run/" + rest
+	}
+	return p
+}
+
+// watchedPaths are the paths of u's PathExists=, PathChanged=, ...
+// settings as config_parse_path_spec keeps them: after specifiers,
+// absolute and normalized, simplified. An empty value empties the list.
+func watchedPaths(u *Unit, id string, version int) []sourcedPath {
+	var out []sourcedPath
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != "Path" {
+				continue
+			}
+			switch o.Name {
+			case "PathExists", "PathExistsGlob", "PathChanged", "PathModified", "DirectoryNotEmpty":
+			default:
+				continue
+			}
+			if o.Value == "" {
+				out = nil
+				continue
+			}
+			k, err := expand(version, id, o.Value, unit.PathPrintfMax)
+			if err != nil {
+				continue
+			}
+			if p, why := unit.SimplifyPath(version, k, true); why == "" {
+				out = append(out, sourcedPath{p, s.Path})
+			}
+		}
+	}
+	return out
+}
+
+// boolSetting is a config_parse_bool setting: its last valid value, and
+// the file that set it.
+func boolSetting(u *Unit, sec, name string) (bool, string) {
+	v, src := false, ""
+	for i, o := range u.Options {
+		if o.Section != sec || o.Name != name {
+			continue
+		}
+		if b, ok := parseBoolean(o.Value); ok {
+			v, src = b, u.srcs[i]
+		}
+	}
+	return v, src
+}
+
+// parentDir is path_extract_directory of an absolute simplified path
+// other than "/".
+func parentDir(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
+}
+
+// networkFS are the file systems fstype_is_network knows (the @network
+// set and a few more), without a "fuse." prefix.
+var networkFS = []string{
+	"afs", "ceph", "cifs", "gfs", "gfs2", "ncp", "ncpfs", "nfs", "nfs4", "ocfs2", "orangefs", "pvfs2",
+	"smb3", "smbfs", "davfs", "glusterfs", "lustre", "sshfs",
+}
+
+// mountWhatDep is the source of a mount unit file whose mounts the mount
+// needs (mount_add_mount_dependencies): What= when it is an absolute path
+// and the mount is a bind or loop mount or not a network mount (_netdev,
+// or a network file system type).
+func mountWhatDep(u *Unit, id string, version int) (string, bool) {
+	if u.Fragment == "" {
+		return "", false
+	}
+	what, ok := mountWhat(u, id, version)
+	if !ok || !strings.HasPrefix(what, "/") {
+		return "", false
+	}
+	opts, _ := u.Last("Mount", "Options")
+	if k, err := expand(version, id, opts, unit.FullPrintfMax); err == nil {
+		opts = k
+	}
+	fstype, _ := u.Last("Mount", "Type")
+	if k, err := expand(version, id, fstype, unit.FullPrintfMax); err == nil {
+		fstype = k
+	}
+	hasOpt := func(names ...string) bool {
+		for _, w := range strings.Split(opts, ",") {
+			for _, n := range names {
+				if w == n || strings.HasPrefix(w, n+"=") {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	bind := hasOpt("bind", "rbind") || fstype == "bind" || fstype == "rbind"
+	loop := hasOpt("loop")
+	network := hasOpt("_netdev")
+	for _, n := range networkFS {
+		if strings.TrimPrefix(fstype, "fuse.") == n {
+			network = true
+		}
+	}
+	return what, bind || loop || !network
+}
+
+// mountWhat is a mount unit's What= as its parser keeps it: after
+// specifiers (config_parse_unit_string_printf); from 254 with the fstab
+// tags LABEL=, UUID=, ... turned into their /dev/disk/by-* links
+// (config_parse_mount_node). A value whose specifiers fail is ignored.
+func mountWhat(u *Unit, id string, version int) (string, bool) {
+	if version >= swapMountNode {
+		return mountNode(u, "Mount", id, version)
+	}
+	v, ok := "", false
+	for _, o := range u.Options {
+		if o.Section != "Mount" || o.Name != "What" {
+			continue
+		}
+		if k, err := expand(version, id, o.Value, unit.FullPrintfMax); err == nil {
+			v, ok = k, true
+		}
+	}
+	return v, ok
+}
+
+// unquoteWord is extract_first_word with EXTRACT_UNQUOTE: the first word
+// of s with quotes removed and a backslash taking the next character as
+// it is, the rest after it, and whether there was a word. An unbalanced
+// quote or a backslash ending s is an error.
+func unquoteWord(s string) (word, rest string, ok bool, err error) {
+	s = strings.TrimLeft(s, whitespace)
+	if s == "" {
+		return "", "", false, nil
+	}
+	var b strings.Builder
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\':
+			if i+1 >= len(s) {
+				return "", "", false, errSyntax
+			}
+			i++
+			b.WriteByte(s[i])
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			} else {
+				b.WriteByte(c)
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case strings.IndexByte(whitespace, c) >= 0:
+			return b.String(), strings.TrimLeft(s[i:], whitespace), true, nil
+		default:
+			b.WriteByte(c)
+		}
+	}
+	if quote != 0 {
+		return "", "", false, errSyntax
+	}
+	return b.String(), "", true, nil
+}
