@@ -480,6 +480,15 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Service is of type D-Bus but no D-Bus service name has been specified. Refusing.")
 		}
 	case "socket":
+		// socket_add_extras, before socket_verify, fails the load when
+		// a listen path is not normalized once simplified
+		// (unit_require_mounts_for's -EPERM; AF_UNIX paths are kept as
+		// written).
+		for _, p := range socketPaths(u, requested, g.version) {
+			if !unit.PathNormalized(unit.PathSimplify(g.version, p.path)) {
+				return fmt.Errorf("%s: %w: listen path is not normalized: %s", u.Name, ErrRefusedSetting, clip(p.path))
+			}
+		}
 		if groupCount(u, "Socket", "ListenStream", "ListenDatagram", "ListenSequentialPacket", "ListenFIFO",
 			"ListenSpecial", "ListenNetlink", "ListenMessageQueue", "ListenUSBFunction") == 0 {
 			return bad("Unit has no Listen setting (ListenStream=, ListenDatagram=, ListenFIFO=, ...). Refusing.")
@@ -504,6 +513,12 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Path unit lacks path setting. Refusing.")
 		}
 	case "mount", "automount":
+		// mount_add_extras, before mount_verify, fails the load when
+		// the What= whose mounts the mount needs is not normalized
+		// once simplified.
+		if what, ok := mountWhatDep(u, requested, g.version); t == "mount" && ok && !unit.PathNormalized(unit.PathSimplify(g.version, what)) {
+			return fmt.Errorf("%s: %w: What= is not a normalized path: %s", u.Name, ErrRefusedSetting, clip(what))
+		}
 		// Where= defaults to the path the name spells; a different one is
 		// refused, and a mount unit file must say what to mount.
 		if where, ok := pathValue(u, sectionOf(t), "Where", requested, g.version); ok && pathName(where, t) != u.Name {

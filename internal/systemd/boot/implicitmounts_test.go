@@ -5,7 +5,8 @@ package boot
 // path (unit_require_mounts_for, unit_add_mounts_for from 256): a mount
 // unit with a unit file for a prefix of such a path is pulled in, one for
 // a path systemd does not look at is not. They are a variant of the
-// oracle test (see variants).
+// oracle test (see variants). A path that is not normalized fails the
+// load where its caller passes the error on.
 func implicitMountOps() []op {
 	const dir = "/etc/systemd/system/"
 	var ops []op
@@ -26,7 +27,7 @@ func implicitMountOps() []op {
 		"srv", "srv/wd", "srv/wdign", "srv/root", "srv/img", "var/lib/st", "var/cache/ca", "var/log/lg",
 		"etc/cf", "run/rt", "var/lib/private", "srv/sock", "srv/dgram", "srv/fifo", "srv/special",
 		"srv/usb", "srv/sockwd", "srv/nosockwd", "srv/abs", "mq", "srv/pth", "var/lib/systemd/timers",
-		"srv/mnt", "srv/bsrc", "srv/nfssrc", "srv/swp", "srv/am", "srv/rmf", "srv/rmfa",
+		"srv/mnt", "srv/bsrc", "srv/nfssrc", "srv/swp", "srv/am", "srv/rmf", "srv/rmfa", "srv/dd",
 		"srv/spec",
 	} {
 		mount(pathName("/"+m, "mount"), "/"+m)
@@ -56,6 +57,10 @@ func implicitMountOps() []op {
 	socket("mq", "ListenMessageQueue=/mq\n")
 	socket("sockwd", "ListenStream=/run/sockwd.sock\nExecStartPre=/bin/true\nWorkingDirectory=/srv/sockwd\n")
 	socket("nosockwd", "ListenStream=/run/nosockwd.sock\nWorkingDirectory=/srv/nosockwd\n")
+	// A socket path that is not normalized fails the socket's load; from
+	// 257 "/.." is "/".
+	socket("dotdot", "ListenStream=/srv/x/../sock/d\n")
+	socket("rootdotdot", "ListenStream=/../srv/dd/s\n")
 	// Path units watch their paths; persistent timers keep their stamps
 	// in /var/lib/systemd/timers.
 	enable("paths.target", "pth.path", "[Path]\nPathExists=/srv/pth/x\n")
@@ -64,10 +69,12 @@ func implicitMountOps() []op {
 	ops = append(ops, file(dir+"tm.service", svc))
 	// Mounts need the mount above their mount point and, unless they are
 	// network mounts that are neither bind nor loop mounts, the mounts of
-	// an absolute What=.
+	// an absolute What=, which must then be normalized.
 	enable("local-fs.target", "srv-mnt-in.mount", "[Mount]\nWhat=tmpfs\nWhere=/srv/mnt/in\nType=tmpfs\n")
 	enable("local-fs.target", "bound.mount", "[Mount]\nWhat=/srv/bsrc/x\nWhere=/bound\nOptions=bind\n")
 	enable("remote-fs.target", "nfs.mount", "[Mount]\nWhat=/srv/nfssrc/x\nWhere=/nfs\nType=nfs\n")
+	enable("remote-fs.target", "nfsdotdot.mount", "[Mount]\nWhat=/srv/y/../z\nWhere=/nfsdotdot\nType=nfs\n")
+	enable("local-fs.target", "dotdot.mount", "[Mount]\nWhat=/srv/y/../z\nWhere=/dotdot\nType=ext4\n")
 	// Swaps need the mounts of their device; automounts the mount above
 	// their mount point.
 	enable("swap.target", "srv-swp-file.swap", "[Swap]\nWhat=/srv/swp/file\n")
