@@ -297,8 +297,11 @@ func pathName(p, t string) string {
 
 // mountDeps is unit_add_mount_dependencies for one path the unit u
 // needs: the mount unit of every prefix of the path that has a unit file,
-// other than u itself, is required or wanted as m.kind says. A path that
-// is not normalized is a load error (see verify) and needs nothing.
+// other than u itself, is required or wanted as m.kind says; a masked
+// one never is (a masked mount never adds the dependencies of the units
+// below it, and unit_add_mount_dependencies skips units that did not
+// load). A path that is not normalized is a load error (see verify) and
+// needs nothing.
 func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
 	if !strings.HasPrefix(m.path, "/") || !unit.PathNormalized(m.path) {
 		return nil
@@ -310,7 +313,7 @@ func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
 		if !unit.Valid(name) || name == u.Name {
 			continue
 		}
-		if mu := g.load(name); mu != nil && mu != u && mu.Fragment != "" {
+		if mu := g.load(name); mu != nil && mu != u && mu.Fragment != "" && mu.State != Masked {
 			out = append(out, Dep{Kind: m.kind, Name: name, Source: m.src})
 		}
 	}
