@@ -477,6 +477,12 @@ func TestVerify(t *testing.T) {
 		{"var-lib.mount", "[Mount]\nWhat=/dev/x\nWhere=/var/lib\n", true},
 		{"var-lib.mount", "[Mount]\nWhat=/dev/x\nWhere=/var/log\n", false},
 		{"var-lib.mount", "[Mount]\nWhere=/var/lib\n", false},
+		{"a.service", "[Service]\nType=oneshot\nType=bogus\nRemainAfterExit=yes\nExecStop=/bin/x\n", true},
+		{"a.service", "[Service]\nType=oneshot\nRestart=always\nRestart=\nExecStart=/bin/x\n", false},
+		{"a.service", "[Service]\nType=oneshot\nRemainAfterExit=yes\nRemainAfterExit=\nExecStop=/bin/x\n", true},
+		{"a.service", "[Service]\nType=dbus\nBusName=a.b\nBusName=\nExecStart=/bin/x\n", true},
+		{"a.service", "[Service]\nType=dbus\nBusName=a.1b\nExecStart=/bin/x\n", false},
+		{"a.socket", "[Socket]\nListenStream=1\nAccept=yes\nAccept=\nService=b.service\n", false},
 		{"a.target", "[Unit]\n", true},
 	}
 	for _, tc := range tests {

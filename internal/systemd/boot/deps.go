@@ -76,12 +76,11 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 
 	switch t {
 	case "service":
-		if v, _ := u.Last("Service", "Type"); v == "dbus" {
+		if g.serviceType(u, requested) == "dbus" && hasBusName(u, requested, g.version) {
 			u.Deps = append(u.Deps, Dep{Kind: "Type=dbus", Name: "dbus.socket", Source: self})
 		}
 	case "socket":
-		accept, _ := u.Last("Socket", "Accept")
-		if parseBool(accept, false) {
+		if lastBool(u, "Socket", "Accept", false) {
 			u.Deps = append(u.Deps, Dep{Kind: "socket", Name: unit.Prefix(u.Name) + "@.service", Source: self})
 			break
 		}
@@ -454,32 +453,22 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 		if sa, _ := u.Last("Unit", "SuccessAction"); sa == "none" {
 			success = false
 		}
-		typ, _ := u.Last("Service", "Type")
-		bus, _ := u.Last("Service", "BusName")
-		if typ == "" {
-			switch {
-			case bus != "":
-				typ = "dbus"
-			case start > 0:
-				typ = "simple"
-			default:
-				typ = "oneshot"
-			}
-		}
-		remain, _ := u.Last("Service", "RemainAfterExit")
-		restart, _ := u.Last("Service", "Restart")
+		typ := g.serviceType(u, requested)
+		remain := lastBool(u, "Service", "RemainAfterExit", false)
+		restart := lastWord(u, "Service", "Restart", restartModes, "no")
+		bus := hasBusName(u, requested, g.version)
 		switch {
 		case start == 0 && stop == 0 && !success:
 			return bad("Service has no ExecStart=, ExecStop=, or SuccessAction=. Refusing.")
 		case typ != "oneshot" && start == 0:
 			return bad("Service has no ExecStart= setting, which is only allowed for Type=oneshot services. Refusing.")
-		case !parseBool(remain, false) && start == 0 && !success:
+		case !remain && start == 0 && !success:
 			return bad("Service has no ExecStart= and no SuccessAction= settings and does not have RemainAfterExit=yes set. Refusing.")
 		case typ != "oneshot" && start > 1:
 			return bad("Service has more than one ExecStart= setting, which is only allowed for Type=oneshot services. Refusing.")
 		case typ == "oneshot" && (restart == "always" || restart == "on-success"):
 			return bad("Service has Restart= set to either always or on-success, which isn't allowed for Type=oneshot services. Refusing.")
-		case typ == "dbus" && bus == "":
+		case typ == "dbus" && !bus:
 			return bad("Service is of type D-Bus but no D-Bus service name has been specified. Refusing.")
 		}
 	case "socket":
@@ -496,7 +485,7 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			"ListenSpecial", "ListenNetlink", "ListenMessageQueue", "ListenUSBFunction") == 0 {
 			return bad("Unit has no Listen setting (ListenStream=, ListenDatagram=, ListenFIFO=, ...). Refusing.")
 		}
-		if a, _ := u.Last("Socket", "Accept"); parseBool(a, false) {
+		if lastBool(u, "Socket", "Accept", false) {
 			if _, ok := u.Last("Socket", "Service"); ok {
 				return bad("Explicit service configuration for accepting socket units not supported. Refusing.")
 			}

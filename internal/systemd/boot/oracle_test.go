@@ -240,6 +240,7 @@ func variants(t *testing.T) map[string][]op {
 			link("/etc/systemd/system/multi-user.target.wants/multi-line.service", "/etc/systemd/system/multi-line.service"),
 		},
 		"bad-settings":    badSettingOps(),
+		"verify":          verifyOps(),
 		"implicit-mounts": implicitMountOps(),
 		"unclean-utf8": {
 			// A line that is not UTF-8 clean (a stray byte, a noncharacter,

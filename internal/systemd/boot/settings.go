@@ -1,0 +1,140 @@
+package boot
+
+import "slices"
+
+// lastWord is the value the enumerated setting name of section sec ends
+// with when its parser reads each assignment as one of words (compared as
+// written): an assignment of another word, the empty one included, is
+// ignored and the earlier value stays. def is the value before any
+// assignment. Enumerations whose parser resets on an empty assignment
+// use lastWordReset.
+func lastWord(u *Unit, sec, name string, words []string, def string) string {
+	return lastEnum(u, sec, name, words, def, false)
+}
+
+// lastWordReset is lastWord for a parser that resets the setting to def
+// on an empty assignment (config_parse_kill_mode, for one).
+func lastWordReset(u *Unit, sec, name string, words []string, def string) string {
+	return lastEnum(u, sec, name, words, def, true)
+}
+
+func lastEnum(u *Unit, sec, name string, words []string, def string, reset bool) string {
+	v := def
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != sec || o.Name != name {
+				continue
+			}
+			switch {
+			case o.Value == "" && reset:
+				v = def
+			case slices.Contains(words, o.Value):
+				v = o.Value
+			}
+		}
+	}
+	return v
+}
+
+// lastBool is the value of the boolean setting name of section sec as
+// config_parse_bool reads it: an assignment parse_boolean refuses, the
+// empty one included, is ignored.
+func lastBool(u *Unit, sec, name string, def bool) bool {
+	v := def
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != sec || o.Name != name {
+				continue
+			}
+			if b, ok := parseBoolean(o.Value); ok {
+				v = b
+			}
+		}
+	}
+	return v
+}
+
+// serviceTypes are the words Type= takes; notify-reload is new in 253.
+func serviceTypes(version int) []string {
+	types := []string{"simple", "forking", "oneshot", "dbus", "notify", "idle", "exec"}
+	if version >= 253 {
+		types = append(types, "notify-reload")
+	}
+	return types
+}
+
+// restartModes are the words Restart= takes.
+var restartModes = []string{"no", "on-success", "on-failure", "on-abnormal", "on-watchdog", "on-abort", "always"}
+
+// killModes are the words KillMode= takes.
+var killModes = []string{"control-group", "process", "mixed", "none"}
+
+// serviceType is a service's Type= as its parser keeps it or, when none
+// is set, the type service_add_extras picks: dbus with a BusName=, simple
+// with an ExecStart=, oneshot otherwise.
+func (g *Graph) serviceType(u *Unit, requested string) string {
+	if typ := lastWord(u, "Service", "Type", serviceTypes(g.version), ""); typ != "" {
+		return typ
+	}
+	switch {
+	case hasBusName(u, requested, g.version):
+		return "dbus"
+	case commandCount(u, "Service", "ExecStart", requested, g.version) > 0:
+		return "simple"
+	}
+	return "oneshot"
+}
+
+// hasBusName reports whether a service keeps a BusName=: config_parse_bus_name
+// ignores an assignment whose specifiers do not resolve or that is not a
+// valid bus service name, the empty one included.
+func hasBusName(u *Unit, requested string, version int) bool {
+	ok := false
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != "Service" || o.Name != "BusName" {
+				continue
+			}
+			if k, err := expand(version, requested, o.Value, busNameMax); err == nil && busNameValid(k) {
+				ok = true
+			}
+		}
+	}
+	return ok
+}
+
+// busNameMax is the longest D-Bus name.
+const busNameMax = 255
+
+// busNameValid is sd-bus's service name check: a unique name (":" and
+// then elements that may start with a digit) or a well-known one, of at
+// least two non-empty dot-separated elements of letters, digits, "_" and
+// "-", no element starting with a digit; at most 255 bytes.
+func busNameValid(p string) bool {
+	if p == "" || len(p) > busNameMax {
+		return false
+	}
+	unique := p[0] == ':'
+	q := p
+	if unique {
+		q = p[1:]
+	}
+	dot, foundDot := true, false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		if c == '.' {
+			if dot {
+				return false
+			}
+			foundDot, dot = true, true
+			continue
+		}
+		alpha := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		digit := c >= '0' && c <= '9'
+		if !alpha && !(digit && (!dot || unique)) && c != '_' && c != '-' {
+			return false
+		}
+		dot = false
+	}
+	return !dot && foundDot
+}

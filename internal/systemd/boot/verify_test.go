@@ -1,0 +1,45 @@
+package boot
+
+import "strings"
+
+// verifyCases are unit files for the checks of each type's verify step
+// (service_verify, socket_verify, ...) and of the settings those checks
+// read, by unit name. Each is enabled; the ones systemd refuses are
+// bad-setting and not started, their valid neighbours start.
+var verifyCases = map[string]string{
+	// Enumerations and booleans keep their earlier value when an
+	// assignment is invalid or empty.
+	"v-type-bogus.service":    "[Service]\nType=oneshot\nType=bogus\nRemainAfterExit=yes\nExecStop=/bin/true\n",
+	"v-type-empty.service":    "[Service]\nType=oneshot\nType=\nExecStart=/bin/true\nExecStart=/bin/true\n",
+	"v-type-case.service":     "[Service]\nType=Simple\nRemainAfterExit=yes\nExecStop=/bin/true\n",
+	"v-remain-maybe.service":  "[Service]\nType=oneshot\nRemainAfterExit=yes\nRemainAfterExit=maybe\nExecStop=/bin/true\n",
+	"v-remain-empty.service":  "[Service]\nType=oneshot\nRemainAfterExit=yes\nRemainAfterExit=\nExecStop=/bin/true\n",
+	"v-restart-empty.service": "[Service]\nType=oneshot\nRestart=always\nRestart=\nExecStart=/bin/true\n",
+	"v-restart-bogus.service": "[Service]\nType=oneshot\nRestart=on-success\nRestart=sometimes\nExecStart=/bin/true\n",
+	"v-restart-ok.service":    "[Service]\nType=oneshot\nRestart=always\nRestart=on-failure\nExecStart=/bin/true\n",
+	"v-bus-empty.service":     "[Service]\nType=dbus\nBusName=org.example.A\nBusName=\nExecStart=/bin/true\n",
+	"v-bus-bad.service":       "[Service]\nType=dbus\nBusName=org.example.1a\nExecStart=/bin/true\n",
+	"v-bus-one.service":       "[Service]\nType=dbus\nBusName=example\nExecStart=/bin/true\n",
+	"v-accept-empty.socket":   "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
+}
+
+// verifyOps enables each of verifyCases, with a service for each socket
+// to activate.
+func verifyOps() []op {
+	wants := map[string]string{
+		".service": "multi-user", ".socket": "sockets", ".mount": "local-fs",
+		".automount": "local-fs", ".swap": "swap", ".timer": "timers", ".path": "paths",
+	}
+	var ops []op
+	for name, text := range verifyCases {
+		suffix := name[strings.LastIndex(name, "."):]
+		ops = append(ops, file("/etc/systemd/system/"+name, text),
+			link("/etc/systemd/system/"+wants[suffix]+".target.wants/"+name, "/etc/systemd/system/"+name))
+		if suffix == ".socket" {
+			base := strings.TrimSuffix(name, suffix)
+			ops = append(ops, file("/etc/systemd/system/"+base+".service", svc),
+				file("/etc/systemd/system/"+base+"@.service", svc))
+		}
+	}
+	return ops
+}
