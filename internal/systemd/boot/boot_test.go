@@ -483,6 +483,10 @@ func TestVerify(t *testing.T) {
 		{"a.service", "[Service]\nType=dbus\nBusName=a.b\nBusName=\nExecStart=/bin/x\n", true},
 		{"a.service", "[Service]\nType=dbus\nBusName=a.1b\nExecStart=/bin/x\n", false},
 		{"a.socket", "[Socket]\nListenStream=1\nAccept=yes\nAccept=\nService=b.service\n", false},
+		{"a.service", "[Service]\nType=oneshot\nExitType=cgroup\nExitType=\nExecStart=/bin/x\n", false},
+		{"a.service", "[Service]\nExitType=cgroup\nExecStart=/bin/x\n", true},
+		{"a.service", "[Service]\nType=oneshot\nRestartForceExitStatus=1\nExecStart=/bin/x\n", false}, // 252
+		{"a.service", "[Service]\nType=oneshot\nRestartForceExitStatus=x\nExecStart=/bin/x\n", true},
 		{"a.target", "[Unit]\n", true},
 	}
 	for _, tc := range tests {

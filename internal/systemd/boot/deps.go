@@ -468,6 +468,13 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Service has more than one ExecStart= setting, which is only allowed for Type=oneshot services. Refusing.")
 		case typ == "oneshot" && (restart == "always" || restart == "on-success"):
 			return bad("Service has Restart= set to either always or on-success, which isn't allowed for Type=oneshot services. Refusing.")
+		case typ == "oneshot" && g.version < oneshotForceStatus && hasExitStatus(u, "RestartForceExitStatus"):
+			return bad("Service has RestartForceExitStatus= set, which isn't allowed for Type=oneshot services. Refusing.")
+		case typ == "oneshot" && lastWord(u, "Service", "ExitType", []string{"main", "cgroup"}, "main") == "cgroup":
+			// (ExitType=cgroup itself is accepted: on the unified
+			// cgroup hierarchy Debian boots with, systemd does not even
+			// warn about it.)
+			return bad("Service has ExitType=cgroup set, which isn't allowed for Type=oneshot services. Refusing.")
 		case typ == "dbus" && !bus:
 			return bad("Service is of type D-Bus but no D-Bus service name has been specified. Refusing.")
 		}

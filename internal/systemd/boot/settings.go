@@ -1,6 +1,10 @@
 package boot
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // lastWord is the value the enumerated setting name of section sec ends
 // with when its parser reads each assignment as one of words (compared as
@@ -137,4 +141,72 @@ func busNameValid(p string) bool {
 		dot = false
 	}
 	return !dot && foundDot
+}
+
+// oneshotForceStatus is the first systemd version modelled to accept a
+// RestartForceExitStatus= on a Type=oneshot service: 252 refuses it, 257
+// does not (the versions between are not checked).
+const oneshotForceStatus = 254
+
+// hasExitStatus reports whether the exit status list setting name of
+// [Service] ends non-empty as config_parse_set_status reads it: each
+// word is an exit status (0 to 255 or a name such as DATAERR) or a signal
+// (a number up to 64, a name with or without "SIG", RTMIN+n, RTMAX-n);
+// other words are ignored, and an empty assignment empties the list.
+func hasExitStatus(u *Unit, name string) bool {
+	n := 0
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != "Service" || o.Name != name {
+				continue
+			}
+			if o.Value == "" {
+				n = 0
+				continue
+			}
+			for _, w := range strings.Fields(o.Value) {
+				if exitStatusOrSignal(w) {
+					n++
+				}
+			}
+		}
+	}
+	return n > 0
+}
+
+// exitStatusNames are the names exit_status_from_string knows.
+var exitStatusNames = strings.Fields(`SUCCESS FAILURE CHDIR NICE FDS EXEC MEMORY LIMITS OOM_ADJUST
+	SIGNAL_MASK STDIN STDOUT CHROOT IOPRIO TIMERSLACK SECUREBITS SETSCHEDULER CPUAFFINITY GROUP USER
+	CAPABILITIES CGROUP SETSID CONFIRM STDERR PAM NETWORK NAMESPACE NO_NEW_PRIVILEGES SECCOMP
+	SELINUX_CONTEXT PERSONALITY APPARMOR ADDRESS_FAMILIES RUNTIME_DIRECTORY CHOWN SMACK_PROCESS_LABEL
+	KEYRING STATE_DIRECTORY CACHE_DIRECTORY LOGS_DIRECTORY CONFIGURATION_DIRECTORY NUMA_POLICY
+	CREDENTIALS BPF EXCEPTION INVALIDARGUMENT NOTIMPLEMENTED NOPERMISSION NOTINSTALLED NOTCONFIGURED
+	NOTRUNNING USAGE DATAERR NOINPUT NOUSER NOHOST UNAVAILABLE SOFTWARE OSERR OSFILE CANTCREAT IOERR
+	TEMPFAIL PROTOCOL NOPERM CONFIG`)
+
+// signalNames are the Linux signal names signal_from_string knows.
+var signalNames = strings.Fields(`HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE ALRM
+	TERM STKFLT CHLD CONT STOP TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS`)
+
+func exitStatusOrSignal(w string) bool {
+	if slices.Contains(exitStatusNames, w) {
+		return true
+	}
+	if n, err := strconv.Atoi(w); err == nil {
+		return n >= 0 && n <= 255
+	}
+	w = strings.TrimPrefix(w, "SIG")
+	if slices.Contains(signalNames, w) {
+		return true
+	}
+	for _, p := range []string{"RTMIN", "RTMAX"} {
+		if rest, ok := strings.CutPrefix(w, p); ok {
+			if rest == "" {
+				return true
+			}
+			n, err := strconv.Atoi(rest)
+			return err == nil && (p == "RTMIN" && rest[0] == '+' && n <= 30 || p == "RTMAX" && rest[0] == '-' && n >= -30)
+		}
+	}
+	return false
 }

@@ -20,7 +20,17 @@ var verifyCases = map[string]string{
 	"v-bus-empty.service":     "[Service]\nType=dbus\nBusName=org.example.A\nBusName=\nExecStart=/bin/true\n",
 	"v-bus-bad.service":       "[Service]\nType=dbus\nBusName=org.example.1a\nExecStart=/bin/true\n",
 	"v-bus-one.service":       "[Service]\nType=dbus\nBusName=example\nExecStart=/bin/true\n",
-	"v-accept-empty.socket":   "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
+	// Type=oneshot refuses ExitType=cgroup and (252) RestartForceExitStatus=.
+	"v-force-oneshot.service":  "[Service]\nType=oneshot\nExecStart=/bin/true\nRestartForceExitStatus=DATAERR\n",
+	"v-force-sig.service":      "[Service]\nType=oneshot\nExecStart=/bin/true\nRestartForceExitStatus=bogus SIGUSR1\n",
+	"v-force-bogus.service":    "[Service]\nType=oneshot\nExecStart=/bin/true\nRestartForceExitStatus=bogus 256\n",
+	"v-force-reset.service":    "[Service]\nType=oneshot\nExecStart=/bin/true\nRestartForceExitStatus=1\nRestartForceExitStatus=\n",
+	"v-force-simple.service":   "[Service]\nExecStart=/bin/true\nRestartForceExitStatus=1\n",
+	"v-exitcg-oneshot.service": "[Service]\nType=oneshot\nExecStart=/bin/true\nExitType=cgroup\n",
+	"v-exitcg-kept.service":    "[Service]\nType=oneshot\nExecStart=/bin/true\nExitType=cgroup\nExitType=\nExitType=bogus\n",
+	"v-exitcg-main.service":    "[Service]\nType=oneshot\nExecStart=/bin/true\nExitType=cgroup\nExitType=main\n",
+	"v-exitcg-simple.service":  "[Service]\nExecStart=/bin/true\nExitType=cgroup\n",
+	"v-accept-empty.socket":    "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
 }
 
 // verifyOps enables each of verifyCases, with a service for each socket
