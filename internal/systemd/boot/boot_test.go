@@ -487,6 +487,9 @@ func TestVerify(t *testing.T) {
 		{"a.service", "[Service]\nExitType=cgroup\nExecStart=/bin/x\n", true},
 		{"a.service", "[Service]\nType=oneshot\nRestartForceExitStatus=1\nExecStart=/bin/x\n", false}, // 252
 		{"a.service", "[Service]\nType=oneshot\nRestartForceExitStatus=x\nExecStart=/bin/x\n", true},
+		{"a.service", "[Service]\nPAMName=login\nKillMode=process\nKillMode=bogus\nExecStart=/bin/x\n", false},
+		{"a.service", "[Service]\nPAMName=login\nKillMode=process\nKillMode=\nExecStart=/bin/x\n", true},
+		{"a.socket", "[Socket]\nListenStream=1\nPAMName=login\nKillMode=mixed\n", false}, // 252
 		{"a.target", "[Unit]\n", true},
 	}
 	for _, tc := range tests {

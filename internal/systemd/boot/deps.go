@@ -477,6 +477,8 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Service has ExitType=cgroup set, which isn't allowed for Type=oneshot services. Refusing.")
 		case typ == "dbus" && !bus:
 			return bad("Service is of type D-Bus but no D-Bus service name has been specified. Refusing.")
+		case typ == "forking" && privatePIDs(u, g.version):
+			return bad("Service of Type=forking does not support PrivatePIDs=yes. Refusing.")
 		}
 	case "socket":
 		// socket_add_extras, before socket_verify, fails the load when
@@ -540,5 +542,5 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Value of What= and unit name do not match, not loading.")
 		}
 	}
-	return nil
+	return g.verifyContexts(u, t, requested)
 }

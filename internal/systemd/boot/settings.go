@@ -1,9 +1,13 @@
 package boot
 
 import (
+	"fmt"
+
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // lastWord is the value the enumerated setting name of section sec ends
@@ -209,4 +213,115 @@ func exitStatusOrSignal(w string) bool {
 		}
 	}
 	return false
+}
+
+// contextChecks is the first systemd version whose unit_verify_contexts
+// checks the execution context of every unit type that has one (PAM and
+// the kill mode, PrivatePIDs=, WorkingDirectory=~); 252 checks PAM in
+// each type's verify step, with a stricter kill mode for all but services.
+const contextChecks = 257
+
+// verifyContexts refuses the execution contexts systemd refuses for the
+// unit types that have one (service, socket, mount, swap).
+func (g *Graph) verifyContexts(u *Unit, t, requested string) error {
+	switch t {
+	case "service", "socket", "mount", "swap":
+	default:
+		return nil
+	}
+	bad := func(msg string) error { return fmt.Errorf("%s: %w: %s", u.Name, ErrBadSetting, msg) }
+	sec := sectionOf(t)
+	kill := lastWordReset(u, sec, "KillMode", killModes, "control-group")
+	pam := pamName(u, sec, requested, g.version)
+	if g.version < contextChecks {
+		switch {
+		case pam && t == "service" && kill != "control-group" && kill != "mixed":
+			return bad("Service has PAM enabled. Kill mode must be set to 'control-group' or 'mixed'. Refusing.")
+		case pam && t != "service" && kill != "control-group":
+			return bad("Unit has PAM enabled. Kill mode must be set to 'control-group'. Refusing.")
+		}
+		return nil
+	}
+	switch {
+	case lastBool(u, sec, "DynamicUser", false) && workingDirHome(u, sec, requested, g.version):
+		return bad("WorkingDirectory=~ is not allowed under DynamicUser=yes. Refusing.")
+	// PrivatePIDs= takes effect where the kernel has PID namespaces, as
+	// every kernel systemd 257 boots on Debian does.
+	case t != "service" && privatePIDs(u, g.version):
+		return bad("PrivatePIDs= setting is only supported for service units. Refusing.")
+	case pam && kill != "control-group" && kill != "mixed":
+		return bad("Unit has PAM enabled. Kill mode must be set to 'control-group' or 'mixed'. Refusing.")
+	}
+	return nil
+}
+
+// pamName reports whether a unit keeps a PAMName=: an empty assignment
+// unsets it, one whose specifiers do not resolve is ignored.
+func pamName(u *Unit, sec, requested string, version int) bool {
+	set := false
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != sec || o.Name != "PAMName" {
+				continue
+			}
+			if o.Value == "" {
+				set = false
+			} else if k, err := expand(version, requested, o.Value, unit.PathPrintfMax); err == nil && k != "" {
+				set = true
+			}
+		}
+	}
+	return set
+}
+
+// privatePIDs reports whether PrivatePIDs= (new in 257) ends "yes": a
+// boolean or "yes"/"no"; anything else is ignored.
+func privatePIDs(u *Unit, version int) bool {
+	if version < contextChecks {
+		return false
+	}
+	v := false
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Name != "PrivatePIDs" || o.Section != sectionOf(unit.Type(u.Name)) {
+				continue
+			}
+			if b, ok := parseBoolean(o.Value); ok {
+				v = b
+			}
+		}
+	}
+	return v
+}
+
+// workingDirHome reports whether WorkingDirectory= ends "~" (or "-~"), as
+// config_parse_working_directory reads it: an empty assignment resets
+// it, a path replaces it unless it is ignored ("-" and a path that does
+// not resolve or is not absolute and normalized; without the "-" the
+// unit file fails to load anyway).
+func workingDirHome(u *Unit, sec, requested string, version int) bool {
+	home := false
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != sec || o.Name != "WorkingDirectory" {
+				continue
+			}
+			v := strings.TrimPrefix(o.Value, "-")
+			switch {
+			case o.Value == "":
+				home = false
+			case v == "~":
+				home = true
+			default:
+				k, err := expand(version, requested, v, unit.PathPrintfMax)
+				if err != nil {
+					continue
+				}
+				if _, why := unit.SimplifyPath(version, k, true); why == "" {
+					home = false
+				}
+			}
+		}
+	}
+	return home
 }

@@ -30,6 +30,25 @@ var verifyCases = map[string]string{
 	"v-exitcg-kept.service":    "[Service]\nType=oneshot\nExecStart=/bin/true\nExitType=cgroup\nExitType=\nExitType=bogus\n",
 	"v-exitcg-main.service":    "[Service]\nType=oneshot\nExecStart=/bin/true\nExitType=cgroup\nExitType=main\n",
 	"v-exitcg-simple.service":  "[Service]\nExecStart=/bin/true\nExitType=cgroup\n",
+	// PAMName= needs KillMode=control-group (or, for services and from
+	// 257 for all, mixed); 257 also refuses PrivatePIDs= outside services
+	// and with Type=forking, and WorkingDirectory=~ with DynamicUser=yes.
+	"v-pam-process.service":    "[Service]\nExecStart=/bin/true\nPAMName=login\nKillMode=process\n",
+	"v-pam-mixed.service":      "[Service]\nExecStart=/bin/true\nPAMName=login\nKillMode=mixed\n",
+	"v-pam-kill-bogus.service": "[Service]\nExecStart=/bin/true\nPAMName=login\nKillMode=process\nKillMode=bogus\n",
+	"v-pam-kill-reset.service": "[Service]\nExecStart=/bin/true\nPAMName=login\nKillMode=process\nKillMode=\n",
+	"v-pam-empty.service":      "[Service]\nExecStart=/bin/true\nPAMName=login\nPAMName=\nKillMode=none\n",
+	"v-pam-mixed.socket":       "[Socket]\nListenStream=/run/v-pam-mixed.sock\nPAMName=login\nKillMode=mixed\n",
+	"srv-vpam.mount":           "[Mount]\nWhat=tmpfs\nWhere=/srv/vpam\nType=tmpfs\nPAMName=login\nKillMode=mixed\n",
+	"srv-vpam2.mount":          "[Mount]\nWhat=tmpfs\nWhere=/srv/vpam2\nType=tmpfs\nPAMName=login\nKillMode=process\n",
+	"srv-vpam3.mount":          "[Mount]\nWhat=tmpfs\nWhere=/srv/vpam3\nType=tmpfs\nPAMName=login\n",
+	"v-pids-fork.service":      "[Service]\nType=forking\nExecStart=/bin/true\nPrivatePIDs=yes\n",
+	"v-pids-kept.service":      "[Service]\nType=forking\nExecStart=/bin/true\nPrivatePIDs=yes\nPrivatePIDs=maybe\nPrivatePIDs=\n",
+	"v-pids-simple.service":    "[Service]\nExecStart=/bin/true\nPrivatePIDs=yes\n",
+	"v-pids.socket":            "[Socket]\nListenStream=/run/v-pids.sock\nPrivatePIDs=yes\n",
+	"v-dyn-home.service":       "[Service]\nExecStart=/bin/true\nDynamicUser=yes\nWorkingDirectory=~\n",
+	"v-dyn-home-kept.service":  "[Service]\nExecStart=/bin/true\nDynamicUser=yes\nWorkingDirectory=-~\nWorkingDirectory=-rel\n",
+	"v-dyn-home-path.service":  "[Service]\nExecStart=/bin/true\nDynamicUser=yes\nWorkingDirectory=~\nWorkingDirectory=-/tmp\n",
 	"v-accept-empty.socket":    "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
 }
 
