@@ -490,6 +490,10 @@ func TestVerify(t *testing.T) {
 		{"a.service", "[Service]\nPAMName=login\nKillMode=process\nKillMode=bogus\nExecStart=/bin/x\n", false},
 		{"a.service", "[Service]\nPAMName=login\nKillMode=process\nKillMode=\nExecStart=/bin/x\n", true},
 		{"a.socket", "[Socket]\nListenStream=1\nPAMName=login\nKillMode=mixed\n", false}, // 252
+		{"a.socket", "[Socket]\nListenDatagram=/run/a\nAccept=yes\n", false},
+		{"a.socket", "[Socket]\nListenStream=/run/a\nAccept=yes\nMaxConnections=0\n", false},
+		{"a.socket", "[Socket]\nListenStream=@a\nSymlinks=/run/b\n", false},
+		{"a.socket", "[Socket]\nListenStream=/run/a\nSymlinks=/run/b\n", true},
 		{"a.target", "[Unit]\n", true},
 	}
 	for _, tc := range tests {

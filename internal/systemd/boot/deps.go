@@ -494,10 +494,37 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			"ListenSpecial", "ListenNetlink", "ListenMessageQueue", "ListenUSBFunction") == 0 {
 			return bad("Unit has no Listen setting (ListenStream=, ListenDatagram=, ListenFIFO=, ...). Refusing.")
 		}
-		if lastBool(u, "Socket", "Accept", false) {
+		accept := lastBool(u, "Socket", "Accept", false)
+		ports := socketPorts(u, requested, g.version)
+		// Only stream and sequential packet sockets accept connections;
+		// a socket's file system node is its FIFO or AF_UNIX path.
+		nonAccept, nodes := false, 0
+		for _, p := range ports {
+			switch p.setting {
+			case "ListenStream", "ListenSequentialPacket":
+			default:
+				nonAccept = true
+			}
+			switch p.setting {
+			case "ListenStream", "ListenDatagram", "ListenSequentialPacket", "ListenFIFO":
+				if p.path != "" {
+					nodes++
+				}
+			}
+		}
+		switch {
+		case accept && nonAccept:
+			return bad("Unit configured for accepting sockets, but sockets are non-accepting. Refusing.")
+		case (accept || g.version >= maxConnAlways) && maxConnections(u) == 0:
+			return bad("MaxConnection= setting too small. Refusing.")
+		}
+		if accept {
 			if _, ok := u.Last("Socket", "Service"); ok {
 				return bad("Explicit service configuration for accepting socket units not supported. Refusing.")
 			}
+		}
+		if symlinkCount(u, requested, g.version) > 0 && nodes != 1 {
+			return bad("Unit has symlinks set but none or more than one node in the file system. Refusing.")
 		}
 	case "timer":
 		n := groupCount(u, "Timer", "OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec", "OnUnitInactiveSec", "OnCalendar")

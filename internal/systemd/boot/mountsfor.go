@@ -265,6 +265,26 @@ type sourcedPath struct{ path, src string }
 // netlink addresses have no path. An empty value empties the list.
 func socketPaths(u *Unit, id string, version int) []sourcedPath {
 	var out []sourcedPath
+	for _, p := range socketPorts(u, id, version) {
+		if p.path != "" {
+			out = append(out, p.sourcedPath)
+		}
+	}
+	return out
+}
+
+// socketPort is one listen address of a socket unit: the setting that
+// gave it and, for the ones socketPaths lists, its path.
+type socketPort struct {
+	setting string
+	sourcedPath
+}
+
+// socketPorts are u's listen addresses in order, as socketPaths reads
+// them; an AF_UNIX address or file path the parser ignores is left out,
+// other addresses are kept as written.
+func socketPorts(u *Unit, id string, version int) []socketPort {
+	var out []socketPort
 	for _, s := range u.Sources {
 		for _, o := range s.Options {
 			if o.Section != "Socket" {
@@ -277,14 +297,18 @@ func socketPaths(u *Unit, id string, version int) []sourcedPath {
 					continue
 				}
 				k, err := expand(version, id, o.Value, unit.PathPrintfMax)
-				if err != nil || !strings.HasPrefix(k, "/") {
+				if err != nil {
+					continue
+				}
+				if !strings.HasPrefix(k, "/") {
+					out = append(out, socketPort{o.Name, sourcedPath{"", s.Path}})
 					continue
 				}
 				k = patchVarRun(k)
 				if len(k) < 2 || len(k) > 107 {
 					continue
 				}
-				out = append(out, sourcedPath{k, s.Path})
+				out = append(out, socketPort{o.Name, sourcedPath{k, s.Path}})
 			case "ListenFIFO", "ListenSpecial", "ListenUSBFunction":
 				if o.Value == "" {
 					out = nil
@@ -301,11 +325,13 @@ func socketPaths(u *Unit, id string, version int) []sourcedPath {
 				if o.Name == "ListenFIFO" {
 					p = patchVarRun(p)
 				}
-				out = append(out, sourcedPath{p, s.Path})
+				out = append(out, socketPort{o.Name, sourcedPath{p, s.Path}})
 			case "ListenNetlink", "ListenMessageQueue":
 				if o.Value == "" {
 					out = nil
+					continue
 				}
+				out = append(out, socketPort{o.Name, sourcedPath{"", s.Path}})
 			}
 		}
 	}

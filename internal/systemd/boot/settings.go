@@ -149,8 +149,8 @@ func busNameValid(p string) bool {
 
 // oneshotForceStatus is the first systemd version modelled to accept a
 // RestartForceExitStatus= on a Type=oneshot service: 252 refuses it, 257
-// does not (the versions between are not checked).
-const oneshotForceStatus = 254
+// does not (the versions between are not checked and modelled as 252).
+const oneshotForceStatus = 257
 
 // hasExitStatus reports whether the exit status list setting name of
 // [Service] ends non-empty as config_parse_set_status reads it: each
@@ -324,4 +324,59 @@ func workingDirHome(u *Unit, sec, requested string, version int) bool {
 		}
 	}
 	return home
+}
+
+// maxConnAlways is the first systemd version modelled to refuse
+// MaxConnections=0 on every socket, not only on an Accept=yes one (252
+// does the latter; the versions between are modelled as 252).
+const maxConnAlways = 257
+
+// maxConnections is a socket's MaxConnections= as config_parse_unsigned
+// reads it: a value that is not an unsigned number (the empty one
+// included) is ignored; the default is 64.
+func maxConnections(u *Unit) uint64 {
+	v := uint64(64)
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != "Socket" || o.Name != "MaxConnections" {
+				continue
+			}
+			w := strings.TrimLeft(o.Value, " \t\n\r")
+			if strings.ContainsAny(w, "_-oObB") {
+				continue
+			}
+			if n, err := strconv.ParseUint(w, 0, 32); err == nil {
+				v = n
+			}
+		}
+	}
+	return v
+}
+
+// symlinkCount is the number of paths Symlinks= of a socket keeps: each
+// word whose specifiers resolve to an absolute, normalized path; an
+// empty assignment empties the list.
+func symlinkCount(u *Unit, requested string, version int) int {
+	n := 0
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != "Socket" || o.Name != "Symlinks" {
+				continue
+			}
+			if o.Value == "" {
+				n = 0
+				continue
+			}
+			for _, w := range strings.Fields(o.Value) {
+				k, err := expand(version, requested, w, unit.PathPrintfMax)
+				if err != nil {
+					continue
+				}
+				if _, why := unit.SimplifyPath(version, k, true); why == "" {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }

@@ -49,7 +49,25 @@ var verifyCases = map[string]string{
 	"v-dyn-home.service":       "[Service]\nExecStart=/bin/true\nDynamicUser=yes\nWorkingDirectory=~\n",
 	"v-dyn-home-kept.service":  "[Service]\nExecStart=/bin/true\nDynamicUser=yes\nWorkingDirectory=-~\nWorkingDirectory=-rel\n",
 	"v-dyn-home-path.service":  "[Service]\nExecStart=/bin/true\nDynamicUser=yes\nWorkingDirectory=~\nWorkingDirectory=-/tmp\n",
-	"v-accept-empty.socket":    "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
+	// Sockets: MaxConnections= (252: with Accept=yes), accepting only
+	// stream and sequential packet sockets, Symlinks= with exactly one
+	// file system node.
+	"v-maxconn0.socket":     "[Socket]\nListenStream=/run/v-maxconn0.sock\nMaxConnections=0\n",
+	"v-maxconn0-acc.socket": "[Socket]\nListenStream=/run/v-maxconn0-acc.sock\nAccept=yes\nMaxConnections=0\n",
+	"v-maxconn-kept.socket": "[Socket]\nListenStream=/run/v-maxconn-kept.sock\nMaxConnections=0\nMaxConnections=\nMaxConnections=bogus\n",
+	"v-maxconn-ok.socket":   "[Socket]\nListenStream=/run/v-maxconn-ok.sock\nMaxConnections=0\nMaxConnections=5\n",
+	"v-acc-dgram.socket":    "[Socket]\nListenDatagram=/run/v-acc-dgram.sock\nAccept=yes\n",
+	"v-acc-fifo.socket":     "[Socket]\nListenStream=/run/v-acc-fifo.sock\nListenFIFO=/run/v-acc-fifo.fifo\nAccept=yes\n",
+	"v-acc-seq.socket":      "[Socket]\nListenSequentialPacket=/run/v-acc-seq.sock\nAccept=yes\n",
+	"v-acc-reset.socket":    "[Socket]\nListenDatagram=/run/v-acc-reset.dgram\nListenStream=\nListenStream=/run/v-acc-reset.sock\nAccept=yes\n",
+	"v-acc-net.socket":      "[Socket]\nListenNetlink=kobject-uevent 1\nAccept=yes\n",
+	"v-sym-one.socket":      "[Socket]\nListenStream=/run/v-sym-one.sock\nSymlinks=/run/v-sym-one.link\n",
+	"v-sym-none.socket":     "[Socket]\nListenStream=@v-sym-none\nSymlinks=/run/v-sym-none.link\n",
+	"v-sym-two.socket":      "[Socket]\nListenStream=/run/v-sym-two.sock\nListenFIFO=/run/v-sym-two.fifo\nSymlinks=/run/v-sym-two.link\n",
+	"v-sym-reset.socket":    "[Socket]\nListenStream=/run/v-sym-reset.sock\nListenFIFO=/run/v-sym-reset.fifo\nSymlinks=/run/v-sym-reset.link\nSymlinks=\n",
+	"v-sym-rel.socket":      "[Socket]\nListenStream=/run/v-sym-rel.sock\nListenFIFO=/run/v-sym-rel.fifo\nSymlinks=rel\n",
+	"v-sym-fifo.socket":     "[Socket]\nListenFIFO=/run/v-sym-fifo.fifo\nListenStream=@v-sym-fifo\nSymlinks=/run/v-sym-fifo.link\n",
+	"v-accept-empty.socket": "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
 }
 
 // verifyOps enables each of verifyCases, with a service for each socket
