@@ -552,6 +552,17 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 		if where, ok := pathValue(u, sectionOf(t), "Where", requested, g.version); ok && pathName(where, t) != u.Name {
 			return bad("Where= setting doesn't match unit name. Refusing.")
 		}
+		where := namePath(u.Name)
+		switch {
+		case t == "mount" && apiMountPoint(where):
+			return bad("Cannot create mount unit for API file system " + where + ". Refusing.")
+		case t == "mount" && g.version >= credentialMounts && pathBelow(where, "/run/credentials"):
+			return bad("Cannot create mount unit for credential mount '" + where + "'. Refusing.")
+		case t == "automount" && where == "/":
+			return bad("Cannot have an automount unit for the root directory. Refusing.")
+		case t == "automount" && reservedAutomountOption(u, requested, g.version):
+			return bad("ExtraOptions= setting may not contain a reserved option.")
+		}
 		if _, ok := u.Last("Mount", "What"); t == "mount" && !ok && !perpetual(u.Name) {
 			return bad("What= setting is missing. Refusing.")
 		}

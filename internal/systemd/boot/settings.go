@@ -380,3 +380,51 @@ func symlinkCount(u *Unit, requested string, version int) int {
 	}
 	return n
 }
+
+// credentialMounts is the first systemd version modelled to refuse mount
+// units below /run/credentials (257 does, 252 does not).
+const credentialMounts = 257
+
+// apiMountPoint reports the mount points mount_verify refuses as API
+// file systems systemd mounts itself or leaves to others
+// (mount_point_is_api, mount_point_ignore): the same in 252 and 257.
+func apiMountPoint(p string) bool {
+	switch p {
+	case "/proc", "/sys", "/dev", "/sys/kernel/security", "/sys/fs/smackfs", "/dev/shm", "/dev/pts", "/run",
+		"/sys/fs/pstore", "/sys/firmware/efi/efivars", "/sys/fs/bpf",
+		"/sys/fs/selinux", "/dev/console", "/proc/kmsg", "/proc/sys", "/proc/sys/kernel/random/boot_id":
+		return true
+	}
+	return pathBelow(p, "/sys/fs/cgroup") || pathBelow(p, "/run/host")
+}
+
+// pathBelow reports whether p is dir or below it.
+func pathBelow(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// reservedAutomountOption reports whether an automount's ExtraOptions=
+// (its last value; empty unsets it) names an option systemd passes to
+// the autofs mount itself: fd, pgrp, minproto, maxproto, direct,
+// indirect, alone or with "=value".
+func reservedAutomountOption(u *Unit, requested string, version int) bool {
+	opts := ""
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != "Automount" || o.Name != "ExtraOptions" {
+				continue
+			}
+			if k, err := expand(version, requested, o.Value, unit.PathPrintfMax); err == nil {
+				opts = k
+			}
+		}
+	}
+	for _, opt := range strings.Split(opts, ",") {
+		name, _, _ := strings.Cut(opt, "=")
+		switch name {
+		case "fd", "pgrp", "minproto", "maxproto", "direct", "indirect":
+			return true
+		}
+	}
+	return false
+}

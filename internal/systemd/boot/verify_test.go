@@ -67,7 +67,20 @@ var verifyCases = map[string]string{
 	"v-sym-reset.socket":    "[Socket]\nListenStream=/run/v-sym-reset.sock\nListenFIFO=/run/v-sym-reset.fifo\nSymlinks=/run/v-sym-reset.link\nSymlinks=\n",
 	"v-sym-rel.socket":      "[Socket]\nListenStream=/run/v-sym-rel.sock\nListenFIFO=/run/v-sym-rel.fifo\nSymlinks=rel\n",
 	"v-sym-fifo.socket":     "[Socket]\nListenFIFO=/run/v-sym-fifo.fifo\nListenStream=@v-sym-fifo\nSymlinks=/run/v-sym-fifo.link\n",
-	"v-accept-empty.socket": "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
+	// Mount points systemd keeps to itself, and automounts of / or with
+	// reserved options.
+	"run-host-vm.mount":        "[Mount]\nWhat=tmpfs\nType=tmpfs\n",
+	"sys-fs-cgroup-vm.mount":   "[Mount]\nWhat=tmpfs\nType=tmpfs\n",
+	"proc-kmsg.mount":          "[Mount]\nWhat=tmpfs\nType=tmpfs\n",
+	"dev-console.mount":        "[Mount]\nWhat=tmpfs\nType=tmpfs\n",
+	"run-credentials-vm.mount": "[Mount]\nWhat=tmpfs\nType=tmpfs\n",
+	"run-hostx.mount":          "[Mount]\nWhat=tmpfs\nType=tmpfs\n",
+	"-.automount":              "[Automount]\n",
+	"srv-va.automount":         "[Automount]\nExtraOptions=uid=0,fd=3\n",
+	"srv-vb.automount":         "[Automount]\nExtraOptions=uid=0\n",
+	"srv-vc.automount":         "[Automount]\nExtraOptions=direct\nExtraOptions=\n",
+	"srv-vd.automount":         "[Automount]\nExtraOptions=indirect\n",
+	"v-accept-empty.socket":    "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
 }
 
 // verifyOps enables each of verifyCases, with a service for each socket
@@ -82,6 +95,10 @@ func verifyOps() []op {
 		suffix := name[strings.LastIndex(name, "."):]
 		ops = append(ops, file("/etc/systemd/system/"+name, text),
 			link("/etc/systemd/system/"+wants[suffix]+".target.wants/"+name, "/etc/systemd/system/"+name))
+		if suffix == ".automount" {
+			ops = append(ops, file("/etc/systemd/system/"+strings.TrimSuffix(name, suffix)+".mount",
+				"[Mount]\nWhat=tmpfs\nType=tmpfs\n"))
+		}
 		if suffix == ".socket" {
 			base := strings.TrimSuffix(name, suffix)
 			ops = append(ops, file("/etc/systemd/system/"+base+".service", svc),
