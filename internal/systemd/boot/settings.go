@@ -2,7 +2,6 @@ package boot
 
 import (
 	"fmt"
-
 	"slices"
 	"strconv"
 	"strings"
