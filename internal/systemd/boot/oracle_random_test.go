@@ -46,7 +46,28 @@ const (
 	featTemplate        feature = "template instances"
 	featAlias           feature = "aliases"
 	featUpholds         feature = ".upholds/ links"
+	featSetting         feature = "a unit file with a setting systemd may refuse"
+	featBadExec         feature = "a command line that fails a unit file"
+	featInstanceExec    feature = "a template whose %i may make a command path invalid"
+	featDropinCut       feature = "a drop-in cut short by a bad setting"
+	featUnclean         feature = "a line that is not UTF-8 clean"
+	featMount           feature = "a mount unit nothing enables"
+	featMountMasked     feature = "a masked mount unit"
+	featMountBad        feature = "a mount unit refused for its settings"
+	featMountNeed       feature = "a setting that needs a mount"
+	featSocketPath      feature = "a socket listening under a mount"
+	featSocketExec      feature = "a socket running commands"
+	featListReset       feature = "an emptied Listen*= or On*= list"
+	featLogNamespace    feature = "LogNamespace="
+	featVerify          feature = "a setting a type's verify step refuses"
 )
+
+// randomFeatures are the features the coverage check expects in CI's
+// default run.
+var randomFeatures = []feature{featRun, featVarRun, featRequiresMasked, featRequiresMissing, featRequiresSetting,
+	featDefaultMasked, featDefaultMissing, featDefaultAlias, featRescueMasked, featTemplate, featAlias, featUpholds,
+	featSetting, featBadExec, featInstanceExec, featDropinCut, featUnclean, featMount, featMountMasked, featMountBad,
+	featMountNeed, featSocketPath, featSocketExec, featListReset, featLogNamespace, featVerify}
 
 // treeGen builds one random tree.
 type treeGen struct {
@@ -57,6 +78,8 @@ type treeGen struct {
 	// requirements (Requires=basic.target aside): one at most, for the
 	// reason in unitFile.
 	required int
+	// needsMount are the units given a setting that needs a mount.
+	needsMount map[string]bool
 }
 
 func (g *treeGen) chance(p float64) bool  { return g.r.Float64() < p }
@@ -91,9 +114,169 @@ func (g *treeGen) dep() string {
 	n := g.pick(randomNames)
 	if unit.IsTemplate(n) {
 		g.has(featTemplate)
-		return unit.WithInstance(n, g.pick([]string{"one", "two"}))
+		return unit.WithInstance(n, g.instance())
 	}
 	return n
+}
+
+// instance returns an instance name for the template: mostly a plain
+// word, sometimes "." or "..", which turn a path such as /bin/%i into one
+// systemd refuses.
+func (g *treeGen) instance() string {
+	if g.chance(0.08) {
+		return g.pick([]string{".", ".."})
+	}
+	return g.pick([]string{"one", "two"})
+}
+
+// randomMounts are the mount units a tree may define without enabling
+// them, for the paths the settings of mountPath need.
+var randomMounts = []struct{ name, where string }{
+	{"srv-rm.mount", "/srv/rm"}, {"srv-rm-sub.mount", "/srv/rm/sub"}, {"var-lib-rst.mount", "/var/lib/rst"},
+}
+
+// mountUnits adds some of randomMounts: plain, masked, refused for their
+// settings, or wanting or conflicting with one of the tree's units.
+func (g *treeGen) mountUnits() {
+	for _, m := range randomMounts {
+		if !g.chance(0.5) {
+			continue
+		}
+		g.has(featMount)
+		body := "[Mount]\nWhat=tmpfs\nWhere=" + m.where + "\nType=tmpfs\n"
+		switch g.r.IntN(9) {
+		case 0:
+			g.has(featMountMasked)
+			g.add(g.link(g.dir()+m.name, "/dev/null"))
+			continue
+		case 1:
+			g.has(featMountBad)
+			body = "[Mount]\nWhere=" + m.where + "\nType=tmpfs\n" // no What=
+		case 2:
+			g.has(featMountBad)
+			body = "[Mount]\nWhat=tmpfs\nWhere=/srv/elsewhere\nType=tmpfs\n"
+		case 3:
+			g.has(featMountBad)
+			body += g.pick([]string{"User=in valid\n", "WorkingDirectory=rel\n", "ExecMount=x\n"})
+		case 4:
+			body = "[Unit]\nWants=" + g.dep() + "\n" + body
+		case 5:
+			// Not with a unit that needs the mount: when both are
+			// required, which of the two systemd's message names
+			// depends on hash-table order.
+			if c := g.pick(randomNames[:5]); !g.needsMount[c] {
+				body = "[Unit]\nConflicts=" + c + "\n" + body
+			}
+		}
+		g.add(g.file(g.dir()+m.name, body))
+	}
+}
+
+// mountPath returns a setting that needs the mounts of one of
+// randomMounts' paths: strongly (a Requires= on each mount unit), or, when
+// strong is false, weakly or not at all.
+func (g *treeGen) mountPath(name string, strong bool) string {
+	g.has(featMountNeed)
+	g.needsMount[name] = true
+	template := unit.IsTemplate(name)
+	weak := []string{"WorkingDirectory=-/srv/rm/x\n", "RootDirectory=/srv/rm/sub\n", "PIDFile=/srv/rm/p.pid\n", "RuntimeDirectory=rt\n"}
+	if !strong {
+		return g.pick(weak)
+	}
+	all := append(weak, "WorkingDirectory=/srv/rm/x\n", "WorkingDirectory=/srv/rm/sub/x\n", "StateDirectory=rst\n",
+		"StateDirectory=rst/a private/b\n", "[Unit]\nRequiresMountsFor=/srv/rm/sub/x\n[Service]\n")
+	if template {
+		all = append(all, "WorkingDirectory=/srv/rm/%i\n", "[Unit]\nRequiresMountsFor=/srv/rm/%i\n[Service]\n")
+	}
+	return g.pick(all)
+}
+
+// command returns a random command line, valid or not, with or without a
+// "-" prefix that ignores its failure.
+func (g *treeGen) command(template bool) string {
+	good := []string{"/bin/true", "-/bin/false", "/bin/echo %n %i", "/bin/true ; /bin/false", "@/bin/true true", "-bin/x", "-/bin/%X"}
+	bad := []string{"bin/x", "/bin/%X", "/usr/bin/../bin/true", "\"/bin/true", "/bin/.", "/bin/true ; bin/x", "@/bin/true"}
+	if template && g.chance(0.5) {
+		g.has(featInstanceExec)
+		return g.pick([]string{"/bin/%i", "-/bin/%i", "/bin/%I", "/bin/true %i"})
+	}
+	if g.chance(0.5) {
+		g.has(featBadExec)
+		return g.pick(bad)
+	}
+	return g.pick(good)
+}
+
+// serviceSettings returns settings for a service's [Service] section that
+// systemd may refuse, that need mounts, or that add dependencies (any
+// "[Unit]" section they open is closed again). strong is whether a
+// setting may require mounts (see unitFile).
+func (g *treeGen) serviceSettings(name string, strong bool) string {
+	g.has(featSetting)
+	tmpl := unit.IsTemplate(name)
+	switch g.r.IntN(9) {
+	case 0, 1:
+		key := g.pick([]string{"ExecStartPre", "ExecStartPost", "ExecStop", "ExecReload", "ExecCondition", "ExecStopPost"})
+		return key + "=" + g.command(tmpl) + "\n"
+	case 2:
+		return g.mountPath(name, strong)
+	case 3:
+		return "WorkingDirectory=" + g.pick([]string{"rel", "-rel", "~", "/a/../b", "/%X", "-/%X", "/srv/%i"}) + "\n"
+	case 4:
+		return "PIDFile=" + g.pick([]string{"/run/r.pid", "/a/../b", "rel/x.pid", "/run/%X.pid", "/dev/x.pid", "/run/%i.pid", ""}) + "\n"
+	case 5:
+		s := "DynamicUser=" + g.pick([]string{"yes", "maybe", "", "no"}) + "\n"
+		if g.chance(0.3) {
+			s += "WorkingDirectory=~\n"
+		}
+		return s
+	case 6:
+		g.has(featLogNamespace)
+		return "LogNamespace=" + g.pick([]string{"rns", "rns", "bad/x", "%i", "rns\nLogNamespace=", "%X"}) + "\n"
+	case 7:
+		g.has(featVerify)
+		return g.pick([]string{"Type=bogus\n", "Type=oneshot\nRestart=always\n", "Type=oneshot\nExitType=cgroup\n",
+			"PAMName=login\nKillMode=process\n", "Type=oneshot\nRestartForceExitStatus=1\n", "Restart=sometimes\n",
+			"Type=forking\nPrivatePIDs=yes\n", "User=" + g.pick([]string{"in valid", "root", "%i", "0123"}) + "\n"})
+	default:
+		g.has(featUnclean)
+		return g.pick([]string{"Description=\xff\n", "Environment=A=\xef\xbf\xbe\n", "Description=ok\n"})
+	}
+}
+
+// socketSettings returns the [Socket] section of r-h.socket: a path under
+// a mount, commands, an emptied list of listen addresses, settings its
+// verify step refuses.
+func (g *treeGen) socketSettings(name string, strong bool) string {
+	var b strings.Builder
+	b.WriteString("[Socket]\n")
+	if strong && g.chance(0.2) {
+		g.has(featSocketPath)
+		g.has(featMountNeed)
+		g.needsMount[name] = true
+		fmt.Fprintf(&b, "ListenStream=/srv/rm/%s\n", name)
+	} else {
+		fmt.Fprintf(&b, "ListenStream=/run/%s\n", name)
+	}
+	if g.chance(0.5) {
+		b.WriteString("Service=r-j.service\n")
+	}
+	if g.chance(0.15) {
+		g.has(featSocketExec)
+		fmt.Fprintf(&b, "ExecStartPre=%s\n", g.pick([]string{"/bin/true", "-rel/x", "rel/x"}))
+		if strong && g.chance(0.5) {
+			b.WriteString(g.mountPath(name, true))
+		}
+	}
+	if g.chance(0.1) {
+		g.has(featListReset)
+		b.WriteString(g.pick([]string{"ListenDatagram=\n", "ListenFIFO=\nListenStream=/run/r-h2.sock\n"}))
+	}
+	if g.chance(0.1) {
+		g.has(featVerify)
+		b.WriteString(g.pick([]string{"Accept=yes\n", "MaxConnections=0\n", "Accept=yes\nMaxConnections=0\n", "Symlinks=/run/r-h.link\n"}))
+	}
+	return b.String()
 }
 
 // unitFile returns a random unit file for name.
@@ -126,16 +309,19 @@ func (g *treeGen) unitFile(name string) string {
 	if g.chance(0.15) {
 		b.WriteString("DefaultDependencies=no\n")
 	}
+	// A setting that needs a mount requires it like a Requires= does.
+	strong := pulls == 0
 	switch unit.Type(name) {
 	case "socket":
-		fmt.Fprintf(&b, "[Socket]\nListenStream=/run/%s\n", name)
-		if g.chance(0.5) {
-			b.WriteString("Service=r-j.service\n")
-		}
+		b.WriteString(g.socketSettings(name, strong))
 	case "timer":
 		b.WriteString("[Timer]\nOnBootSec=5\n")
 		if g.chance(0.5) {
 			b.WriteString("Unit=r-k.service\n")
+		}
+		if g.chance(0.1) {
+			g.has(featListReset)
+			b.WriteString(g.pick([]string{"OnCalendar=\n", "OnUnitActiveSec=\nOnActiveSec=1h\n"}))
 		}
 	case "target":
 	default:
@@ -144,8 +330,20 @@ func (g *treeGen) unitFile(name string) string {
 			b.WriteString("[Service]\nType=simple\n") // refused: no ExecStart=
 		case 1:
 			b.WriteString("[Service]\nType=oneshot\nExecStart=/bin/true\nExecStart=/bin/true\n")
+		case 2:
+			if unit.IsTemplate(name) {
+				g.has(featInstanceExec)
+				fmt.Fprintf(&b, "[Service]\nExecStart=%s\n", g.pick([]string{"/bin/%i", "/usr/bin/%i/../true", "-/bin/%i"}))
+				break
+			}
+			fallthrough
 		default:
 			b.WriteString("[Service]\nExecStart=/bin/true\n")
+		}
+		for range 2 {
+			if g.chance(0.2) {
+				b.WriteString(g.serviceSettings(name, strong))
+			}
 		}
 	}
 	return b.String()
@@ -153,7 +351,7 @@ func (g *treeGen) unitFile(name string) string {
 
 // randomTree returns the changes seed makes to a Debian root.
 func randomTree(seed uint64) ([]op, map[feature]bool) {
-	g := &treeGen{r: rand.New(rand.NewPCG(seed, 0x626f6f74)), feats: map[feature]bool{}}
+	g := &treeGen{r: rand.New(rand.NewPCG(seed, 0x626f6f74)), feats: map[feature]bool{}, needsMount: map[string]bool{}}
 	if g.chance(0.8) {
 		g.add(g.link(etcDir+"r-masked.service", "/dev/null"))
 	}
@@ -180,11 +378,16 @@ func randomTree(seed uint64) ([]op, map[feature]bool) {
 				targets = append(targets, "sockets.target")
 			}
 			target := g.pick(targets)
+			link := d + n
 			if unit.IsTemplate(n) {
-				n = unit.WithInstance(n, "one")
+				inst := "one"
+				if g.chance(0.15) {
+					inst = g.pick([]string{".", ".."})
+				}
+				n = unit.WithInstance(n, inst)
 				g.has(featTemplate)
 			}
-			g.add(link(etcDir+target+".wants/"+n, d+strings.Replace(n, "@one", "@", 1)))
+			g.add(g.link(etcDir+target+".wants/"+n, link))
 		}
 	}
 	// Aliases, enabled under their alias name.
@@ -207,7 +410,23 @@ func randomTree(seed uint64) ([]op, map[feature]bool) {
 	for range g.r.IntN(3) {
 		where := g.pick([]string{"r-a.service.d/", "r-d-.service.d/", "r-.service.d/", "service.d/", "r-g@.service.d/", "r-g@one.service.d/", "r-t.target.d/"})
 		key := g.pick([]string{"Wants", "Wants", "Upholds"})
-		g.add(g.file(etcDir+where+fmt.Sprintf("%02d.conf", g.r.IntN(3)), "[Unit]\n"+key+"="+g.dep()+"\n"))
+		text := "[Unit]\n" + key + "=" + g.dep() + "\n"
+		if g.chance(0.25) {
+			// A bad line ends the drop-in's read: what follows it is lost.
+			g.has(featDropinCut)
+			lines := []string{"[Service]\nExecStartPost=" + g.command(strings.Contains(where, "@")) + "\n",
+				"[Service]\nWorkingDirectory=rel\n", "[Service]\nPIDFile=rel/x\n", "Description=\xff\n",
+				"[Service]\nDynamicUser=maybe\n"}
+			if where != "service.d/" {
+				// Not for every service: a namespace orders the
+				// journal's early services after its socket, a cycle
+				// systemd breaks by deleting jobs in hash-table order.
+				lines = append(lines, "[Service]\nLogNamespace=rns\n")
+			}
+			bad := g.pick(lines)
+			text += bad + "[Unit]\nWants=" + g.dep() + "\n"
+		}
+		g.add(g.file(etcDir+where+fmt.Sprintf("%02d.conf", g.r.IntN(3)), text))
 	}
 	// Dependency directories of the tree's units.
 	for range g.r.IntN(4) {
@@ -223,6 +442,9 @@ func randomTree(seed uint64) ([]op, map[feature]bool) {
 			g.has(featUpholds)
 		}
 		g.add(g.link(etcDir+owner+kind+"/"+n, etcDir+n))
+	}
+	if g.chance(0.4) {
+		g.mountUnits()
 	}
 	// What default.target requires: masked or missing units directly,
 	// through .requires/ and a drop-in, or the tree's units.
@@ -403,8 +625,7 @@ func TestOracleRandom(t *testing.T) {
 			if len(seeds) < 100 {
 				return
 			}
-			for _, f := range []feature{featRun, featVarRun, featRequiresMasked, featRequiresMissing, featRequiresSetting,
-				featDefaultMasked, featDefaultMissing, featDefaultAlias, featRescueMasked, featTemplate, featAlias, featUpholds} {
+			for _, f := range randomFeatures {
 				assert.Positive(t, tl.feats[f], "no tree had %s", f)
 			}
 			assert.Positive(t, tl.failed, "no tree failed the transaction")
