@@ -359,9 +359,31 @@ func loadError(u *Unit) string {
 	case BadSetting:
 		return fmt.Sprintf("Unit %s has a bad unit file setting.", u.Name)
 	case Error:
-		return fmt.Sprintf("Unit %s failed to load properly, please adjust/correct and reload service manager: %v", u.Name, u.LoadError)
+		return fmt.Sprintf("Unit %s failed to load properly, please adjust/correct and reload service manager: %s", u.Name, errnoText(u.LoadError))
 	}
 	return fmt.Sprintf("Unit %s not found.", u.Name)
+}
+
+// errnoText is the description of the error number behind the load error
+// of a unit in the error state, as systemd's message gives it (not the
+// model's own account of the cause): a line too long, a bad section
+// header, the image policy parser's distinct errors, and "Invalid
+// argument" for the rest (a line that is not UTF-8 clean, a path that is
+// not normalized).
+func errnoText(err error) string {
+	switch {
+	case errors.Is(err, unit.ErrLineTooLong):
+		return "No buffer space available" // ENOBUFS
+	case errors.Is(err, unit.ErrBadSection):
+		return "Bad message" // EBADMSG
+	case errors.Is(err, errImagePolicyDup):
+		return "Name not unique on network" // ENOTUNIQ
+	case errors.Is(err, errImagePolicyPartition):
+		return "Invalid slot" // EBADSLT
+	case errors.Is(err, errImagePolicyFlag):
+		return "Invalid request code" // EBADRQC
+	}
+	return "Invalid argument" // EINVAL
 }
 
 // resolveConflicts applies Conflicts= between units of the transaction as

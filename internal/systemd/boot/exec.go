@@ -47,6 +47,9 @@ func fatalSetting(opts []*unit.Option, path, t, requested string, version int) (
 		if why := badSetting(t, requested, version, o); why != "" {
 			err := fmt.Errorf("%s: %s=%s: %s", path, o.Name, clip(o.Value), why)
 			if failsWithError(o.Name) {
+				if e := imagePolicyError(why); e != nil && o.Name != "PIDFile" {
+					err = fmt.Errorf("%w (%w)", err, e)
+				}
 				return i, Error, fmt.Errorf("%w: %w", ErrRefusedSetting, err)
 			}
 			return i, BadSetting, fmt.Errorf("%w: %w", ErrBadSetting, err)

@@ -1,6 +1,9 @@
 package boot
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // imagePolicySince is the first systemd version with RootImagePolicy=,
 // MountImagePolicy= and ExtensionImagePolicy=; older ones ignore them as
@@ -21,6 +24,28 @@ var partitionPolicyFlags = map[string]bool{
 	"verity": true, "signed": true, "encrypted": true, "unprotected": true,
 	"unused": true, "absent": true, "open": true, "ignore": true,
 	"read-only-on": true, "read-only-off": true, "growfs-on": true, "growfs-off": true,
+}
+
+// The image policy parser's errors that systemd tells apart (by error
+// number) from a plain syntax error.
+var (
+	errImagePolicyDup       = errors.New("rule given more than once")
+	errImagePolicyPartition = errors.New("unknown partition designator")
+	errImagePolicyFlag      = errors.New("unknown partition policy flag")
+)
+
+// imagePolicyError is the error behind why, a reason badImagePolicy
+// gives, or nil for a plain syntax error.
+func imagePolicyError(why string) error {
+	switch {
+	case strings.Contains(why, "more than once"):
+		return errImagePolicyDup
+	case strings.HasPrefix(why, "unknown partition designator"):
+		return errImagePolicyPartition
+	case strings.HasPrefix(why, "unknown partition policy flag"):
+		return errImagePolicyFlag
+	}
+	return nil
 }
 
 // badImagePolicy is why config_parse_image_policy refuses the non-empty

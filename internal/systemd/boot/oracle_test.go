@@ -354,3 +354,34 @@ func BenchmarkBootDebian(b *testing.B) {
 	}
 	b.ReportMetric(float64(n), "units")
 }
+
+// TestOracleLoadErrors compares the failed transaction when
+// multi-user.target requires a unit systemd leaves in the error state:
+// the message names the error number of the cause (a line that is not
+// UTF-8 clean, a bad section header, a PID file path or an image policy
+// systemd refuses), not the model's account of it.
+func TestOracleLoadErrors(t *testing.T) {
+	cases := map[string]string{
+		"utf8":      "[Unit]\nDescription=\xff\n" + svc,
+		"section":   "[Unit\n" + svc,
+		"pidfile":   svc + "PIDFile=/a/../b\n",
+		"ip-dup":    svc + "RootImagePolicy=root=open:root=open\n",
+		"ip-part":   svc + "RootImagePolicy=rooot=open\n",
+		"ip-flag":   svc + "RootImagePolicy=root=sined\n",
+		"ip-syntax": svc + "RootImagePolicy=root\n",
+	}
+	for _, sd := range systemdtest.Versions() {
+		for name, text := range cases {
+			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
+				v := newVariant(t, sd, []op{
+					file("/etc/systemd/system/le.service", text),
+					link("/etc/systemd/system/multi-user.target.requires/le.service", "/etc/systemd/system/le.service"),
+				})
+				want := oracleOutcome(v.oracle(t))
+				got := modelOutcome(v.graph(t).Boot())
+				assert.Equal(t, want.failed, got.failed)
+				assert.Equal(t, want.start, got.start)
+			})
+		}
+	}
+}
