@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -294,13 +295,22 @@ func pathName(p, t string) string {
 	return escapeName(strings.Join(clean, "/")) + "." + t
 }
 
+// errRefusedLate marks a mount unit refused after its extras made the
+// units that need its mount point depend on it: by mount_verify, or for
+// its unit file (see mountExtrasRan).
+var errRefusedLate = errors.New("refused after its dependencies were added")
+
 // mountDeps is unit_add_mount_dependencies for one path the unit u
 // needs: the mount unit of every prefix of the path that has a unit file,
-// other than u itself, is required or wanted as m.kind says; a masked
-// one never is (a masked mount never adds the dependencies of the units
-// below it, and unit_add_mount_dependencies skips units that did not
-// load). A path that is not normalized is a load error (see verify) and
-// needs nothing.
+// other than u itself, is required or wanted as m.kind says. One that did
+// not load is skipped (unit_add_mount_dependencies skips units that did
+// not load) unless it was refused late (errRefusedLate): systemd loads the
+// mount unit after the unit that needs it, and the mount's extras, which
+// add the dependencies of the units below its mount point, run before
+// mount_verify and even when its unit file failed. A masked mount never
+// adds them, nor one whose extras fail (a bad execution setting or
+// What=), nor one whose Where= puts the mount point elsewhere. A path
+// that is not normalized is a load error (see verify) and needs nothing.
 func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
 	if !strings.HasPrefix(m.path, "/") || !unit.PathNormalized(m.path) {
 		return nil
@@ -312,7 +322,7 @@ func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
 		if !unit.Valid(name) || name == u.Name {
 			continue
 		}
-		if mu := g.load(name); mu != nil && mu != u && mu.Fragment != "" && mu.State != Masked {
+		if mu := g.load(name); mu != nil && mu != u && mu.Fragment != "" && (mu.State == Loaded || errors.Is(mu.LoadError, errRefusedLate)) {
 			out = append(out, Dep{Kind: m.kind, Name: name, Source: m.src})
 		}
 	}
@@ -541,9 +551,12 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Path unit lacks path setting. Refusing.")
 		}
 	case "mount", "automount":
-		// mount_add_extras, before mount_verify, fails the load when
-		// the What= whose mounts the mount needs is not normalized
-		// once simplified.
+		// mount_add_extras checks the execution settings first.
+		if err := g.verifyContexts(u, t, requested); err != nil {
+			return err
+		}
+		// It then fails the load when the What= whose mounts the mount
+		// needs is not normalized once simplified.
 		if what, ok := mountWhatDep(u, requested, g.version); t == "mount" && ok && !unit.PathNormalized(unit.PathSimplify(g.version, what)) {
 			return fmt.Errorf("%s: %w: What= is not a normalized path: %s", u.Name, ErrRefusedSetting, clip(what))
 		}
@@ -552,19 +565,22 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 		if where, ok := pathValue(u, sectionOf(t), "Where", requested, g.version); ok && pathName(where, t) != u.Name {
 			return bad("Where= setting doesn't match unit name. Refusing.")
 		}
+		// What mount_verify refuses from here on, the mount is refused
+		// after it has made the units that need its path depend on it.
+		late := func(msg string) error { return fmt.Errorf("%w (%w)", bad(msg), errRefusedLate) }
 		where := namePath(u.Name)
 		switch {
 		case t == "mount" && apiMountPoint(where):
-			return bad("Cannot create mount unit for API file system " + where + ". Refusing.")
+			return late("Cannot create mount unit for API file system " + where + ". Refusing.")
 		case t == "mount" && g.version >= credentialMounts && pathBelow(where, "/run/credentials"):
-			return bad("Cannot create mount unit for credential mount '" + where + "'. Refusing.")
+			return late("Cannot create mount unit for credential mount '" + where + "'. Refusing.")
 		case t == "automount" && where == "/":
 			return bad("Cannot have an automount unit for the root directory. Refusing.")
 		case t == "automount" && reservedAutomountOption(u, requested, g.version):
 			return bad("ExtraOptions= setting may not contain a reserved option.")
 		}
 		if _, ok := u.Last("Mount", "What"); t == "mount" && !ok && !perpetual(u.Name) {
-			return bad("What= setting is missing. Refusing.")
+			return late("What= setting is missing. Refusing.")
 		}
 	case "swap":
 		// swap_add_extras requires the mounts for the simplified device

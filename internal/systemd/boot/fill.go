@@ -81,6 +81,10 @@ func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileStat
 		opts, err := unit.ParseConfig(data)
 		if err != nil {
 			u.State, u.LoadError = Error, fmt.Errorf("parse %s: %w", u.Fragment, err)
+			if t == "mount" {
+				g.merge(u, opts, u.Fragment)
+				u.LoadError = g.mountExtrasRan(u, requested, u.LoadError)
+			}
 			return false
 		}
 		cut, state, err := fatalSetting(opts, u.Fragment, t, requested, g.version)
@@ -89,6 +93,9 @@ func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileStat
 		}
 		u.Sources = append(u.Sources, Source{Path: u.Fragment, Options: opts[:cut]})
 		g.merge(u, opts[:cut], u.Fragment)
+		if fatal != nil && t == "mount" {
+			fatal = g.mountExtrasRan(u, requested, fatal)
+		}
 	} else if fragmentRequired(t) && !perpetual(u.Name) {
 		u.State, u.LoadError = NotFound, fmt.Errorf("load %s: %w", u.Name, ErrNoFragment)
 		return false
@@ -144,6 +151,19 @@ func (g *Graph) fillFiles(u *Unit, requested string, state func(string) fileStat
 		}
 	}
 	return true
+}
+
+// mountExtrasRan marks err, why the unit file of the mount u failed, with
+// errRefusedLate when systemd still runs the mount's extras: it counts a
+// unit file as loaded before parsing it, so a parse error or a bad
+// setting fails the load only after the extras ran on what was read
+// (drop-ins are not read), unless the extras themselves fail or the
+// Where= read puts the mount point elsewhere (see mountDeps).
+func (g *Graph) mountExtrasRan(u *Unit, requested string, err error) error {
+	if v := g.verify(u, "mount", requested); v == nil || errors.Is(v, errRefusedLate) {
+		return fmt.Errorf("%w (%w)", err, errRefusedLate)
+	}
+	return err
 }
 
 // UpholdsDirs is the systemd version that reads .upholds directories.

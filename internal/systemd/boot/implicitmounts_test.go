@@ -1,5 +1,7 @@
 package boot
 
+import "strings"
+
 // implicitMountOps are mount units nothing enables and enabled units whose
 // settings systemd turns into implicit dependencies on the mounts of a
 // path (unit_require_mounts_for, unit_add_mounts_for from 256): a mount
@@ -87,5 +89,21 @@ func implicitMountOps() []op {
 		link(dir+"srv-maskm.mount", "/dev/null"))
 	service("badm.service", "WorkingDirectory=/srv/badm/x\n")
 	service("maskm.service", "WorkingDirectory=/srv/maskm/x\n")
+	// A mount refused before it could add the dependencies of the units
+	// below it (a Where= elsewhere, a bad execution setting) is not
+	// required: those units start. One whose unit file fails (a bad line
+	// or setting) is, as one whose Where= comes after the failure.
+	for name, text := range map[string]string{
+		"srv-mwhere.mount":  "[Mount]\nWhat=tmpfs\nWhere=/srv/elsewhere\nType=tmpfs\n",
+		"srv-mpam.mount":    "[Mount]\nWhat=tmpfs\nType=tmpfs\nPAMName=login\nKillMode=process\n",
+		"srv-mpamw.mount":   "[Mount]\nType=tmpfs\nPAMName=login\nKillMode=process\n",
+		"srv-muser.mount":   "[Mount]\nWhat=tmpfs\nType=tmpfs\nUser=in valid\n",
+		"srv-mutf.mount":    "[Mount]\nWhat=tmpfs\nType=tmpfs\nDescription=\xff\n",
+		"srv-mwd.mount":     "[Mount]\nWhat=tmpfs\nType=tmpfs\nWorkingDirectory=rel\n",
+		"srv-mwdlate.mount": "[Mount]\nWhat=tmpfs\nType=tmpfs\nWorkingDirectory=rel\nWhere=/srv/elsewhere\n",
+	} {
+		ops = append(ops, file(dir+name, text))
+		service(strings.TrimSuffix(name, ".mount")+".service", "WorkingDirectory="+namePath(name)+"/x\n")
+	}
 	return ops
 }
