@@ -158,6 +158,18 @@ func badSettingOps() []op {
 		ops = append(ops, file("/etc/systemd/system/"+name, text),
 			link("/etc/systemd/system/"+wants+".target.wants/"+name, "/etc/systemd/system/"+name))
 	}
+	// Persistent= keeps its earlier value when an assignment is empty or
+	// not a boolean, and so the timer still needs the mount of its stamps
+	// (the root's own persistent timers are masked so that nothing else
+	// pulls that mount in).
+	for _, name := range []string{"apt-daily", "apt-daily-upgrade", "dpkg-db-backup", "e2scrub_all", "exim4-base", "fstrim", "logrotate"} {
+		ops = append(ops, link("/etc/systemd/system/"+name+".timer", "/dev/null"))
+	}
+	ops = append(ops,
+		file("/etc/systemd/system/var-lib-systemd-timers.mount", "[Mount]\nWhat=ramfs\nWhere=/var/lib/systemd/timers\nType=ramfs\n"),
+		file("/etc/systemd/system/q-persist.timer", "[Timer]\nOnBootSec=1h\nPersistent=yes\nPersistent=\nPersistent=maybe\n"),
+		link("/etc/systemd/system/timers.target.wants/q-persist.timer", "/etc/systemd/system/q-persist.timer"),
+		file("/etc/systemd/system/q-persist.service", svc))
 	ops = append(ops,
 		file("/etc/systemd/system/r-sock-dropin.socket.d/reset.conf", "[Socket]\nListenNetlink=\n"),
 		file("/etc/systemd/system/s-bad.socket", "[Socket]\nListenStream=/run/s-bad.sock\nExecStartPre=rel/x\n"),

@@ -80,7 +80,7 @@ func (g *Graph) mountNeeds(u *Unit, t, requested string) []mountNeed {
 			add(p.path, "RequiresMountsFor", p.src)
 		}
 	case "timer":
-		if v, src := boolSetting(u, "Timer", "Persistent"); v {
+		if v, src := lastBoolFrom(u, "Timer", "Persistent", false); v {
 			add("/var/lib/systemd/timers", "RequiresMountsFor", src)
 		}
 	case "mount", "automount":
@@ -375,21 +375,6 @@ func watchedPaths(u *Unit, id string, version int) []sourcedPath {
 		}
 	}
 	return out
-}
-
-// boolSetting is a config_parse_bool setting: its last valid value, and
-// the file that set it.
-func boolSetting(u *Unit, sec, name string) (bool, string) {
-	v, src := false, ""
-	for i, o := range u.Options {
-		if o.Section != sec || o.Name != name {
-			continue
-		}
-		if b, ok := parseBoolean(o.Value); ok {
-			v, src = b, u.srcs[i]
-		}
-	}
-	return v, src
 }
 
 // parentDir is path_extract_directory of an absolute simplified path

@@ -47,18 +47,25 @@ func lastEnum(u *Unit, sec, name string, words []string, def string, reset bool)
 // config_parse_bool reads it: an assignment parse_boolean refuses, the
 // empty one included, is ignored.
 func lastBool(u *Unit, sec, name string, def bool) bool {
-	v := def
+	v, _ := lastBoolFrom(u, sec, name, def)
+	return v
+}
+
+// lastBoolFrom is lastBool and the file of the assignment that set the
+// value, "" when none did.
+func lastBoolFrom(u *Unit, sec, name string, def bool) (bool, string) {
+	v, src := def, ""
 	for _, s := range u.Sources {
 		for _, o := range s.Options {
 			if o.Section != sec || o.Name != name {
 				continue
 			}
 			if b, ok := parseBoolean(o.Value); ok {
-				v = b
+				v, src = b, s.Path
 			}
 		}
 	}
-	return v
+	return v, src
 }
 
 // serviceTypes are the words Type= takes; notify-reload is new in 253.
