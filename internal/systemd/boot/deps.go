@@ -331,9 +331,8 @@ func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
 
 // groupCount is how many values the settings names of section sec hold
 // together, where an empty assignment of any of them empties them all: the
-// socket's listen addresses (config_parse_socket_listen), the timer's
-// elapse values (config_parse_timer) and the path unit's watched paths
-// (config_parse_path_spec) are each one list.
+// timer's elapse values (config_parse_timer) and the path unit's watched
+// paths (config_parse_path_spec) are each one list.
 func groupCount(u *Unit, sec string, names ...string) int {
 	n := 0
 	for _, src := range u.Sources {
@@ -500,12 +499,15 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 				return fmt.Errorf("%s: %w: listen path is not normalized: %s", u.Name, ErrRefusedSetting, clip(p.path))
 			}
 		}
-		if groupCount(u, "Socket", "ListenStream", "ListenDatagram", "ListenSequentialPacket", "ListenFIFO",
-			"ListenSpecial", "ListenNetlink", "ListenMessageQueue", "ListenUSBFunction") == 0 {
+		// The listen addresses are the ones the parser keeps: from 257 it
+		// ignores a FIFO, message queue or USB function path under /dev,
+		// /proc or /sys, and in both a path that is not absolute and
+		// normalized, which can leave none.
+		ports := socketPorts(u, requested, g.version)
+		if len(ports) == 0 {
 			return bad("Unit has no Listen setting (ListenStream=, ListenDatagram=, ListenFIFO=, ...). Refusing.")
 		}
 		accept := lastBool(u, "Socket", "Accept", false)
-		ports := socketPorts(u, requested, g.version)
 		// Only stream and sequential packet sockets accept connections;
 		// a socket's file system node is its FIFO or AF_UNIX path.
 		nonAccept, nodes := false, 0

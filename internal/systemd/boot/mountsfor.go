@@ -281,8 +281,9 @@ type socketPort struct {
 }
 
 // socketPorts are u's listen addresses in order, as socketPaths reads
-// them; an AF_UNIX address or file path the parser ignores is left out,
-// other addresses are kept as written.
+// them; an AF_UNIX address, file path or message queue name the parser
+// ignores is left out, other addresses are kept as written. A message
+// queue has no path here.
 func socketPorts(u *Unit, id string, version int) []socketPort {
 	var out []socketPort
 	for _, s := range u.Sources {
@@ -309,7 +310,7 @@ func socketPorts(u *Unit, id string, version int) []socketPort {
 					continue
 				}
 				out = append(out, socketPort{o.Name, sourcedPath{k, s.Path}})
-			case "ListenFIFO", "ListenSpecial", "ListenUSBFunction":
+			case "ListenFIFO", "ListenSpecial", "ListenUSBFunction", "ListenMessageQueue":
 				if o.Value == "" {
 					out = nil
 					continue
@@ -322,11 +323,14 @@ func socketPorts(u *Unit, id string, version int) []socketPort {
 				if why != "" || version >= privateTmpDisconnected && o.Name != "ListenSpecial" && belowAPIVFS(p) {
 					continue
 				}
-				if o.Name == "ListenFIFO" {
+				switch o.Name {
+				case "ListenFIFO":
 					p = patchVarRun(p)
+				case "ListenMessageQueue":
+					p = "" // a queue's name, not a file system path
 				}
 				out = append(out, socketPort{o.Name, sourcedPath{p, s.Path}})
-			case "ListenNetlink", "ListenMessageQueue":
+			case "ListenNetlink":
 				if o.Value == "" {
 					out = nil
 					continue

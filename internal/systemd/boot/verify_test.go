@@ -67,6 +67,17 @@ var verifyCases = map[string]string{
 	"v-sym-reset.socket":    "[Socket]\nListenStream=/run/v-sym-reset.sock\nListenFIFO=/run/v-sym-reset.fifo\nSymlinks=/run/v-sym-reset.link\nSymlinks=\n",
 	"v-sym-rel.socket":      "[Socket]\nListenStream=/run/v-sym-rel.sock\nListenFIFO=/run/v-sym-rel.fifo\nSymlinks=rel\n",
 	"v-sym-fifo.socket":     "[Socket]\nListenFIFO=/run/v-sym-fifo.fifo\nListenStream=@v-sym-fifo\nSymlinks=/run/v-sym-fifo.link\n",
+	// From 257 a FIFO, message queue or USB function path under /dev,
+	// /proc or /sys is ignored (a special file's is not), which can leave
+	// the socket with no listen address.
+	"v-fifo-dev.socket":    "[Socket]\nListenFIFO=/dev/v-fifo-dev\n",
+	"v-fifo-proc.socket":   "[Socket]\nListenFIFO=/proc/../proc/v-fifo\n",
+	"v-mq-dev.socket":      "[Socket]\nListenMessageQueue=/dev/v-mq-dev\n",
+	"v-usb-sys.socket":     "[Socket]\nListenUSBFunction=/sys/v-usb-sys\n",
+	"v-special-dev.socket": "[Socket]\nListenSpecial=/dev/v-special-dev\n",
+	"v-fifo-dev-ok.socket": "[Socket]\nListenFIFO=/dev/v-fifo-dev-ok\nListenFIFO=/run/v-fifo-dev-ok\n",
+	"v-mq-rel.socket":      "[Socket]\nListenMessageQueue=v-mq-rel\n",
+	"v-mq-spec.socket":     "[Socket]\nListenMessageQueue=/%X\n",
 	// Mount points systemd keeps to itself, and automounts of / or with
 	// reserved options.
 	"run-host-vm.mount":        "[Mount]\nWhat=tmpfs\nType=tmpfs\n",
