@@ -84,8 +84,9 @@ var restartModes = []string{"no", "on-success", "on-failure", "on-abnormal", "on
 var killModes = []string{"control-group", "process", "mixed", "none"}
 
 // serviceType is a service's Type= as its parser keeps it or, when none
-// is set, the type service_add_extras picks: dbus with a BusName=, simple
-// with an ExecStart=, oneshot otherwise.
+// is set, the type service_add_extras picks: dbus with a BusName=, from
+// 257 exec with a credential, simple with an ExecStart=, oneshot
+// otherwise.
 func (g *Graph) serviceType(u *Unit, requested string) string {
 	if typ := lastWord(u, "Service", "Type", serviceTypes(g.version), ""); typ != "" {
 		return typ
@@ -93,6 +94,8 @@ func (g *Graph) serviceType(u *Unit, requested string) string {
 	switch {
 	case hasBusName(u, requested, g.version):
 		return "dbus"
+	case g.version >= credentialsExec && hasCredentials(u, "Service", requested, g.version):
+		return "exec"
 	case commandCount(u, "Service", "ExecStart", requested, g.version) > 0:
 		return "simple"
 	}
