@@ -208,6 +208,21 @@ func badSettingOps() []op {
 		link("/etc/systemd/system/multi-user.target.wants/p-tmpl@x.service", "/etc/systemd/system/p-tmpl@.service"),
 		link("/etc/systemd/system/multi-user.target.wants/p-tmpl@..service", "/etc/systemd/system/p-tmpl@.service"),
 	)
+	// A path unit counts only the paths its parser keeps: one whose paths
+	// are all relative, not normalized or with an unknown specifier has
+	// none and is refused.
+	for n, paths := range map[string]string{
+		"pu-rel":     "PathExists=rel/x\n",
+		"pu-dotdot":  "PathChanged=/a/../b\n",
+		"pu-spec":    "PathModified=/run/%X\n",
+		"pu-mixed":   "DirectoryNotEmpty=rel\nPathExistsGlob=/run/pu-*\n",
+		"pu-reset":   "PathExists=/run/pu\nPathChanged=\n",
+		"pu-restore": "PathExists=\nPathExists=/run/pu-restore\n",
+	} {
+		ops = append(ops, file("/etc/systemd/system/"+n+".path", "[Path]\n"+paths),
+			file("/etc/systemd/system/"+n+".service", svc),
+			link("/etc/systemd/system/paths.target.wants/"+n+".path", "/etc/systemd/system/"+n+".path"))
+	}
 	return ops
 }
 

@@ -549,7 +549,8 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Timer unit lacks value setting. Refusing.")
 		}
 	case "path":
-		if groupCount(u, "Path", "PathExists", "PathExistsGlob", "PathChanged", "PathModified", "DirectoryNotEmpty") == 0 {
+		// Only the paths config_parse_path_spec keeps count.
+		if len(watchedPaths(u, requested, g.version)) == 0 {
 			return bad("Path unit lacks path setting. Refusing.")
 		}
 	case "mount", "automount":
