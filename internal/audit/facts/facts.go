@@ -420,12 +420,10 @@ func splitList(vs []string) []string {
 	return out
 }
 
+// parseBool is parse_boolean of a trimmed value, false when it is none.
 func parseBool(v string) bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "1", "yes", "y", "true", "t", "on":
-		return true
-	}
-	return false
+	b, _ := unit.ParseBoolean(strings.TrimSpace(v))
+	return b
 }
 
 func atoiBounded(v string) (int, error) {

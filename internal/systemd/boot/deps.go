@@ -216,11 +216,8 @@ func printfName(id, s string) (string, error) {
 // parseBool is systemd's parse_boolean with a default for unset or
 // unparseable values.
 func parseBool(v string, def bool) bool {
-	switch strings.ToLower(v) {
-	case "1", "yes", "y", "true", "t", "on":
-		return true
-	case "0", "no", "n", "false", "f", "off":
-		return false
+	if b, ok := unit.ParseBoolean(v); ok {
+		return b
 	}
 	return def
 }

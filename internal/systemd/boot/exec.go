@@ -138,7 +138,7 @@ func badSetting(t, id string, version int, o *unit.Option) string {
 	case "DynamicUser":
 		// config_parse_bool, fatal: anything but a boolean, even an
 		// empty value.
-		if _, ok := parseBoolean(v); !ok {
+		if _, ok := unit.ParseBoolean(v); !ok {
 			return "not a boolean"
 		}
 	case "RootImagePolicy", "MountImagePolicy", "ExtensionImagePolicy":
@@ -205,17 +205,6 @@ func belowAPIVFS(p string) bool {
 		}
 	}
 	return false
-}
-
-// parseBoolean is parse_boolean: whether v is a boolean, and which.
-func parseBoolean(v string) (value, ok bool) {
-	switch strings.ToLower(v) {
-	case "1", "yes", "y", "true", "t", "on":
-		return true, true
-	case "0", "no", "n", "false", "f", "off":
-		return false, true
-	}
-	return false, false
 }
 
 // logNamespace is the LogNamespace= of u's section sec, as
@@ -343,7 +332,7 @@ func parseCommands(id string, version int, v string) (n int, why string) {
 			return fail("failed to resolve unit specifiers: " + err.Error())
 		case path == "":
 			return fail("empty path in command line")
-		case !stringIsSafe(path):
+		case !unit.StringIsSafe(path):
 			return fail("executable path contains special characters")
 		case impliesDirectory(path, version):
 			return fail("executable path specifies a directory")
@@ -397,18 +386,6 @@ func expand(version int, id, s string, max int) (string, error) {
 
 // whitespace is systemd's WHITESPACE, the separators of words.
 const whitespace = " \t\n\r"
-
-// stringIsSafe is string_is_safe: no control characters, quotes,
-// backslashes or DEL.
-func stringIsSafe(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c > 0 && c < ' ' || c == '"' || c == '\'' || c == '\\' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
 
 // impliesDirectory is the check for an executable that names a
 // directory: a trailing "/" in systemd 252, path_implies_directory (also
@@ -546,7 +523,7 @@ func cunescape(s string, b *strings.Builder) int {
 	hex := func(t string) (uint32, bool) {
 		var v uint32
 		for i := 0; i < len(t); i++ {
-			d := unhex(t[i])
+			d := unit.HexVal(t[i])
 			if d < 0 {
 				return 0, false
 			}
@@ -591,18 +568,6 @@ func cunescape(s string, b *strings.Builder) int {
 		return 3
 	}
 	return 0
-}
-
-func unhex(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'f':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // unicharValid is unichar_is_valid.

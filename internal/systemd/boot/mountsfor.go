@@ -152,14 +152,14 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 				}
 			}
 		case "DynamicUser":
-			if v, ok := parseBoolean(o.Value); ok {
+			if v, ok := unit.ParseBoolean(o.Value); ok {
 				dynamic = v
 			}
 		case "PrivateTmp":
 			// From 257 config_parse_private_tmp also takes
 			// "connected" (yes) and "disconnected"; an invalid value
 			// is ignored.
-			switch v, ok := parseBoolean(o.Value); {
+			switch v, ok := unit.ParseBoolean(o.Value); {
 			case ok:
 				privTmp, tmpSrc = v, u.srcs[i]
 			case g.version >= privateTmpDisconnected && (o.Value == "connected" || o.Value == "disconnected"):

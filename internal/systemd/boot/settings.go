@@ -60,7 +60,7 @@ func lastBoolFrom(u *Unit, sec, name string, def bool) (bool, string) {
 			if o.Section != sec || o.Name != name {
 				continue
 			}
-			if b, ok := parseBoolean(o.Value); ok {
+			if b, ok := unit.ParseBoolean(o.Value); ok {
 				v, src = b, s.Path
 			}
 		}
@@ -295,7 +295,7 @@ func privatePIDs(u *Unit, version int) bool {
 			if o.Name != "PrivatePIDs" || o.Section != sectionOf(unit.Type(u.Name)) {
 				continue
 			}
-			if b, ok := parseBoolean(o.Value); ok {
+			if b, ok := unit.ParseBoolean(o.Value); ok {
 				v = b
 			}
 		}

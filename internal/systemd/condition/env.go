@@ -372,17 +372,6 @@ func fnmatch(pattern, s string) bool {
 	return err == nil && m
 }
 
-// parseBool is parse_boolean.
-func parseBool(v string) (bool, bool) {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "1", "yes", "y", "true", "t", "on":
-		return true, true
-	case "0", "no", "n", "false", "f", "off":
-		return false, true
-	}
-	return false, false
-}
-
 // testOSRelease is condition_test_os_release: space-separated KEY OP VALUE
 // expressions over os-release, all of which must hold; OP is =, !=, <,
 // <=, >, >= (versions compared as systemd's strverscmp_improved), $= and
@@ -657,3 +646,7 @@ func testVirtualization(v, have string) Verdict {
 	}
 	return verdictOf(!none && v == have)
 }
+
+// parseBool is parse_boolean of a value with its surrounding blanks
+// removed.
+func parseBool(v string) (bool, bool) { return unit.ParseBoolean(strings.TrimSpace(v)) }

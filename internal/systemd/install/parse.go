@@ -244,7 +244,7 @@ func (p *parser) line(l string, section *string, inSection *bool) error {
 			return fmt.Errorf("%w %q", errSectionHeader, l)
 		}
 		n := l[1 : len(l)-1]
-		if !stringIsSafe(n) {
+		if !unit.StringIsSafe(n) {
 			return fmt.Errorf("%w %q", errSectionHeader, l)
 		}
 		if knownSections[n] {
@@ -403,16 +403,4 @@ func extractWord(s string, unquote, retainEscape bool) (string, string, bool, er
 		}
 		i++
 	}
-}
-
-// stringIsSafe ports string_is_safe: no control characters, quotes or
-// backslashes.
-func stringIsSafe(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c > 0 && c < ' ') || c == '"' || c == '\'' || c == '\\' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }

@@ -195,7 +195,7 @@ func (s *settings) apply(src string, o *unit.Option) {
 		}
 		s.umask = m
 	case "DynamicUser":
-		b, ok := parseBool(v)
+		b, ok := unit.ParseBoolean(v)
 		if !ok {
 			s.fail(src, o, "not a boolean")
 			return
@@ -267,7 +267,7 @@ func (s *settings) apply(src string, o *unit.Option) {
 				s.privateMounts = -1
 				return
 			}
-			b, ok := parseBool(v)
+			b, ok := unit.ParseBoolean(v)
 			if !ok {
 				s.note(src, o, "not a boolean, ignored")
 				return
@@ -331,7 +331,7 @@ func (s *settings) apply(src string, o *unit.Option) {
 // setBool is config_parse_bool (non-fatal): a value that is not a boolean
 // is ignored. It reports whether the value was taken.
 func (s *settings) setBool(src string, o *unit.Option, dst *bool) bool {
-	b, ok := parseBool(o.Value)
+	b, ok := unit.ParseBoolean(o.Value)
 	if !ok {
 		s.note(src, o, "not a boolean, ignored")
 		return false
@@ -361,7 +361,7 @@ func (s *settings) setEnum(src string, o *unit.Option, dst *string, values ...st
 // (DEFINE_STRING_TABLE_LOOKUP_WITH_BOOLEAN): true is yes, false the first
 // value, else one of values exactly.
 func (s *settings) setEnumBool(src string, o *unit.Option, dst *string, yes string, values ...string) {
-	if b, ok := parseBool(o.Value); ok {
+	if b, ok := unit.ParseBoolean(o.Value); ok {
 		*dst = map[bool]string{true: yes, false: values[0]}[b]
 		return
 	}
@@ -585,7 +585,7 @@ func (s *settings) namespaces(src string, o *unit.Option) {
 		s.restrictNamespaces = namespaceFlagsInitial
 		return
 	}
-	if b, ok := parseBool(v); ok {
+	if b, ok := unit.ParseBoolean(v); ok {
 		if b {
 			s.restrictNamespaces = 0
 		} else {
@@ -802,7 +802,7 @@ func (s *settings) delegateAssign(src string, o *unit.Option) {
 		s.delegate = true
 		return
 	}
-	if b, ok := parseBool(o.Value); ok {
+	if b, ok := unit.ParseBoolean(o.Value); ok {
 		s.delegate = b
 		return
 	}

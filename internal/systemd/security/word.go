@@ -91,17 +91,6 @@ func words(s string, flags wordFlags) ([]string, error) {
 	}
 }
 
-// parseBool is parse_boolean.
-func parseBool(v string) (bool, bool) {
-	switch strings.ToLower(v) {
-	case "1", "yes", "y", "true", "t", "on":
-		return true, true
-	case "0", "no", "n", "false", "f", "off":
-		return false, true
-	}
-	return false, false
-}
-
 // strtol ports C's strtol/strtoul on s with base 0, 2, 8, 10 or 16. It returns the value,
 // whether s was negative, and false when s is not entirely a number or
 // overflows 64 bits.

@@ -144,7 +144,7 @@ func parseLine(l string, section *string, inSection *bool) (*Option, error) {
 			return nil, fmt.Errorf("%w %q", ErrBadSection, l)
 		}
 		n := l[1 : len(l)-1]
-		if !safeString(n) {
+		if !StringIsSafe(n) {
 			return nil, fmt.Errorf("%w %q", ErrBadSection, l)
 		}
 		// "[]" is an unknown section: systemd ignores what follows.
@@ -161,9 +161,9 @@ func parseLine(l string, section *string, inSection *bool) (*Option, error) {
 	return &Option{Section: *section, Name: strings.Trim(k, " \t\n\r"), Value: strings.Trim(v, " \t\n\r")}, nil
 }
 
-// safeString is systemd's string_is_safe: no control characters, quotes or
-// backslashes.
-func safeString(s string) bool {
+// StringIsSafe is systemd's string_is_safe: no control characters, quotes
+// or backslashes.
+func StringIsSafe(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < ' ' || c == 127 || c == '\\' || c == '"' || c == '\'' {
@@ -190,4 +190,15 @@ func ValidUTF8(s string) bool {
 		i += n
 	}
 	return true
+}
+
+// ParseBoolean is parse_boolean: whether v is a boolean word, and which.
+func ParseBoolean(v string) (value, ok bool) {
+	switch strings.ToLower(v) {
+	case "1", "yes", "y", "true", "t", "on":
+		return true, true
+	case "0", "no", "n", "false", "f", "off":
+		return false, true
+	}
+	return false, false
 }

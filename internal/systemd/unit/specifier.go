@@ -93,7 +93,7 @@ func Unescape(s string) (string, error) {
 			if i+3 >= len(s) || s[i+1] != 'x' {
 				return "", errEscape
 			}
-			hi, lo := hexVal(s[i+2]), hexVal(s[i+3])
+			hi, lo := HexVal(s[i+2]), HexVal(s[i+3])
 			if hi < 0 || lo < 0 {
 				return "", errEscape
 			}
@@ -125,7 +125,8 @@ func PathUnescape(s string) (string, error) {
 	return "/" + w, nil
 }
 
-func hexVal(c byte) int {
+// HexVal is unhexchar: the value of a hexadecimal digit, or -1.
+func HexVal(c byte) int {
 	switch {
 	case c >= '0' && c <= '9':
 		return int(c - '0')
