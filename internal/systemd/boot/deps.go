@@ -363,11 +363,7 @@ func pathValue(u *Unit, sec, name, id string, version int) (string, bool) {
 				v, ok = "", false
 				continue
 			}
-			p, err := expand(version, id, o.Value, unit.PathPrintfMax)
-			if err != nil {
-				continue
-			}
-			if p, why := unit.SimplifyPath(version, p, true); why == "" {
+			if p, why := absPath(version, id, o.Value); why == "" {
 				v, ok = p, true
 			}
 		}

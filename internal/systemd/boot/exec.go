@@ -159,17 +159,21 @@ func badSetting(t, id string, version int, o *unit.Option) string {
 	return ""
 }
 
-// badPath is why a fatal path setting fails: its specifiers
-// (unit_path_printf) or path_simplify_and_warn with PATH_CHECK_ABSOLUTE.
+// badPath is why a fatal path setting fails, or "".
 func badPath(id string, version int, v string) string {
-	p, err := expand(version, id, v, unit.PathPrintfMax)
+	_, why := absPath(version, id, v)
+	return why
+}
+
+// absPath is a path setting's value as unit_path_printf and
+// path_simplify_and_warn with PATH_CHECK_ABSOLUTE read it: the expanded,
+// simplified path, or why it is refused.
+func absPath(version int, id, v string) (string, string) {
+	k, err := expand(version, id, v, unit.PathPrintfMax)
 	if err != nil {
-		return "failed to resolve unit specifiers: " + err.Error()
+		return "", "failed to resolve unit specifiers: " + err.Error()
 	}
-	if _, why := unit.SimplifyPath(version, p, true); why != "" {
-		return why
-	}
-	return ""
+	return unit.SimplifyPath(version, k, true)
 }
 
 // badPIDFile is config_parse_pid_file: a value whose specifiers fail is

@@ -61,11 +61,7 @@ func (g *Graph) mountNeeds(u *Unit, t, requested string) []mountNeed {
 				break
 			}
 			rest = r
-			k, err := expand(g.version, requested, w, unit.PathPrintfMax)
-			if err != nil {
-				continue
-			}
-			if p, why := unit.SimplifyPath(g.version, k, true); why == "" {
+			if p, why := absPath(g.version, requested, w); why == "" {
 				add(p, o.Name, u.srcs[i])
 			}
 		}
@@ -132,19 +128,11 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 				wd, wdWeak = "", missingOK
 				continue
 			}
-			k, err := expand(g.version, requested, v, unit.PathPrintfMax)
-			if err != nil {
-				continue
-			}
-			if p, why := unit.SimplifyPath(g.version, k, true); why == "" {
+			if p, why := absPath(g.version, requested, v); why == "" {
 				wd, wdWeak, wdSrc = p, missingOK, u.srcs[i]
 			}
 		case "RootDirectory", "RootImage":
-			k, err := expand(g.version, requested, o.Value, unit.PathPrintfMax)
-			if err != nil {
-				continue
-			}
-			if p, why := unit.SimplifyPath(g.version, k, true); why == "" {
+			if p, why := absPath(g.version, requested, o.Value); why == "" {
 				if o.Name == "RootDirectory" {
 					root, rootSrc = p, u.srcs[i]
 				} else {
@@ -369,11 +357,7 @@ func watchedPaths(u *Unit, id string, version int) []sourcedPath {
 				out = nil
 				continue
 			}
-			k, err := expand(version, id, o.Value, unit.PathPrintfMax)
-			if err != nil {
-				continue
-			}
-			if p, why := unit.SimplifyPath(version, k, true); why == "" {
+			if p, why := absPath(version, id, o.Value); why == "" {
 				out = append(out, sourcedPath{p, s.Path})
 			}
 		}

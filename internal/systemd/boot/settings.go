@@ -322,11 +322,7 @@ func workingDirHome(u *Unit, sec, requested string, version int) bool {
 			case v == "~":
 				home = true
 			default:
-				k, err := expand(version, requested, v, unit.PathPrintfMax)
-				if err != nil {
-					continue
-				}
-				if _, why := unit.SimplifyPath(version, k, true); why == "" {
+				if _, why := absPath(version, requested, v); why == "" {
 					home = false
 				}
 			}
@@ -377,11 +373,7 @@ func symlinkCount(u *Unit, requested string, version int) int {
 				continue
 			}
 			for _, w := range strings.Fields(o.Value) {
-				k, err := expand(version, requested, w, unit.PathPrintfMax)
-				if err != nil {
-					continue
-				}
-				if _, why := unit.SimplifyPath(version, k, true); why == "" {
+				if _, why := absPath(version, requested, w); why == "" {
 					n++
 				}
 			}
