@@ -55,7 +55,7 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/systemd/unit"

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/audit/userfile"
