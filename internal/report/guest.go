@@ -12,3 +12,9 @@ import "errors"
 func htmlFormat(options) (Writer, error) {
 	return nil, errors.New("report format \"html\": HTML reports are not written by the guest build of amilint (the binary the Packer plugin uploads, which writes them on the Packer host); use the full amilint")
 }
+
+// rolloutHTMLFormat refuses HTML rollouts in the guest build, which refuses
+// `amilint report` itself.
+func rolloutHTMLFormat() (RolloutWriter, error) {
+	return nil, errors.New("rollout format \"html\": not written by the guest build of amilint; use the full amilint")
+}

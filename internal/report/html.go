@@ -1,3 +1,5 @@
+//go:build !amilint_guest
+
 package report
 
 import (
@@ -176,3 +178,38 @@ func newCPUChart(cores []Core) *cpuChart {
 }
 
 func round2(f float64) float64 { return float64(int(f*100+0.5)) / 100 }
+
+type rolloutHTML struct{}
+
+type rolloutPage struct {
+	R       *Rollout
+	Tiles   []htmlTile
+	Rules   []RuleStat
+	Units   []UnitStat
+	Targets []TargetStat
+	More    map[string]int
+	// ByTarget and Trend are the pictures: findings per severity by
+	// target, and over time when reports carry dates (nil otherwise).
+	ByTarget svgChart
+	Trend    *svgChart
+	Legend   []string
+}
+
+func (rolloutHTML) Write(w io.Writer, r *Rollout) error {
+	p := rolloutPage{R: r, Rules: head(r.Rules), Units: head(r.Units), Targets: head(r.Targets),
+		More: map[string]int{"rules": len(r.Rules) - rolloutListLimit, "units": len(r.Units) - rolloutListLimit,
+			"targets": len(r.Targets) - rolloutListLimit}}
+	for sev := finding.Critical; sev >= finding.Info; sev-- {
+		p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest[sev.String()], Label: "targets at " + sev.String(), Class: sev.String()})
+	}
+	p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest["none"], Label: "clean targets", Class: "ok"})
+	p.ByTarget, p.Legend = targetChart(r), legendItems()
+	if len(r.Trend) > 0 {
+		c := trendChart(r.Trend)
+		p.Trend = &c
+	}
+	if err := reportTemplate().ExecuteTemplate(w, "rollout", p); err != nil {
+		return fmt.Errorf("write html rollout: %w", err)
+	}
+	return nil
+}

@@ -334,7 +334,7 @@ func GetRollout(format string) (RolloutWriter, error) {
 	case "markdown", "md":
 		return rolloutMarkdown{}, nil
 	case "html":
-		return rolloutHTML{}, nil
+		return rolloutHTMLFormat()
 	}
 	return nil, fmt.Errorf("rollout format %q: want one of %s", format, strings.Join(RolloutFormats, ", "))
 }
@@ -412,39 +412,4 @@ func codeList(s []string) string {
 		out += fmt.Sprintf(" +%d", len(s)-len(shown))
 	}
 	return out
-}
-
-type rolloutHTML struct{}
-
-type rolloutPage struct {
-	R       *Rollout
-	Tiles   []htmlTile
-	Rules   []RuleStat
-	Units   []UnitStat
-	Targets []TargetStat
-	More    map[string]int
-	// ByTarget and Trend are the pictures: findings per severity by
-	// target, and over time when reports carry dates (nil otherwise).
-	ByTarget svgChart
-	Trend    *svgChart
-	Legend   []string
-}
-
-func (rolloutHTML) Write(w io.Writer, r *Rollout) error {
-	p := rolloutPage{R: r, Rules: head(r.Rules), Units: head(r.Units), Targets: head(r.Targets),
-		More: map[string]int{"rules": len(r.Rules) - rolloutListLimit, "units": len(r.Units) - rolloutListLimit,
-			"targets": len(r.Targets) - rolloutListLimit}}
-	for sev := finding.Critical; sev >= finding.Info; sev-- {
-		p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest[sev.String()], Label: "targets at " + sev.String(), Class: sev.String()})
-	}
-	p.Tiles = append(p.Tiles, htmlTile{N: r.Summary.TargetsByHighest["none"], Label: "clean targets", Class: "ok"})
-	p.ByTarget, p.Legend = targetChart(r), legendItems()
-	if len(r.Trend) > 0 {
-		c := trendChart(r.Trend)
-		p.Trend = &c
-	}
-	if err := reportTemplate().ExecuteTemplate(w, "rollout", p); err != nil {
-		return fmt.Errorf("write html rollout: %w", err)
-	}
-	return nil
 }

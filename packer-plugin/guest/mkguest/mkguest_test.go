@@ -50,13 +50,24 @@ func TestGuestBuild(t *testing.T) {
 		var mods []string
 		for _, d := range info.Deps {
 			mods = append(mods, d.Path)
-			for _, left := range []string{"github.com/aws/", "github.com/prometheus/", "github.com/google/go-containerregistry"} {
+			for _, left := range []string{"github.com/aws/", "github.com/prometheus/", "github.com/google/go-containerregistry", "gopkg.in/yaml.v3"} {
 				assert.False(t, strings.HasPrefix(d.Path, left), "linux/%s links %s", arch, d.Path)
 			}
 		}
 		assert.Contains(t, mods, "github.com/open-policy-agent/opa", "linux/%s: the policy engine is in", arch)
 		assert.Contains(t, info.Settings, debug.BuildSetting{Key: "-tags", Value: "amilint_guest"}, arch)
 	}
+	// Nor is the standard library's HTML templating: the guest writes no
+	// HTML, and html/template with text/template and the templates are
+	// 120 KB of the binary.
+	src, err := output(ctx, "", nil, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/amilint/amilint")
+	require.NoError(t, err)
+	deps, err := output(ctx, strings.TrimSpace(src), []string{"GOOS=linux", "CGO_ENABLED=0"}, "go", "list", "-deps", "-tags", "amilint_guest", "./cmd/amilint")
+	require.NoError(t, err)
+	for _, left := range []string{"html/template", "text/template"} {
+		assert.NotContains(t, strings.Fields(deps), left, "the guest build imports %s", left)
+	}
+
 	if runtime.GOOS != "linux" || !slices.Contains(guest.Archs, runtime.GOARCH) {
 		t.Logf("not running the linux guest binaries on %s/%s", runtime.GOOS, runtime.GOARCH)
 		return
