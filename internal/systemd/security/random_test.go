@@ -122,7 +122,7 @@ var randomSettings = []setting{
 	{"Service", "RootDirectory", oneOf("", "/", "/srv/x", "//srv//x/", "relative", "/srv/../x", "/srv/%i", "/srv/%Z", "/./", "/srv/./x", "//")},
 	{"Service", "RootImage", oneOf("", "/img.raw", "/", "rel", "/a/%n")},
 	{"Service", "DevicePolicy", oneOf("auto", "closed", "strict", "", "bogus")},
-	{"Service", "DeviceAllow", oneOf("", "/dev/null rw", "/dev/sda", "char-rtc r", "block-loop rwm", "/dev/../x r", "/tmp/x", "/dev/null rwx", "'/dev/zero' r", "/dev//null", "char-* rw", "/dev/%p r")},
+	{"Service", "DeviceAllow", oneOf("", "/dev/null rw", "/dev/sda", "char-rtc r", "block-loop rwm", "/dev/../x r", "/tmp/x", "/dev/null rwx", "'/dev/zero' r", "/dev//null", "char-* rw", "/dev/%p r", "/dev r", "/run/systemd/inaccessible/chr r", "/dev/ w")},
 	{"Service", "Delegate", oneOf("yes", "no", "", "cpu memory", "bogus", "'cpu")},
 	{"Service", "IPAddressDeny", func(r *rand.Rand) string {
 		if r.IntN(8) == 0 {

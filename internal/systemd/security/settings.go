@@ -768,7 +768,7 @@ func (s *settings) deviceAllowAssign(src string, o *unit.Option) {
 			s.note(src, o, "%s, ignored", why)
 			return
 		}
-		if !strings.HasPrefix(simplified, "/dev/") || !unit.PathNormalized(simplified) {
+		if !unit.ValidDeviceNodePath(simplified) {
 			s.note(src, o, "invalid device node path, ignored")
 			return
 		}

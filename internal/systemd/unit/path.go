@@ -65,3 +65,17 @@ func PathNormalized(p string) bool {
 	}
 	return true
 }
+
+// ValidDeviceNodePath is valid_device_node_path for a simplified path: a
+// normalized path that path_startswith /dev/ or /run/systemd/inaccessible/
+// (which /dev itself does, component by component) and does not end in a
+// slash, as DeviceAllow= takes it; the node itself is not looked at.
+func ValidDeviceNodePath(p string) bool {
+	below := false
+	for _, d := range []string{"/dev", "/run/systemd/inaccessible"} {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			below = true
+		}
+	}
+	return below && !strings.HasSuffix(p, "/") && PathNormalized(p)
+}

@@ -33,3 +33,14 @@ func TestSimplifyPath(t *testing.T) {
 		assert.Equal(t, tc.want, got, "%d %.40q (%d bytes)", tc.version, tc.in, len(tc.in))
 	}
 }
+
+func TestValidDeviceNodePath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/dev/null": true, "/dev": true, "/dev/sda1": true, "/dev/input/event0": true,
+		"/run/systemd/inaccessible/chr": true, "/run/systemd/inaccessible": true,
+		"/dev/": false, "/devices": false, "/tmp/x": false, "dev/null": false,
+		"/dev/../etc": false, "/dev/./null": false, "/run/systemd/inaccessiblex": false, "": false,
+	} {
+		assert.Equal(t, want, ValidDeviceNodePath(p), p)
+	}
+}
