@@ -154,7 +154,7 @@ func strengthOf(kind string) strength {
 	switch kind {
 	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor", "LogNamespace":
 		return pull
-	case "Wants", "Upholds", ".wants", ".upholds", "Sockets", "sysv", "WantsMountsFor":
+	case "Wants", "Upholds", ".wants", ".upholds", "Sockets", "sysv", "WantsMountsFor", "DevicePolicy":
 		return want
 	case "Requisite":
 		return verifyActive

@@ -15,7 +15,8 @@ var cgroupTypes = map[string]bool{"service": true, "socket": true, "mount": true
 
 // implicitDeps adds the dependencies a loaded unit gets from its settings
 // and from systemd itself: [Unit] dependency settings, Sockets=, slices,
-// DefaultDependencies=, Type=dbus, the mounts of the paths it needs
+// DefaultDependencies=, Type=dbus, LogNamespace=, the modules of a disk
+// image under a device policy, the mounts of the paths it needs
 // (mountNeeds), and the trigger of
 // sockets, timers, paths and automounts.
 func (g *Graph) implicitDeps(u *Unit, t, requested string) {
@@ -48,6 +49,16 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 			}
 			for _, n := range names {
 				u.Deps = append(u.Deps, Dep{Kind: "LogNamespace", Name: n, Source: src})
+			}
+		}
+	}
+	// A disk image under a device policy Wants the modules of its block
+	// devices (unit_patch_contexts; a socket whether it runs commands or
+	// not).
+	if hasExecContext(t) {
+		if src := g.imageModprobeSource(u, sectionOf(t), requested); src != "" {
+			for _, n := range imageModprobes {
+				u.Deps = append(u.Deps, Dep{Kind: "DevicePolicy", Name: n, Source: src})
 			}
 		}
 	}

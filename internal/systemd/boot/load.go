@@ -78,7 +78,8 @@ type Dep struct {
 	// Kind is the setting or mechanism: "Wants", "Requires", "Requisite",
 	// "BindsTo", "Upholds", "PartOf", "Conflicts", ".wants", ".requires",
 	// "Sockets", "Slice", "default" (DefaultDependencies=),
-	// "Type=dbus", "LogNamespace", or a trigger kind: "socket", "timer",
+	// "Type=dbus", "LogNamespace", "DevicePolicy" (the modules a disk
+	// image needs under a device policy), or a trigger kind: "socket", "timer",
 	// "path", "automount".
 	Kind string
 	// Name is the unit named, as named (it may be an alias).

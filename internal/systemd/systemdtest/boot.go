@@ -18,6 +18,9 @@ type Transaction struct {
 	Start []string
 	// Triggers maps a loaded unit to the units it triggers ("Triggers:").
 	Triggers map[string][]string
+	// Wants maps a loaded unit to the units it wants ("Wants:"), whether
+	// a setting, a link or systemd itself added the dependency.
+	Wants map[string][]string
 	// Failed is systemd's reason when it could not queue the default
 	// target's job ("Failed to isolate default target: Unit x.service is
 	// masked."; "rescue.target masked" or "Failed to load rescue.target"
@@ -34,6 +37,7 @@ var (
 	jobLine      = regexp.MustCompile(`^\t\tAction: (\S+) -> start$`)
 	unitLine     = regexp.MustCompile(`^\t-> Unit (\S+):$`)
 	triggersLine = regexp.MustCompile(`^\t\tTriggers: (\S+) \(`)
+	wantsLine    = regexp.MustCompile(`^\t\tWants: (\S+) \(`)
 	fallbackLine = regexp.MustCompile(`Falling back to (\S+)\.`)
 )
 
@@ -73,7 +77,7 @@ exec chroot --userspec=65534:65534 "$r" "$@"`
 		[]string{"/lib/systemd/systemd", "--test", "--system", "--no-pager", "--log-target=console", "--log-level=info"})
 	// systemd logs to the console, or to stderr when the console is not
 	// a terminal; either way the lines are the same.
-	tr := Transaction{Triggers: map[string][]string{}, Console: string(o.Console) + string(o.Stderr)}
+	tr := Transaction{Triggers: map[string][]string{}, Wants: map[string][]string{}, Console: string(o.Console) + string(o.Stderr)}
 	for _, l := range strings.Split(tr.Console, "\n") {
 		l = strings.TrimRight(l, "\r")
 		if m := fallbackLine.FindStringSubmatch(l); m != nil {
@@ -117,6 +121,9 @@ exec chroot --userspec=65534:65534 "$r" "$@"`
 		}
 		if m := triggersLine.FindStringSubmatch(l); !inJobs && m != nil {
 			tr.Triggers[cur] = append(tr.Triggers[cur], m[1])
+		}
+		if m := wantsLine.FindStringSubmatch(l); !inJobs && m != nil {
+			tr.Wants[cur] = append(tr.Wants[cur], m[1])
 		}
 		if m := jobLine.FindStringSubmatch(l); inJobs && m != nil {
 			tr.Start = append(tr.Start, m[1])
