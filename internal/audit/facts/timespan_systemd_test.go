@@ -24,7 +24,7 @@ func TestParseSecondsAgainstSystemd(t *testing.T) {
 		"1e3", "2 weeks", "3months", "1M", "1y", "1sec 1sec", " 1s", "1 s", "10 msec", "1hr", "1hrs",
 		"1ns", "0.0000001s", "1.2.3", "12.34 .56", "12.34s.56", "infinity", " infinity ", "infinityx",
 		"+5s", "1.999999999s", "0.29s", "0.7s", "3.sec", "5 µs", "5μs", "1mo", "1 m", "1h 2m 3s 4ms 5us",
-		"18446744073709551615", "18446744073709s", "9223372036854775807us", "1.5.s", "s", "",
+		"18446744073709551615", "18446744073709s", "9223372036854775807us", "1.5.s", "s", "", "+.5", "\v5", "\v-0",
 	}
 	for _, in := range inputs {
 		t.Run(in, func(t *testing.T) {
