@@ -337,25 +337,50 @@ func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
 	return out
 }
 
-// groupCount is how many values the settings names of section sec hold
-// together, where an empty assignment of any of them empties them all: the
-// timer's elapse values (config_parse_timer) and the path unit's watched
-// paths (config_parse_path_spec) are each one list.
-func groupCount(u *Unit, sec string, names ...string) int {
+// timerSettings are the settings config_parse_timer parses into the
+// timer's one list of elapse values.
+var timerSettings = []string{"OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec", "OnUnitInactiveSec", "OnCalendar"}
+
+// timerValues is how many elapse values config_parse_timer keeps of the
+// timer u loaded as id: an empty assignment of any of the settings
+// empties the list; a value whose specifiers do not resolve
+// (unit_full_printf), or that calendar_spec_from_string (OnCalendar=,
+// with the image's time zones) or parse_sec (the others) refuses, is
+// ignored. The same in systemd 252 and 257.
+func (g *Graph) timerValues(u *Unit, id string) int {
 	n := 0
 	for _, src := range u.Sources {
 		for _, o := range src.Options {
-			if o.Section != sec || !slices.Contains(names, o.Name) {
+			if o.Section != "Timer" || !slices.Contains(timerSettings, o.Name) {
 				continue
 			}
 			if o.Value == "" {
 				n = 0
 				continue
 			}
-			n++
+			k, err := expand(g.version, id, o.Value, unit.FullPrintfMax)
+			if err != nil {
+				continue
+			}
+			if o.Name == "OnCalendar" {
+				err = unit.ParseCalendar(k, g.timeZones())
+			} else {
+				_, err = unit.ParseSec(k)
+			}
+			if err == nil {
+				n++
+			}
 		}
 	}
 	return n
+}
+
+// timeZones is what calendar_spec_from_string finds of the image's time
+// zones: PID 1's local zone from /etc/localtime and the zone files of
+// /usr/share/zoneinfo, read once.
+func (g *Graph) timeZones() unit.Zones {
+	g.zonesOnce.Do(func() { g.zones = unit.ImageZones(g.fsys) })
+	return g.zones
 }
 
 // pathValue is the value the path setting name of section sec has once
@@ -543,13 +568,11 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 			return bad("Unit has symlinks set but none or more than one node in the file system. Refusing.")
 		}
 	case "timer":
-		n := groupCount(u, "Timer", "OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec", "OnUnitInactiveSec", "OnCalendar")
-		for _, k := range []string{"OnClockChange", "OnTimezoneChange"} {
-			if v, _ := u.Last("Timer", k); parseBool(v, false) {
-				n++
-			}
-		}
-		if n == 0 {
+		// timer_verify: no elapse value the parser kept, and
+		// OnClockChange= and OnTimezoneChange= (config_parse_bool keeps
+		// the last boolean) both off.
+		if g.timerValues(u, requested) == 0 && !lastBool(u, "Timer", "OnClockChange", false) &&
+			!lastBool(u, "Timer", "OnTimezoneChange", false) {
 			return bad("Timer unit lacks value setting. Refusing.")
 		}
 	case "path":

@@ -169,6 +169,10 @@ type Graph struct {
 	generated map[string]genFile // generator output, by image path
 	genDeps   map[string][]Dep   // generator .wants links, by unit name
 
+	// zones are the image's time zones, for OnCalendar= (timeZones).
+	zonesOnce sync.Once
+	zones     unit.Zones
+
 	mu    sync.Mutex
 	units map[string]*Unit // every name loaded -> unit
 	boot  *Boot
