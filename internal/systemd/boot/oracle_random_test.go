@@ -60,6 +60,7 @@ const (
 	featListReset       feature = "an emptied Listen*= or On*= list"
 	featLogNamespace    feature = "LogNamespace="
 	featVerify          feature = "a setting a type's verify step refuses"
+	featTimerValue      feature = "a timer value its parser may ignore"
 )
 
 // randomFeatures are the features the coverage check expects in CI's
@@ -67,7 +68,7 @@ const (
 var randomFeatures = []feature{featRun, featVarRun, featRequiresMasked, featRequiresMissing, featRequiresSetting,
 	featDefaultMasked, featDefaultMissing, featDefaultAlias, featRescueMasked, featTemplate, featAlias, featUpholds,
 	featSetting, featBadExec, featInstanceExec, featDropinCut, featUnclean, featMount, featMountMasked, featMountBad,
-	featMountNeed, featSocketPath, featSocketExec, featListReset, featLogNamespace, featVerify}
+	featMountNeed, featSocketPath, featSocketExec, featListReset, featLogNamespace, featVerify, featTimerValue}
 
 // treeGen builds one random tree.
 type treeGen struct {
@@ -279,6 +280,15 @@ func (g *treeGen) socketSettings(name string, strong bool) string {
 	return b.String()
 }
 
+// randomTimerValues are timer settings the parsers keep or ignore.
+var randomTimerValues = []string{
+	"OnCalendar=bogus\n", "OnCalendar=*-*~9,27\n", "OnCalendar=*-*~27\n", "OnCalendar=daily Nowhere/Zone\n",
+	"OnCalendar=daily Europe/Berlin\n", "OnCalendar=daily CET\n", "OnCalendar=%X\n", "OnCalendar=Mon..Fri 09:00\n",
+	"OnCalendar=2024-13-01\n", "OnCalendar=@0\n", "OnBootSec=1.2.3\n", "OnBootSec=%X\n", "OnActiveSec=+.5\n",
+	"OnActiveSec=5min\n", "OnUnitInactiveSec=5.\n", "OnStartupSec=infinity\n", "OnClockChange=maybe\n",
+	"OnClockChange=yes\n", "OnTimezoneChange=no\n", "OnBootSec=\n", "OnCalendar=\n",
+}
+
 // unitFile returns a random unit file for name.
 func (g *treeGen) unitFile(name string) string {
 	var b strings.Builder
@@ -315,7 +325,16 @@ func (g *treeGen) unitFile(name string) string {
 	case "socket":
 		b.WriteString(g.socketSettings(name, strong))
 	case "timer":
-		b.WriteString("[Timer]\nOnBootSec=5\n")
+		b.WriteString("[Timer]\n")
+		if g.chance(0.3) {
+			// Values config_parse_timer may ignore, leaving none.
+			g.has(featTimerValue)
+			for range 1 + g.r.IntN(2) {
+				b.WriteString(g.pick(randomTimerValues))
+			}
+		} else {
+			b.WriteString("OnBootSec=5\n")
+		}
 		if g.chance(0.5) {
 			b.WriteString("Unit=r-k.service\n")
 		}
