@@ -86,6 +86,9 @@ type index struct {
 	dirsResolved map[string]*dirListing
 	// files caches file contents by resolved path.
 	files map[string]fileData
+	// sections caches the [Install] sections of the files by resolved
+	// path.
+	sections map[string]*section
 	// lstats and links cache lstat(2) and readlink(2) by resolved path.
 	lstats map[string]lstatResult
 	links  map[string]linkResult
@@ -103,6 +106,9 @@ type index struct {
 	dropInKeys map[string]bool
 	// ctx is the install context lookupState reuses.
 	ctx installContext
+	// checkAlso is set while lookupState runs: loads only check the
+	// names of Also= lines (parser.checkOnly).
+	checkAlso bool
 }
 
 // newBareIndex returns an index that has read nothing yet.

@@ -214,6 +214,10 @@ func (x *index) lookupState(name string) (State, *installInfo, error) {
 	}
 	ctx := x.ctx
 	clear(ctx)
+	// The units Also= lines add to the context are never looked at here:
+	// loading needs only to know whether adding one fails.
+	x.checkAlso = true
+	defer func() { x.checkAlso = false }()
 	info, err := x.discover(ctx, name)
 	if err != nil {
 		return Bad, nil, fmt.Errorf("unit %s: %w", name, err)
@@ -471,13 +475,20 @@ func (x *index) loadOrReadlink(ctx installContext, i *installInfo, p string, dro
 
 // load ports unit_file_load with SEARCH_LOAD.
 func (x *index) load(ctx installContext, i *installInfo, p string, dropin bool) error {
-	var data []byte
+	var (
+		data []byte
+		r    string
+	)
 	if !dropin {
 		t := nameType(i.name)
 		if nameIsValid(i.name, nameTemplate|nameInstance) && !typeMayTemplate(t) {
 			return fmt.Errorf("unit type %s cannot be templated: %w", t, errInvalid)
 		}
-		r, mode, err := x.lstatEntry(p)
+		var (
+			mode fs.FileMode
+			err  error
+		)
+		r, mode, err = x.lstatEntry(p)
 		if err != nil {
 			return err
 		}
@@ -508,7 +519,8 @@ func (x *index) load(ctx installContext, i *installInfo, p string, dropin bool) 
 			return nil
 		}
 	} else {
-		r, err := x.chase(p, false, false)
+		var err error
+		r, err = x.chase(p, false, false)
 		if err != nil {
 			return err
 		}
@@ -533,17 +545,31 @@ func (x *index) load(ctx installContext, i *installInfo, p string, dropin bool) 
 			return nil
 		}
 	}
-	ps := parser{info: i, spec: x.spec, upheldBy: x.version >= UpholdsDirs, also: func(n string) error {
+	ps := parser{info: i, spec: x.spec, upheldBy: x.version >= UpholdsDirs, checkOnly: x.checkAlso, also: func(n string) error {
 		_, err := x.add(ctx, n)
 		return err
 	}}
-	if err := ps.parse(data); err != nil {
+	if err := ps.apply(x.section(r, data)); err != nil {
 		return fmt.Errorf("parse %s: %w", p, err)
 	}
 	if !dropin {
 		i.typ = typeRegular
 	}
 	return nil
+}
+
+// section returns the [Install] section of the file at the resolved path
+// r, whose content is data: read once, whatever name loads it.
+func (x *index) section(r string, data []byte) *section {
+	if sec, ok := x.sections[r]; ok {
+		return sec
+	}
+	sec := readSection(data)
+	if x.sections == nil {
+		x.sections = map[string]*section{}
+	}
+	x.sections[r] = sec
+	return sec
 }
 
 // lstatEntry returns the resolved name and type of p as lstat(2) sees it

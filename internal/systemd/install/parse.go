@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -146,13 +147,107 @@ type parser struct {
 	spec *specifiers
 	// upheldBy accepts UpheldBy= (systemd 254 and later).
 	upheldBy bool
+	// checkOnly says that what also adds is never looked at, only
+	// whether it fails (unit_file_lookup_state, whose context lives for
+	// one lookup): also is called only for a name it fails.
+	checkOnly bool
 }
 
-// parse runs config_parse over data. It reads data in place and keeps
-// nothing of it: every value it stores (extractWord's words, printf's
-// expansions) and every error it returns is a copy, so data stays the
-// caller's and must not change during the call.
+// parse runs config_parse over data: it reads the [Install] section
+// (readSection) and applies it to p.info.
 func (p *parser) parse(data []byte) error {
+	return p.apply(readSection(data))
+}
+
+// section is a file's [Install] section as config_parse reads it, before
+// anything depends on the name the file is loaded as: the lines are split,
+// joined and checked, the list settings split into words. Applying it
+// (parser.apply) does what depends on the name: whether Alias= and
+// DefaultInstance= count, the specifiers of DefaultInstance= and Also=, and
+// install_info_add of Also= names. An image can load one file under
+// thousands of names (a unit with 10,000 aliases and links to it, each
+// loading it): it is read once, however many names load it, and applying
+// it costs a step for each setting that depends on the name, not a line.
+type section struct {
+	// lists are the list settings, each list's lines merged: they touch
+	// only their list and never fail, and what a load that fails leaves
+	// in the lists is never looked at (the unit is "bad"), so they apply
+	// first, whatever lines of other settings come between them.
+	lists [numLists]listOp
+	// steps are the other settings, in the file's order.
+	steps []sectionStep
+	// err ended the reading: config_parse fails with it after the steps
+	// (nil when the whole file was read, or the last step always fails).
+	err error
+}
+
+// listKind names one of the list settings config_parse_strv reads.
+type listKind uint8
+
+const (
+	listAlias listKind = iota
+	listWantedBy
+	listRequiredBy
+	listUpheldBy
+	numLists
+)
+
+// listKinds maps the list settings' keys to their kinds.
+var listKinds = map[string]listKind{"Alias": listAlias, "WantedBy": listWantedBy, "RequiredBy": listRequiredBy, "UpheldBy": listUpheldBy}
+
+// listOp is what the lines of one list setting do to its list: reset (an
+// empty value among them) empties it first, then words are appended.
+type listOp struct {
+	set, reset bool
+	words      []string
+}
+
+type stepKind uint8
+
+const (
+	// stepDefaultInstance is one DefaultInstance= line (value).
+	stepDefaultInstance stepKind = iota
+	// stepAlsoNames is a run of Also= words without "%" (names), of one
+	// or more lines: what specifier_printf makes of them and whether
+	// install_info_add takes them do not depend on the name loading the
+	// file. bad, when below len(names), is the first that fails
+	// (tooLong: in specifier_printf), and the last of the run.
+	stepAlsoNames
+	// stepAlsoWord is one Also= word with a "%" (value).
+	stepAlsoWord
+	// stepAlsoSyntax is the syntax error (err) extract_first_word met in
+	// the Also= value value, after its words.
+	stepAlsoSyntax
+)
+
+// sectionStep is one step of applying a section.
+type sectionStep struct {
+	kind    stepKind
+	value   string
+	names   []string
+	bad     int
+	tooLong bool
+	err     error
+}
+
+// readSection reads data as config_parse does, up to what depends on the
+// name the file is loaded as. It keeps nothing of data: every value it
+// stores and every error it returns is a copy.
+func readSection(data []byte) *section {
+	sec := &section{}
+	sec.err = scanLines(data, sec.line)
+	if errors.Is(sec.err, errStopped) {
+		sec.err = nil // the last step fails
+	}
+	return sec
+}
+
+// scanLines ports the line loop of config_parse over data: it calls line
+// for every logical line (continuations joined) until one fails. It reads
+// data in place: the strings line gets share data's bytes (or a buffer
+// reused for the next line), so line must copy what it keeps, and data
+// must not change during the call.
+func scanLines(data []byte, line func(l string, section *string, inSection *bool) error) error {
 	text := unsafe.String(unsafe.SliceData(data), len(data))
 	if len(text) >= longLineMax {
 		// Only a text this long can hold a line this long; systemd
@@ -217,13 +312,13 @@ func (p *parser) parse(data []byte) error {
 			continuation[len(continuation)-1] = ' '
 			continue
 		}
-		if err := p.line(cur, &section, &inSection); err != nil {
+		if err := line(cur, &section, &inSection); err != nil {
 			return err
 		}
 		continuation, cont = nil, false
 	}
 	if cont {
-		if err := p.line(string(continuation), &section, &inSection); err != nil {
+		if err := line(string(continuation), &section, &inSection); err != nil {
 			return err
 		}
 	}
@@ -231,7 +326,7 @@ func (p *parser) parse(data []byte) error {
 }
 
 // line ports parse_line.
-func (p *parser) line(l string, section *string, inSection *bool) error {
+func (sec *section) line(l string, section *string, inSection *bool) error {
 	l = trimSpace(l)
 	if l == "" {
 		return nil
@@ -266,67 +361,197 @@ func (p *parser) line(l string, section *string, inSection *bool) error {
 	}
 	key := trimSpace(l[:e])
 	value := trimSpace(l[e+1:])
-	return p.assign(key, value)
+	return sec.assign(key, value)
 }
 
-// assign ports the [Install] items of unit_file_load.
-func (p *parser) assign(key, value string) error {
-	info := p.info
+// assign reads one [Install] item of unit_file_load: the name-independent
+// part of it.
+func (sec *section) assign(key, value string) error {
+	if k, ok := listKinds[key]; ok {
+		lo := &sec.lists[k]
+		lo.set = true
+		if value == "" {
+			lo.reset, lo.words = true, nil
+		}
+		parseStrv(&lo.words, value)
+		return nil
+	}
 	switch key {
-	case "Alias":
-		if !typeMayAlias(nameType(info.name)) {
-			return nil
-		}
-		parseStrv(&info.aliases, value)
-	case "WantedBy":
-		parseStrv(&info.wantedBy, value)
-	case "RequiredBy":
-		parseStrv(&info.requiredBy, value)
-	case "UpheldBy":
-		if p.upheldBy {
-			parseStrv(&info.upheldBy, value)
-		}
 	case "DefaultInstance":
-		if nameIsValid(info.name, nameInstance) || !nameIsValid(info.name, nameTemplate) {
-			return nil
-		}
-		printed, err := p.spec.printf(value, info)
-		if err != nil {
-			return fmt.Errorf("expand DefaultInstance=%q: %w", value, err)
-		}
-		if printed != "" && !instanceIsValid(printed) {
-			return fmt.Errorf("%w %q", errBadInstance, printed)
-		}
-		info.defaultInstance = printed
+		sec.steps = append(sec.steps, sectionStep{kind: stepDefaultInstance, value: strings.Clone(value)})
 	case "Also":
 		rest := value
 		for {
 			word, r, ok, err := extractWord(rest, false, false)
 			if err != nil {
-				return fmt.Errorf("parse Also=%q: %w", value, err)
+				sec.steps = append(sec.steps, sectionStep{kind: stepAlsoSyntax, value: strings.Clone(value), err: err})
+				// config_parse stops at this line whatever the name.
+				return errStopped
 			}
 			if !ok {
 				break
 			}
 			rest = r
-			printed, err := p.spec.printf(word, info)
-			if err != nil {
-				return fmt.Errorf("expand Also=%q: %w", word, err)
+			if strings.IndexByte(word, '%') >= 0 {
+				sec.steps = append(sec.steps, sectionStep{kind: stepAlsoWord, value: word})
+			} else if sec.alsoName(word) {
+				return errStopped
 			}
-			if p.also != nil {
-				if err := p.also(printed); err != nil {
-					return err
-				}
-			} else if !nameIsValid(printed, nameAny) {
-				return fmt.Errorf("add Also=%q: %w", printed, errInvalid)
-			}
-			info.also = append(info.also, printed)
 			if rest == "" {
 				break
 			}
 		}
 	}
 	return nil
+}
+
+// alsoName adds an Also= word without specifiers to the run of them, and
+// reports whether it fails, whatever the name loading the file: then
+// config_parse stops at it.
+func (sec *section) alsoName(word string) bool {
+	n := len(sec.steps)
+	if n == 0 || sec.steps[n-1].kind != stepAlsoNames {
+		sec.steps = append(sec.steps, sectionStep{kind: stepAlsoNames})
+		n++
+	}
+	st := &sec.steps[n-1]
+	st.names = append(st.names, word)
+	// specifier_printf copies a text without "%" up to its bound;
+	// install_info_add takes only a valid name.
+	st.tooLong = len(word) > unitNameMax
+	if st.tooLong || !nameIsValid(word, nameAny) {
+		st.bad = len(st.names) - 1
+		return true
+	}
+	st.bad = len(st.names)
+	return false
+}
+
+// errStopped ends readSection at a step that fails whatever the name.
+var errStopped = errors.New("section read stopped")
+
+// apply applies a section to p.info as config_parse's callbacks for the
+// [Install] items of unit_file_load do, and returns config_parse's error.
+func (p *parser) apply(sec *section) error {
+	info := p.info
+	if typeMayAlias(nameType(info.name)) {
+		applyList(&info.aliases, sec.lists[listAlias])
+	}
+	applyList(&info.wantedBy, sec.lists[listWantedBy])
+	applyList(&info.requiredBy, sec.lists[listRequiredBy])
+	if p.upheldBy {
+		applyList(&info.upheldBy, sec.lists[listUpheldBy])
+	}
+	for i := range sec.steps {
+		st := &sec.steps[i]
+		var err error
+		switch st.kind {
+		case stepDefaultInstance:
+			err = p.defaultInstance(st.value)
+		case stepAlsoNames:
+			err = p.alsoNames(st)
+		case stepAlsoWord:
+			err = p.alsoWord(st.value)
+		case stepAlsoSyntax:
+			err = fmt.Errorf("parse Also=%q: %w", st.value, st.err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return sec.err
+}
+
+// defaultInstance ports config_parse_default_instance.
+func (p *parser) defaultInstance(value string) error {
+	info := p.info
+	if nameIsValid(info.name, nameInstance) || !nameIsValid(info.name, nameTemplate) {
+		return nil
+	}
+	printed, err := p.spec.printf(value, info)
+	if err != nil {
+		return fmt.Errorf("expand DefaultInstance=%q: %w", value, err)
+	}
+	if printed != "" && !instanceIsValid(printed) {
+		return fmt.Errorf("%w %q", errBadInstance, printed)
+	}
+	info.defaultInstance = printed
+	return nil
+}
+
+// alsoNames ports config_parse_also for a run of words without specifiers.
+func (p *parser) alsoNames(st *sectionStep) error {
+	ok := st.names[:st.bad]
+	if p.also != nil && !p.checkOnly {
+		for _, n := range ok {
+			if err := p.also(n); err != nil {
+				return err
+			}
+		}
+	}
+	// The run's names are shared by every name loading the file: the
+	// list gets them clipped, so that appending to it copies them.
+	if len(p.info.also) == 0 {
+		if len(ok) > 0 {
+			p.info.also = slices.Clip(ok)
+		}
+	} else {
+		p.info.also = append(p.info.also, ok...)
+	}
+	if st.bad == len(st.names) {
+		return nil
+	}
+	return p.addAlso(st.names[st.bad], st.tooLong)
+}
+
+// alsoWord ports config_parse_also for a word with specifiers.
+func (p *parser) alsoWord(word string) error {
+	printed, err := p.spec.printf(word, p.info)
+	if err != nil {
+		return fmt.Errorf("expand Also=%q: %w", word, err)
+	}
+	if p.also != nil && (!p.checkOnly || !nameIsValid(printed, nameAny)) {
+		if err := p.also(printed); err != nil {
+			return err
+		}
+	} else if !nameIsValid(printed, nameAny) {
+		return fmt.Errorf("add Also=%q: %w", printed, errInvalid)
+	}
+	p.info.also = append(p.info.also, printed)
+	return nil
+}
+
+// addAlso fails the Also= name n, which specifier_printf refuses as too long
+// or install_info_add as invalid.
+func (p *parser) addAlso(n string, tooLong bool) error {
+	switch {
+	case tooLong:
+		return fmt.Errorf("expand Also=%q: %w", n, errNameTooLong)
+	case p.also != nil:
+		if err := p.also(n); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("add Also=%q: %w", n, errInvalid)
+}
+
+// applyList applies the lines of one list setting. The words are the
+// section's, shared by every name that loads the file: the list gets them
+// clipped, so that appending to it (a drop-in's lines) copies them.
+func applyList(list *[]string, op listOp) {
+	switch {
+	case !op.set:
+	case op.reset || len(*list) == 0:
+		if op.words == nil {
+			if op.reset {
+				*list = nil
+			}
+			return
+		}
+		*list = slices.Clip(op.words)
+	default:
+		*list = append(*list, op.words...)
+	}
 }
 
 // parseStrv ports config_parse_strv: an empty value resets the list, a
