@@ -214,13 +214,12 @@ func (g *Graph) merge(u *Unit, opts []*unit.Option, src string) {
 
 // ownNames are the unit's id and then its names, each once.
 func ownNames(u *Unit) []string {
-	out := []string{u.Name}
+	set := nameSet{list: make([]string, 0, 1+len(u.Names))}
+	set.add(u.Name)
 	for _, n := range u.Names {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
+		set.add(n)
 	}
-	return out
+	return set.list
 }
 
 // dropinBases are the names whose drop-in directories a unit of these

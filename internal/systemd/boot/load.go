@@ -456,6 +456,7 @@ func (g *Graph) identify(name string) (id string, names []string, fragment strin
 			inst, _ := unit.Instance(name)
 			id = unit.WithInstance(id, inst)
 		}
+		// findFragment's names are each once: only id may repeat one.
 		if !slices.Contains(names, id) {
 			names = append(names, id)
 		}
@@ -527,12 +528,8 @@ func (g *Graph) takePrepared(name, id string, names []string, fragment string) *
 // through aliases, or through its template) and the set of names of the
 // unit, aliases instantiated for instances.
 func (g *Graph) findFragment(name string) (string, []string) {
-	var names []string
-	add := func(n string) {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
+	var set nameSet
+	add := set.add
 	inst, isInst := unit.Instance(name)
 	addNames := func(key, fragBase string) {
 		if !unit.IsTemplate(name) {
@@ -556,12 +553,45 @@ func (g *Graph) findFragment(name string) (string, []string) {
 		frag, ok = g.fragmentOf(unit.Template(name))
 	}
 	if !ok {
-		return "", names
+		return "", set.list
 	}
 	if base := path.Base(frag); base != name {
 		addNames(base, base)
 	}
-	return frag, names
+	return frag, set.list
+}
+
+// nameSet collects names in order, each once: by a scan of the few names
+// most units have, by a map once they are many (a unit of an image can have
+// tens of thousands of aliases, and a scan for each would be quadratic).
+type nameSet struct {
+	list []string
+	seen map[string]struct{}
+}
+
+// nameSetScanMax is how many names a nameSet scans before it maps them.
+const nameSetScanMax = 16
+
+// add adds n unless the set has it.
+func (s *nameSet) add(n string) {
+	if s.seen == nil {
+		if slices.Contains(s.list, n) {
+			return
+		}
+		s.list = append(s.list, n)
+		if len(s.list) > nameSetScanMax {
+			s.seen = make(map[string]struct{}, 2*len(s.list))
+			for _, m := range s.list {
+				s.seen[m] = struct{}{}
+			}
+		}
+		return
+	}
+	if _, ok := s.seen[n]; ok {
+		return
+	}
+	s.seen[n] = struct{}{}
+	s.list = append(s.list, n)
 }
 
 // fileState classifies a fragment for masking.
