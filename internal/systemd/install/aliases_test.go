@@ -14,10 +14,13 @@ import (
 	"github.com/amilint/amilint/internal/systemd/systemdtest"
 )
 
-// writeManyAliases writes a root whose real.service has n aliases, each
-// both an Alias= line of its [Install] section and a link to it in
-// /etc/systemd/system: every one of the n names loads the same file.
-func writeManyAliases(t testing.TB, dir string, n int) {
+// writeManyAliases writes a root whose real.service has n links to it in
+// /etc/systemd/system, a0.service to a<n-1>.service, every one of them
+// loading the same file, and n lines in its [Install] section: with kind
+// "alias", Alias= lines naming the links; with "unlisted", Alias= lines
+// naming other names (each link is checked against every Alias= name);
+// with "also", Alias= and Also= lines in turn.
+func writeManyAliases(t testing.TB, dir string, n int, kind string) {
 	t.Helper()
 	etcDir := filepath.Join(dir, etc)
 	require.NoError(t, os.MkdirAll(filepath.Join(etcDir, "multi-user.target.wants"), 0o755))
@@ -26,7 +29,14 @@ func writeManyAliases(t testing.TB, dir string, n int) {
 	var b strings.Builder
 	b.WriteString("[Unit]\nDescription=real\n[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n")
 	for i := range n {
-		fmt.Fprintf(&b, "Alias=a%d.service\n", i)
+		switch kind {
+		case "alias":
+			fmt.Fprintf(&b, "Alias=a%d.service\n", i)
+		case "unlisted":
+			fmt.Fprintf(&b, "Alias=b%d.service\n", i)
+		case "also":
+			fmt.Fprintf(&b, "Alias=a%d.service\nAlso=b%d.service\n", i, i)
+		}
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ulib, "real.service"), []byte(b.String()), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ulib, "multi-user.target"), []byte("[Unit]\n"), 0o644))
@@ -37,26 +47,28 @@ func writeManyAliases(t testing.TB, dir string, n int) {
 }
 
 // BenchmarkManyAliases lists a root whose one unit has 1,000 and 10,000
-// aliases (Alias= lines and links): the time per alias must stay flat.
+// aliases (writeManyAliases): the time per alias must stay flat.
 func BenchmarkManyAliases(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("aliases=%d", n), func(b *testing.B) {
-			dir := b.TempDir()
-			writeManyAliases(b, dir, n)
-			src, err := rootfs.OpenDir(dir)
-			require.NoError(b, err)
-			defer src.Close()
-			for b.Loop() {
-				us, err := List(rootfs.New(src), 252)
-				if err != nil {
-					b.Fatal(err)
+	for _, kind := range []string{"alias", "unlisted", "also"} {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
+				dir := b.TempDir()
+				writeManyAliases(b, dir, n, kind)
+				src, err := rootfs.OpenDir(dir)
+				require.NoError(b, err)
+				defer src.Close()
+				for b.Loop() {
+					us, err := List(rootfs.New(src), 252)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(us) != n+2 {
+						b.Fatalf("%d unit files, want %d", len(us), n+2)
+					}
 				}
-				if len(us) != n+2 {
-					b.Fatalf("%d unit files, want %d", len(us), n+2)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/alias")
-		})
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/alias")
+			})
+		}
 	}
 }
 

@@ -96,6 +96,31 @@ type installInfo struct {
 	upheldBy        []string
 	also            []string
 	defaultInstance string
+	// aliasSet holds aliases once hasAlias needs it.
+	aliasSet map[string]struct{}
+}
+
+// aliasScanMax is how many aliases hasAlias scans before it builds a set.
+const aliasScanMax = 16
+
+// hasAlias reports whether name is one of i's aliases, which must not change
+// any more (the info is loaded): a scan of the few most units have, a set
+// past that, built on the first call. is_symlink_with_known_name runs for
+// every link that points to the unit, and a unit can have thousands of
+// links and thousands of Alias= names; scanning the names for each link
+// was quadratic.
+func (i *installInfo) hasAlias(name string) bool {
+	if len(i.aliases) <= aliasScanMax {
+		return slices.Contains(i.aliases, name)
+	}
+	if i.aliasSet == nil {
+		i.aliasSet = make(map[string]struct{}, len(i.aliases))
+		for _, a := range i.aliases {
+			i.aliasSet[a] = struct{}{}
+		}
+	}
+	_, ok := i.aliasSet[name]
+	return ok
 }
 
 func (i *installInfo) hasRules() bool {
@@ -710,7 +735,7 @@ func (x *index) findSymlinks(sd *searchDir, info *installInfo, matchAliases, ign
 
 // knownName ports is_symlink_with_known_name.
 func knownName(i *installInfo, name string) bool {
-	if name == i.name || slices.Contains(i.aliases, name) {
+	if name == i.name || i.hasAlias(name) {
 		return true
 	}
 	if i.defaultInstance != "" && nameIsValid(i.name, nameTemplate) {
