@@ -19,7 +19,8 @@ import (
 // loading the same file, and n lines in its [Install] section: with kind
 // "alias", Alias= lines naming the links; with "unlisted", Alias= lines
 // naming other names (each link is checked against every Alias= name);
-// with "also", Alias= and Also= lines in turn.
+// with "also", Alias= and Also= lines in turn; with "dropin", Alias= lines
+// naming the links and a drop-in adding one more.
 func writeManyAliases(t testing.TB, dir string, n int, kind string) {
 	t.Helper()
 	etcDir := filepath.Join(dir, etc)
@@ -30,7 +31,7 @@ func writeManyAliases(t testing.TB, dir string, n int, kind string) {
 	b.WriteString("[Unit]\nDescription=real\n[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n")
 	for i := range n {
 		switch kind {
-		case "alias":
+		case "alias", "dropin":
 			fmt.Fprintf(&b, "Alias=a%d.service\n", i)
 		case "unlisted":
 			fmt.Fprintf(&b, "Alias=b%d.service\n", i)
@@ -39,6 +40,10 @@ func writeManyAliases(t testing.TB, dir string, n int, kind string) {
 		}
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ulib, "real.service"), []byte(b.String()), 0o644))
+	if kind == "dropin" {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, ulib, "real.service.d"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, ulib, "real.service.d", "x.conf"), []byte("[Install]\nAlias=extra.service\n"), 0o644))
+	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ulib, "multi-user.target"), []byte("[Unit]\n"), 0o644))
 	require.NoError(t, os.Symlink("/usr/lib/systemd/system/real.service", filepath.Join(etcDir, "multi-user.target.wants", "real.service")))
 	for i := range n {
@@ -49,7 +54,7 @@ func writeManyAliases(t testing.TB, dir string, n int, kind string) {
 // BenchmarkManyAliases lists a root whose one unit has 1,000 and 10,000
 // aliases (writeManyAliases): the time per alias must stay flat.
 func BenchmarkManyAliases(b *testing.B) {
-	for _, kind := range []string{"alias", "unlisted", "also"} {
+	for _, kind := range []string{"alias", "unlisted", "also", "dropin"} {
 		for _, n := range []int{1000, 10000} {
 			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
 				dir := b.TempDir()

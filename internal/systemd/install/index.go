@@ -109,6 +109,9 @@ type index struct {
 	// checkAlso is set while lookupState runs: loads only check the
 	// names of Also= lines (parser.checkOnly).
 	checkAlso bool
+	// searched remembers, by name, what unit_file_search found for an
+	// info with a name alone while lookupState runs.
+	searched map[string]searchResult
 }
 
 // newBareIndex returns an index that has read nothing yet.

@@ -389,6 +389,53 @@ func (x *index) searchUnit(ctx installContext, i *installInfo) error {
 	if i.path != "" {
 		return x.loadOrReadlink(ctx, i, i.path, false)
 	}
+	if !x.checkAlso || !i.fresh() {
+		return x.searchUnitByName(ctx, i)
+	}
+	// While lookupState runs, finding a unit by its name changes nothing
+	// but the info (Also= names are only checked): the outcome is the
+	// name's, remembered. Every alias of a unit finds the unit itself by
+	// its name; with 10,000 aliases and a drop-in adding to its lists,
+	// each copied those lists.
+	if r, ok := x.searched[i.name]; ok {
+		*i = r.info
+		i.clipLists()
+		return r.err
+	}
+	err := x.searchUnitByName(ctx, i)
+	if x.searched == nil {
+		x.searched = map[string]searchResult{}
+	}
+	r := searchResult{info: *i, err: err}
+	r.info.clipLists()
+	x.searched[i.name] = r
+	return err
+}
+
+// searchResult is what searchUnitByName left in a fresh info, and its
+// error.
+type searchResult struct {
+	info installInfo
+	err  error
+}
+
+// fresh reports whether i is as install_info_add makes it: a name alone.
+func (i *installInfo) fresh() bool {
+	return i.path == "" && i.typ == typeInvalid && i.symlinkTarget == "" && !i.linked && len(i.aliases) == 0 &&
+		len(i.wantedBy) == 0 && len(i.requiredBy) == 0 && len(i.upheldBy) == 0 && len(i.also) == 0 &&
+		i.defaultInstance == "" && i.aliasSet == nil
+}
+
+// clipLists clips i's lists, so that appending to them copies them: infos
+// share them.
+func (i *installInfo) clipLists() {
+	i.aliases, i.wantedBy, i.requiredBy = slices.Clip(i.aliases), slices.Clip(i.wantedBy), slices.Clip(i.requiredBy)
+	i.upheldBy, i.also = slices.Clip(i.upheldBy), slices.Clip(i.also)
+	i.aliasSet = nil
+}
+
+// searchUnitByName ports unit_file_search for an info without a path.
+func (x *index) searchUnitByName(ctx installContext, i *installInfo) error {
 	template := ""
 	if nameIsValid(i.name, nameInstance) {
 		t, err := nameTemplateOf(i.name)
