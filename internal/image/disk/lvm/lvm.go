@@ -516,7 +516,7 @@ func readMetadata(r io.ReaderAt, size, mdaOff, mdaSize int64, ignoreCRC bool) ([
 	if textLen == 0 {
 		return nil, corruptf("metadata area at %d holds no metadata", mdaOff)
 	}
-	if textLen > maxMetadata || textLen > mdaSize-sector || textOff < sector || textOff >= mdaSize {
+	if textLen < 0 || textLen > maxMetadata || textLen > mdaSize-sector || textOff < sector || textOff >= mdaSize {
 		return nil, corruptf("metadata text at %d (+%d) outside its area of %d bytes", textOff, textLen, mdaSize)
 	}
 	text := make([]byte, textLen)

@@ -234,7 +234,9 @@ func patchPV(base, patch []byte) []byte {
 // FuzzOpen runs the label, metadata area and text parsers over a real PV
 // changed by the fuzzed bytes: the first MiB of a PV the lvm2 tools made
 // (label and metadata), built here once per process, not carried as a
-// seed; the seeds are a few bytes each.
+// seed; the seeds are a few bytes each. The PV is read strictly, then
+// leniently, which takes a metadata area whose checksum fails as stored
+// and so reaches the checks behind the checksums.
 func FuzzOpen(f *testing.F) {
 	path, _ := pv(f)
 	b, err := os.ReadFile(path)
@@ -245,6 +247,8 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte{0x40, 0x12, 0x00, 0x00, 0x30})
 	f.Fuzz(func(t *testing.T, patch []byte) {
 		data := patchPV(base, patch)
+		var log integrity.Log
+		_, _ = lvm.ReadPVWith(bytes.NewReader(data), int64(len(data)), integrity.Lenient(&log))
 		vg, err := lvm.Open(bytes.NewReader(data), int64(len(data)))
 		if err != nil {
 			return
@@ -253,6 +257,21 @@ func FuzzOpen(f *testing.F) {
 			_, _ = lv.ReadAt(make([]byte, 512), lv.Size()/2)
 		}
 	})
+}
+
+// TestLenientMetadataLength: a metadata area header whose text length
+// has its top bit set fails its checksum; read leniently, as stored, it
+// is a corrupt area, not a slice of negative length.
+func TestLenientMetadataLength(t *testing.T) {
+	path, _ := pv(t)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	binary.LittleEndian.PutUint64(b[4096+40+8:], 1<<63|0x10)
+	var log integrity.Log
+	_, err = lvm.ReadPVWith(bytes.NewReader(b), int64(len(b)), integrity.Lenient(&log))
+	require.ErrorIs(t, err, lvm.ErrCorrupt)
+	assert.Contains(t, err.Error(), "outside its area")
+	assert.Equal(t, []string{"lvm: metadata area header at byte 4096 fails its checksum"}, log.Lines())
 }
 
 // TestMetadataRingWraps moves the current metadata text so that it runs
