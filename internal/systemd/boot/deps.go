@@ -528,10 +528,14 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 				return fmt.Errorf("%s: %w: listen path is not normalized: %s", u.Name, ErrRefusedSetting, clip(p.path))
 			}
 		}
-		// The listen addresses are the ones the parser keeps: from 257 it
-		// ignores a FIFO, message queue or USB function path under /dev,
-		// /proc or /sys, and in both a path that is not absolute and
-		// normalized, which can leave none.
+		// The listen addresses are the ones the parser keeps, which can
+		// leave none: it ignores an address socket_address_parse or
+		// socket_address_parse_netlink refuses (a bad IP address or
+		// port, vsock or netlink address, an AF_UNIX path too long), a
+		// sequential packet socket that is not AF_UNIX, a path that is
+		// not absolute and normalized and, from 257, a FIFO, message
+		// queue or USB function path under /dev, /proc or /sys. An
+		// ignored address is neither a non-accepting socket nor a node.
 		ports := socketPorts(u, requested, g.version)
 		if len(ports) == 0 {
 			return bad("Unit has no Listen setting (ListenStream=, ListenDatagram=, ListenFIFO=, ...). Refusing.")

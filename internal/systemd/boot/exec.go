@@ -119,7 +119,7 @@ func badSetting(t, id string, version int, o *unit.Option) string {
 		// config_parse_user_group_strv_compat: words split without
 		// unquoting; a bad word or a syntax error fails the load.
 		for rest := v; ; {
-			w, r, ok, err := plainWord(rest)
+			w, r, ok, err := unit.FirstWord(rest)
 			if err != nil {
 				return "invalid syntax"
 			}
@@ -477,32 +477,6 @@ func execWord(s string) (word, rest string, ok bool, err error) {
 	}
 	if quote != 0 {
 		return "", "", false, errSyntax
-	}
-	return b.String(), "", true, nil
-}
-
-// plainWord is extract_first_word without flags: quotes are ordinary
-// characters, a backslash takes the next character as it is, and one
-// ending s is an error.
-func plainWord(s string) (word, rest string, ok bool, err error) {
-	s = strings.TrimLeft(s, whitespace)
-	if s == "" {
-		return "", "", false, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\':
-			if i+1 >= len(s) {
-				return "", "", false, errSyntax
-			}
-			i++
-			b.WriteByte(s[i])
-		case strings.IndexByte(whitespace, c) >= 0:
-			return b.String(), strings.TrimLeft(s[i:], whitespace), true, nil
-		default:
-			b.WriteByte(c)
-		}
 	}
 	return b.String(), "", true, nil
 }

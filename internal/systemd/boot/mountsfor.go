@@ -245,12 +245,13 @@ type sourcedPath struct{ path, src string }
 
 // socketPaths are the file system paths of u's listen addresses, as
 // config_parse_socket_listen keeps them and socket_add_mount_dependencies
-// reads them: AF_UNIX socket paths after specifiers (abstract "@" ones are
-// not files), with /var/run patched to /run but otherwise as written, of
-// 2 to 107 bytes; FIFO, special and USB function paths, which are
-// simplified and ignored unless absolute and normalized (from 257, a FIFO
-// or a USB function in /dev, /proc or /sys too). Message queues and
-// netlink addresses have no path. An empty value empties the list.
+// reads them (socket_address_get_path): AF_UNIX socket paths after
+// specifiers (abstract "@" ones are not files), with /var/run patched to
+// /run but otherwise as written, of 2 to 107 bytes; FIFO, special and USB
+// function paths, which are simplified and ignored unless absolute and
+// normalized (from 257, a FIFO or a USB function in /dev, /proc or /sys
+// too). Message queues and IP, vsock and netlink addresses have no path.
+// An empty value empties the list.
 func socketPaths(u *Unit, id string, version int) []sourcedPath {
 	var out []sourcedPath
 	for _, p := range socketPorts(u, id, version) {
@@ -268,10 +269,13 @@ type socketPort struct {
 	sourcedPath
 }
 
-// socketPorts are u's listen addresses in order, as socketPaths reads
-// them; an AF_UNIX address, file path or message queue name the parser
-// ignores is left out, other addresses are kept as written. A message
-// queue has no path here.
+// socketPorts are u's listen addresses in order, the ones
+// config_parse_socket_listen keeps: an address after specifiers that
+// socket_address_parse_and_warn reads (see unit.ParseSocketAddress; a
+// sequential packet socket must be AF_UNIX), a netlink address
+// socket_address_parse_netlink reads, a file path or message queue name
+// that is absolute and normalized. A message queue, an abstract AF_UNIX
+// name and an IP, vsock or netlink address have no path here.
 func socketPorts(u *Unit, id string, version int) []socketPort {
 	var out []socketPort
 	for _, s := range u.Sources {
@@ -289,13 +293,15 @@ func socketPorts(u *Unit, id string, version int) []socketPort {
 				if err != nil {
 					continue
 				}
-				if !strings.HasPrefix(k, "/") {
-					out = append(out, socketPort{o.Name, sourcedPath{"", s.Path}})
-					continue
+				if strings.HasPrefix(k, "/") {
+					k = patchVarRun(k)
 				}
-				k = patchVarRun(k)
-				if len(k) < 2 || len(k) > 107 {
-					continue
+				fam, ok := unit.ParseSocketAddress(version, k)
+				if !ok || o.Name == "ListenSequentialPacket" && fam != unit.FamilyUnix && fam != unit.FamilyAbstract {
+					continue // "Address family not supported"
+				}
+				if fam != unit.FamilyUnix {
+					k = ""
 				}
 				out = append(out, socketPort{o.Name, sourcedPath{k, s.Path}})
 			case "ListenFIFO", "ListenSpecial", "ListenUSBFunction", "ListenMessageQueue":
@@ -321,6 +327,10 @@ func socketPorts(u *Unit, id string, version int) []socketPort {
 			case "ListenNetlink":
 				if o.Value == "" {
 					out = nil
+					continue
+				}
+				k, err := expand(version, id, o.Value, unit.PathPrintfMax)
+				if err != nil || !unit.ParseNetlinkAddress(version, k) {
 					continue
 				}
 				out = append(out, socketPort{o.Name, sourcedPath{"", s.Path}})

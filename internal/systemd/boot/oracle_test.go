@@ -242,6 +242,7 @@ func variants(t *testing.T) map[string][]op {
 		"bad-settings":    badSettingOps(),
 		"verify":          verifyOps(),
 		"implicit-mounts": implicitMountOps(),
+		"listen":          listenOps(),
 		"unclean-utf8": {
 			// A line that is not UTF-8 clean (a stray byte, a noncharacter,
 			// in a value or a section name) fails the unit file, wherever
