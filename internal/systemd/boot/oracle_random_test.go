@@ -61,6 +61,7 @@ const (
 	featLogNamespace    feature = "LogNamespace="
 	featVerify          feature = "a setting a type's verify step refuses"
 	featTimerValue      feature = "a timer value its parser may ignore"
+	featListenAddr      feature = "a listen address its parser may ignore"
 )
 
 // randomFeatures are the features the coverage check expects in CI's
@@ -68,13 +69,17 @@ const (
 var randomFeatures = []feature{featRun, featVarRun, featRequiresMasked, featRequiresMissing, featRequiresSetting,
 	featDefaultMasked, featDefaultMissing, featDefaultAlias, featRescueMasked, featTemplate, featAlias, featUpholds,
 	featSetting, featBadExec, featInstanceExec, featDropinCut, featUnclean, featMount, featMountMasked, featMountBad,
-	featMountNeed, featSocketPath, featSocketExec, featListReset, featLogNamespace, featVerify, featTimerValue}
+	featMountNeed, featSocketPath, featSocketExec, featListReset, featLogNamespace, featVerify, featTimerValue,
+	featListenAddr}
 
 // treeGen builds one random tree.
 type treeGen struct {
-	r     *rand.Rand
-	ops   []op
-	feats map[feature]bool
+	r *rand.Rand
+	// listen draws the listen addresses of featListenAddr, apart from r
+	// so that the rest of each seed's tree is as before they were added.
+	listen *rand.Rand
+	ops    []op
+	feats  map[feature]bool
 	// required counts what the tree adds to multi-user.target's own
 	// requirements (Requires=basic.target aside): one at most, for the
 	// reason in unitFile.
@@ -84,12 +89,16 @@ type treeGen struct {
 }
 
 func (g *treeGen) chance(p float64) bool  { return g.r.Float64() < p }
-func (g *treeGen) pick(s []string) string { return s[g.r.IntN(len(s))] }
+func (g *treeGen) pick(s []string) string { return pickFrom(g.r, s) }
 func (g *treeGen) add(o ...op)            { g.ops = append(g.ops, o...) }
 func (g *treeGen) has(f feature)          { g.feats[f] = true }
 func (g *treeGen) dir() string {
 	return g.pick([]string{etcDir, etcDir, libDir, "/lib/systemd/system/"})
 }
+
+// pickFrom is one of s, drawn from r.
+func pickFrom(r *rand.Rand, s []string) string { return s[r.IntN(len(s))] }
+
 func (g *treeGen) link(from, to string) op { return link(from, to) }
 func (g *treeGen) file(p, text string) op  { return file(p, text) }
 
@@ -251,12 +260,20 @@ func (g *treeGen) serviceSettings(name string, strong bool) string {
 func (g *treeGen) socketSettings(name string, strong bool) string {
 	var b strings.Builder
 	b.WriteString("[Socket]\n")
-	if strong && g.chance(0.2) {
+	switch {
+	case strong && g.chance(0.2):
 		g.has(featSocketPath)
 		g.has(featMountNeed)
 		g.needsMount[name] = true
 		fmt.Fprintf(&b, "ListenStream=/srv/rm/%s\n", name)
-	} else {
+	case g.listen.Float64() < 0.15:
+		// Only addresses the parser may ignore: a socket left with
+		// none is refused.
+		g.has(featListenAddr)
+		for range 1 + g.listen.IntN(2) {
+			b.WriteString(g.listenAddr())
+		}
+	default:
 		fmt.Fprintf(&b, "ListenStream=/run/%s\n", name)
 	}
 	if g.chance(0.5) {
@@ -273,6 +290,12 @@ func (g *treeGen) socketSettings(name string, strong bool) string {
 		g.has(featListReset)
 		b.WriteString(g.pick([]string{"ListenDatagram=\n", "ListenFIFO=\nListenStream=/run/r-h2.sock\n"}))
 	}
+	if g.listen.Float64() < 0.1 {
+		// One next to the others: an ignored one counts neither for
+		// Accept= nor for Symlinks=.
+		g.has(featListenAddr)
+		b.WriteString(g.listenAddr())
+	}
 	if g.chance(0.1) {
 		g.has(featVerify)
 		b.WriteString(g.pick([]string{"Accept=yes\n", "MaxConnections=0\n", "Accept=yes\nMaxConnections=0\n", "Symlinks=/run/r-h.link\n"}))
@@ -287,6 +310,22 @@ var randomTimerValues = []string{
 	"OnCalendar=2024-13-01\n", "OnCalendar=@0\n", "OnBootSec=1.2.3\n", "OnBootSec=%X\n", "OnActiveSec=+.5\n",
 	"OnActiveSec=5min\n", "OnUnitInactiveSec=5.\n", "OnStartupSec=infinity\n", "OnClockChange=maybe\n",
 	"OnClockChange=yes\n", "OnTimezoneChange=no\n", "OnBootSec=\n", "OnCalendar=\n",
+}
+
+// listenAddr returns a listen setting whose value socket_address_parse or
+// socket_address_parse_netlink may refuse, or systemd 252 and 257 read
+// differently. Scopes name only the loopback or links no host has.
+func (g *treeGen) listenAddr() string {
+	if g.listen.Float64() < 0.25 {
+		return "ListenNetlink=" + pickFrom(g.listen, []string{"kobject-uevent 1", "audit", "nosuchfamily", "route x", "99",
+			"2147483648", "route 0x10", "%X", "Route"}) + "\n"
+	}
+	return pickFrom(g.listen, []string{"ListenStream", "ListenStream", "ListenDatagram", "ListenSequentialPacket"}) + "=" +
+		pickFrom(g.listen, []string{"127.0.0.1:8080", "1.2.3.4.5:80", "1.2.3.4:0", "1.2.3.4:65536", "01.2.3.4:80", "0", "65536",
+			"8081", "0x1f92", "+0b1010000", "0b0b1", "-1", "[::1]:8082", "[::1]", "::1", "[1::2::3]:80",
+			"[::1]:8083%%lo", "[::1]:8084%%1", "[::1]:8085%%99999", "[::1]:8086%%nosuchif0", "[::1]:80#x",
+			"vsock::9000", "vsock:x:1", "vsock-stream::9001", "vsock:host:9002", "vsock:2:4294967295", "@", "@r-abs",
+			"/", "/run/" + strings.Repeat("l", 103), "/run/" + strings.Repeat("m", 102), "run/rel", "/run/%X"}) + "\n"
 }
 
 // unitFile returns a random unit file for name.
@@ -370,7 +409,8 @@ func (g *treeGen) unitFile(name string) string {
 
 // randomTree returns the changes seed makes to a Debian root.
 func randomTree(seed uint64) ([]op, map[feature]bool) {
-	g := &treeGen{r: rand.New(rand.NewPCG(seed, 0x626f6f74)), feats: map[feature]bool{}, needsMount: map[string]bool{}}
+	g := &treeGen{r: rand.New(rand.NewPCG(seed, 0x626f6f74)), listen: rand.New(rand.NewPCG(seed, 0x6c697374)),
+		feats: map[feature]bool{}, needsMount: map[string]bool{}}
 	if g.chance(0.8) {
 		g.add(g.link(etcDir+"r-masked.service", "/dev/null"))
 	}
