@@ -136,6 +136,8 @@ print('\n'.join(out))
 // family as SocketFamily prints it.
 func systemdSockaddr(t *testing.T, sd systemdtest.Systemd, values, netlink []string) []string {
 	t.Helper()
+	// The roots' python3 comes with cloud-init (fixtures/debian/build.sh).
+	require.FileExists(t, filepath.Join(sd.Path(t), "usr/bin/python3"), "systemd %d's root has no python3", sd.Version)
 	tree := t.TempDir()
 	var in strings.Builder
 	for _, v := range values {
