@@ -11,7 +11,8 @@ import "strings"
 // Symlinks=.
 var listenCases = map[string]string{
 	// IPv4 and IPv6 addresses need a port; bare ports are 1..65535 in
-	// any base safe_atou reads.
+	// any base safe_atou reads. A scope is written "%%" ("%l" and "%a"
+	// are specifiers); the only link taken to exist is the loopback.
 	"l-ip-5dots":     "ListenStream=1.2.3.4.5:80\n",
 	"l-ip-port0":     "ListenStream=1.2.3.4:0\n",
 	"l-ip-port-big":  "ListenStream=1.2.3.4:65536\n",
