@@ -396,6 +396,14 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		if files, listErr = install.List(fsys, sv.Major); listErr != nil {
 			return
 		}
+		if fsys.IsRemote() && slices.ContainsFunc(files, func(f install.UnitFile) bool { return unit.Type(f.Name) == "timer" }) {
+			// A timer's calendar specs need the image's local time
+			// zone, which the boot model reads when it loads the
+			// timer: on a remote image a chain of round trips of its
+			// own, begun late. Read now, beside the loading, it is in
+			// the view's caches when the model asks.
+			wg.Go(func() { unit.ImageZones(fsys) })
+		}
 		if opts.ReadAhead {
 			preparing.Go(func() {
 				if g := <-graph; g != nil {
