@@ -62,6 +62,7 @@ const (
 	featVerify          feature = "a setting a type's verify step refuses"
 	featTimerValue      feature = "a timer value its parser may ignore"
 	featListenAddr      feature = "a listen address its parser may ignore"
+	featImageModules    feature = "a disk image under a device policy"
 )
 
 // randomFeatures are the features the coverage check expects in CI's
@@ -70,11 +71,14 @@ var randomFeatures = []feature{featRun, featVarRun, featRequiresMasked, featRequ
 	featDefaultMasked, featDefaultMissing, featDefaultAlias, featRescueMasked, featTemplate, featAlias, featUpholds,
 	featSetting, featBadExec, featInstanceExec, featDropinCut, featUnclean, featMount, featMountMasked, featMountBad,
 	featMountNeed, featSocketPath, featSocketExec, featListReset, featLogNamespace, featVerify, featTimerValue,
-	featListenAddr}
+	featListenAddr, featImageModules}
 
 // treeGen builds one random tree.
 type treeGen struct {
 	r *rand.Rand
+	// image draws the settings of featImageModules, apart from r for the
+	// same reason.
+	image *rand.Rand
 	// listen draws the listen addresses of featListenAddr, apart from r
 	// so that the rest of each seed's tree is as before they were added.
 	listen *rand.Rand
@@ -403,14 +407,30 @@ func (g *treeGen) unitFile(name string) string {
 				b.WriteString(g.serviceSettings(name, strong))
 			}
 		}
+		if g.image.Float64() < 0.1 {
+			g.has(featImageModules)
+			b.WriteString("[Service]\n")
+			for range 1 + g.image.IntN(3) {
+				b.WriteString(randomImageSettings[g.image.IntN(len(randomImageSettings))])
+			}
+		}
 	}
 	return b.String()
+}
+
+// randomImageSettings are the settings of a disk image under a device
+// policy, which together Want the image modules (unit_patch_contexts),
+// each kept or ignored by its parser.
+var randomImageSettings = []string{
+	"RootImage=/srv/r.raw\n", "RootImage=\n", "MountImages=/srv/m.raw:/mnt/m\n", "MountImages=/srv/m\\:x.raw:/mnt/m\n",
+	"MountImages=rel:/mnt/m\n", "MountImages=/srv/m\\q:/mnt/m\n", "MountImages=\n", "PrivateDevices=yes\n", "PrivateDevices=maybe\n",
+	"DevicePolicy=closed\n", "DevicePolicy=bogus\n", "DeviceAllow=/dev/null rw\n", "DeviceAllow=\n", "DeviceAllow=/tmp/x\n",
 }
 
 // randomTree returns the changes seed makes to a Debian root.
 func randomTree(seed uint64) ([]op, map[feature]bool) {
 	g := &treeGen{r: rand.New(rand.NewPCG(seed, 0x626f6f74)), listen: rand.New(rand.NewPCG(seed, 0x6c697374)),
-		feats: map[feature]bool{}, needsMount: map[string]bool{}}
+		image: rand.New(rand.NewPCG(seed, 0x696d6167)), feats: map[feature]bool{}, needsMount: map[string]bool{}}
 	if g.chance(0.8) {
 		g.add(g.link(etcDir+"r-masked.service", "/dev/null"))
 	}
