@@ -119,7 +119,7 @@ func badSetting(t, id string, version int, o *unit.Option) string {
 		// config_parse_user_group_strv_compat: words split without
 		// unquoting; a bad word or a syntax error fails the load.
 		for rest := v; ; {
-			w, r, ok, err := unit.FirstWord(rest)
+			w, r, ok, err := unit.ExtractWord(rest, false, false)
 			if err != nil {
 				return "invalid syntax"
 			}

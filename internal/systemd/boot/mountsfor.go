@@ -56,7 +56,7 @@ func (g *Graph) mountNeeds(u *Unit, t, requested string) []mountNeed {
 		// an absolute normalized path or ignored; a syntax error ends
 		// the list.
 		for rest := o.Value; ; {
-			w, r, ok, err := unquoteWord(rest)
+			w, r, ok, err := unit.ExtractWord(rest, true, false)
 			if err != nil || !ok {
 				break
 			}
@@ -201,7 +201,7 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 func execDirs(v, name, id string, version int) []string {
 	var out []string
 	for rest := v; ; {
-		w, r, ok, err := unquoteWord(rest)
+		w, r, ok, err := unit.ExtractWord(rest, true, false)
 		if err != nil || !ok {
 			return out
 		}
@@ -451,44 +451,4 @@ func mountWhat(u *Unit, id string, version int) (string, bool) {
 		}
 	}
 	return v, ok
-}
-
-// unquoteWord is extract_first_word with EXTRACT_UNQUOTE: the first word
-// of s with quotes removed and a backslash taking the next character as
-// it is, the rest after it, and whether there was a word. An unbalanced
-// quote or a backslash ending s is an error.
-func unquoteWord(s string) (word, rest string, ok bool, err error) {
-	s = strings.TrimLeft(s, whitespace)
-	if s == "" {
-		return "", "", false, nil
-	}
-	var b strings.Builder
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\\':
-			if i+1 >= len(s) {
-				return "", "", false, errSyntax
-			}
-			i++
-			b.WriteByte(s[i])
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else {
-				b.WriteByte(c)
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case strings.IndexByte(whitespace, c) >= 0:
-			return b.String(), strings.TrimLeft(s[i:], whitespace), true, nil
-		default:
-			b.WriteByte(c)
-		}
-	}
-	if quote != 0 {
-		return "", "", false, errSyntax
-	}
-	return b.String(), "", true, nil
 }

@@ -80,7 +80,7 @@ func (g *Graph) diskImageSource(u *Unit, sec, requested string) string {
 // or /sys). A word that does not parse ends the assignment.
 func mountImagesKept(v, id string, version int) bool {
 	for rest := v; ; {
-		w, r, ok, err := retainWord(rest)
+		w, r, ok, err := unit.ExtractWord(rest, true, true)
 		if err != nil || !ok {
 			return false
 		}
@@ -111,40 +111,6 @@ func imagePath(p, id string, version int) bool {
 		return false
 	}
 	return true
-}
-
-// retainWord is extract_first_word with EXTRACT_UNQUOTE and
-// EXTRACT_RETAIN_ESCAPE: the first word of s with its quotes removed and
-// its backslashes kept as they are, the rest after it, and whether there
-// was a word. An unbalanced quote is an error.
-func retainWord(s string) (word, rest string, ok bool, err error) {
-	s = strings.TrimLeft(s, whitespace)
-	if s == "" {
-		return "", "", false, nil
-	}
-	var b strings.Builder
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else {
-				b.WriteByte(c)
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case strings.IndexByte(whitespace, c) >= 0:
-			return b.String(), strings.TrimLeft(s[i:], whitespace), true, nil
-		default:
-			b.WriteByte(c)
-		}
-	}
-	if quote != 0 {
-		return "", "", false, errSyntax
-	}
-	return b.String(), "", true, nil
 }
 
 // colonWords is extract_many_words with ":" separators, EXTRACT_CUNESCAPE
@@ -205,7 +171,7 @@ func (g *Graph) deviceAllowKept(u *Unit, sec, requested string) bool {
 			n = 0
 			continue
 		}
-		dev, rights, ok, err := unquoteWord(o.Value)
+		dev, rights, ok, err := unit.ExtractWord(o.Value, true, false)
 		if err != nil || !ok {
 			continue
 		}

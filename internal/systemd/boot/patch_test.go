@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/systemd/systemdtest"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // imageModprobeCases are units with and without a disk image under a
@@ -182,19 +183,6 @@ func TestColonWords(t *testing.T) {
 	}
 }
 
-func TestRetainWord(t *testing.T) {
-	w, rest, ok, err := retainWord(`  "/a b"\:c  next`)
-	require.NoError(t, err)
-	assert.True(t, ok)
-	assert.Equal(t, `/a b\:c`, w)
-	assert.Equal(t, "next", rest)
-	_, _, _, err = retainWord(`"/a`)
-	assert.Error(t, err)
-	_, _, ok, err = retainWord("   ")
-	assert.NoError(t, err)
-	assert.False(t, ok)
-}
-
 // FuzzMountImages runs config_parse_mount_images' word splitting and the
 // image-policy check on any value: they never panic, and a value without
 // backslashes or quotes splits into the colon-separated fields that are
@@ -208,7 +196,7 @@ func FuzzMountImages(f *testing.F) {
 		for _, version := range []int{252, 257} {
 			mountImagesKept(v, "x.service", version)
 		}
-		w, _, ok, err := retainWord(v)
+		w, _, ok, err := unit.ExtractWord(v, true, true)
 		if err != nil || !ok {
 			return
 		}

@@ -55,7 +55,6 @@ var (
 	errBadSpecifier  = errors.New("invalid specifier")
 	errNameTooLong   = errors.New("name too long")
 	errBadInstance   = errors.New("invalid DefaultInstance= value")
-	errSyntax        = errors.New("invalid syntax")
 )
 
 // readLines splits data the way systemd's read_line does: "\n", "\r",
@@ -382,7 +381,7 @@ func (sec *section) assign(key, value string) error {
 	case "Also":
 		rest := value
 		for {
-			word, r, ok, err := extractWord(rest, false, false)
+			word, r, ok, err := unit.ExtractWord(rest, false, false)
 			if err != nil {
 				sec.steps = append(sec.steps, sectionStep{kind: stepAlsoSyntax, value: strings.Clone(value), err: err})
 				// config_parse stops at this line whatever the name.
@@ -563,7 +562,7 @@ func parseStrv(list *[]string, value string) {
 	}
 	rest := value
 	for {
-		word, r, ok, err := extractWord(rest, true, true)
+		word, r, ok, err := unit.ExtractWord(rest, true, true)
 		if err != nil || !ok {
 			return
 		}
@@ -572,60 +571,5 @@ func parseStrv(list *[]string, value string) {
 			return
 		}
 		rest = r
-	}
-}
-
-// extractWord ports extract_first_word with WHITESPACE separators for the
-// flag sets install.c uses: unquote is EXTRACT_UNQUOTE, retainEscape is
-// EXTRACT_RETAIN_ESCAPE. It returns the word, the rest ("" when systemd
-// would set the cursor to NULL), and whether a word was found.
-func extractWord(s string, unquote, retainEscape bool) (string, string, bool, error) {
-	isSep := isSpace
-	i := 0
-	for i < len(s) && isSep(s[i]) {
-		i++
-	}
-	if i >= len(s) {
-		return "", "", false, nil
-	}
-	var b []byte
-	var quote byte
-	backslash := false
-	for {
-		if i >= len(s) {
-			if backslash || quote != 0 {
-				return "", "", false, errSyntax
-			}
-			return string(b), "", true, nil
-		}
-		c := s[i]
-		switch {
-		case backslash:
-			b = append(b, c)
-			backslash = false
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			} else if c == '\\' && !retainEscape {
-				backslash = true
-			} else {
-				b = append(b, c)
-			}
-		case (c == '\'' || c == '"') && unquote:
-			quote = c
-		case c == '\\' && !retainEscape:
-			backslash = true
-		case isSep(c):
-			for i < len(s) && isSep(s[i]) {
-				i++
-			}
-			if i >= len(s) {
-				return string(b), "", true, nil
-			}
-			return string(b), s[i:], true, nil
-		default:
-			b = append(b, c)
-		}
-		i++
 	}
 }

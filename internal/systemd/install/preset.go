@@ -86,7 +86,7 @@ func (x *index) loadPresets(v int) *Presets {
 				continue
 			}
 			if p, ok := firstWord(l, "enable"); ok {
-				name, rest, found, err := extractWord(p, false, true)
+				name, rest, found, err := unit.ExtractWord(p, false, true)
 				if err != nil || !found {
 					continue
 				}

@@ -25,7 +25,7 @@ type lineParser struct {
 }
 
 // parse runs config_parse over data. It reads data in place and keeps
-// nothing of it: every value it stores (extractWord's words, printf's
+// nothing of it: every value it stores (ExtractWord's words, printf's
 // expansions) and every error it returns is a copy, so data stays the
 // caller's and must not change during the call.
 func (p *lineParser) parse(data []byte) error {
@@ -177,7 +177,7 @@ func (p *lineParser) assign(key, value string) error {
 	case "Also":
 		rest := value
 		for {
-			word, r, ok, err := extractWord(rest, false, false)
+			word, r, ok, err := unit.ExtractWord(rest, false, false)
 			if err != nil {
 				return fmt.Errorf("parse Also=%q: %w", value, err)
 			}

@@ -274,24 +274,18 @@ func (c *calendar) parseWeekdays(p *string) error {
 // sign are skipped ("-N" is its negation modulo 2^64), the rest is what
 // follows the digits (s itself when there are none).
 func strtoul(s string) (v uint64, rest string, err error) {
-	p := strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
-	if p != "" && (p[0] == '+' || p[0] == '-') {
-		neg = p[0] == '-'
-		p = p[1:]
-	}
-	n := digitRun(p)
-	if n == 0 {
+	neg, digits, rest := cDecimal(s)
+	if digits == "" {
 		return 0, s, errCalInvalid
 	}
-	v, perr := strconv.ParseUint(p[:n], 10, 64)
+	v, perr := strconv.ParseUint(digits, 10, 64)
 	if perr != nil {
-		return 0, p[n:], errCalRange
+		return 0, rest, errCalRange
 	}
 	if neg {
 		v = -v
 	}
-	return v, p[n:], nil
+	return v, rest, nil
 }
 
 // parseDecimal is parse_component_decimal: a number of digits, for the

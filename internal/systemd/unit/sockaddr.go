@@ -168,7 +168,7 @@ func ifindexResolves(version int, name string) bool {
 // family name or a number up to INT_MAX (netlink_family_from_string), then
 // optionally a group number.
 func ParseNetlinkAddress(version int, s string) bool {
-	w, rest, ok, err := FirstWord(s)
+	w, rest, ok, err := ExtractWord(s, false, false)
 	if err != nil || !ok {
 		return false
 	}
@@ -190,39 +190,6 @@ var netlinkFamilies = map[string]bool{
 	"route": true, "firewall": true, "inet-diag": true, "nflog": true, "xfrm": true, "selinux": true,
 	"iscsi": true, "audit": true, "fib-lookup": true, "connector": true, "netfilter": true, "ip6-fw": true,
 	"dnrtmsg": true, "kobject-uevent": true, "generic": true, "scsitransport": true, "ecryptfs": true, "rdma": true,
-}
-
-// whitespace is systemd's WHITESPACE.
-const whitespace = " \t\n\r"
-
-// errSyntax is extract_first_word's -EINVAL.
-var errSyntax = errors.New("unbalanced quoting")
-
-// FirstWord is extract_first_word without flags: words are separated by
-// whitespace, quotes are ordinary characters, a backslash takes the next
-// character as it is, and one ending s is an error. rest starts at the
-// next word.
-func FirstWord(s string) (word, rest string, ok bool, err error) {
-	s = strings.TrimLeft(s, whitespace)
-	if s == "" {
-		return "", "", false, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\':
-			if i+1 >= len(s) {
-				return "", "", false, errSyntax
-			}
-			i++
-			b.WriteByte(s[i])
-		case strings.IndexByte(whitespace, c) >= 0:
-			return b.String(), strings.TrimLeft(s[i:], whitespace), true, nil
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String(), "", true, nil
 }
 
 // Errors of the number parsers: -EINVAL and -ERANGE.

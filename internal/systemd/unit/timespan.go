@@ -73,26 +73,33 @@ func digitRun(s string) int {
 // after it (s itself when no digits were converted, as C leaves e), and
 // whether it overflowed (errno ERANGE).
 func strtoll(s string) (v int64, rest string, overflow bool) {
-	p := strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
+	neg, digits, rest := cDecimal(s)
+	if digits == "" {
+		return 0, s, false
+	}
+	u, err := strconv.ParseUint(digits, 10, 64)
+	switch {
+	case neg && (err != nil || u > 1<<63):
+		return math.MinInt64, rest, true
+	case neg:
+		return -int64(u), rest, false
+	case err != nil || u > math.MaxInt64:
+		return math.MaxInt64, rest, true
+	}
+	return int64(u), rest, false
+}
+
+// cDecimal splits s as C's strtol and strtoul read it in base 10: leading
+// isspace skipped, an optional sign, the run of digits, and the rest
+// after them (digits is "" when nothing would be converted).
+func cDecimal(s string) (neg bool, digits, rest string) {
+	p := strings.TrimLeft(s, cSpace)
 	if p != "" && (p[0] == '+' || p[0] == '-') {
 		neg = p[0] == '-'
 		p = p[1:]
 	}
 	n := digitRun(p)
-	if n == 0 {
-		return 0, s, false
-	}
-	u, err := strconv.ParseUint(p[:n], 10, 64)
-	switch {
-	case neg && (err != nil || u > 1<<63):
-		return math.MinInt64, p[n:], true
-	case neg:
-		return -int64(u), p[n:], false
-	case err != nil || u > math.MaxInt64:
-		return math.MaxInt64, p[n:], true
-	}
-	return int64(u), p[n:], false
+	return neg, p[:n], p[n:]
 }
 
 // ParseSec is parse_sec() (parse_time with seconds as the default unit,
