@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,7 +97,7 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
 	}
 	defer stop()
 	var initPID int
-	require.Eventually(t, func() bool { initPID = childOf(nspawn.Process.Pid); return initPID > 0 },
+	require.Eventually(t, func() bool { initPID = containerInit(nspawn.Process.Pid); return initPID > 0 },
 		30*time.Second, 100*time.Millisecond, "%s: the container's init appears", label)
 	inside := func(timeout time.Duration, argv ...string) (string, error) {
 		return run(ctx, timeout, "nsenter", append([]string{"-t", strconv.Itoa(initPID), "-a"}, argv...)...)
@@ -112,15 +113,24 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
 		t.Fatalf("%s: console (tail):\n%s", label, tail(string(out), 3000))
 	}
 	// Let services that start late (socket activation, Type=notify
-	// daemons) settle: the states must not change for three seconds.
-	var prev map[string]string
-	for range 20 {
-		b.units = unitStates(t, inside)
-		if prev != nil && maps2Equal(prev, b.units) {
+	// daemons) and those that run a while after boot and exit (snapd, on
+	// a root without snaps, runs some seconds) settle: the states must
+	// not change for twelve seconds, two minutes at most.
+	const quiet, every = 12 * time.Second, 3 * time.Second
+	var since time.Time
+	for i := 0; i < 40; i++ {
+		now := unitStates(t, inside)
+		if b.units == nil || !maps.Equal(b.units, now) {
+			for _, u := range changed(b.units, now) {
+				if b.units != nil {
+					t.Logf("%s: settling: %-40s %q → %q", label, u, b.units[u], now[u])
+				}
+			}
+			b.units, since = now, time.Now()
+		} else if time.Since(since) >= quiet {
 			break
 		}
-		prev = b.units
-		time.Sleep(3 * time.Second)
+		time.Sleep(every)
 	}
 	out, err := inside(30*time.Second, "systemctl", "list-units", "--failed", "--no-legend", "--plain", "--all")
 	require.NoError(t, err, out)
@@ -138,6 +148,24 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
 	return b
 }
 
+// changed lists, sorted, the units whose states differ between a and b,
+// a unit missing from one of them included.
+func changed(a, b map[string]string) []string {
+	var names []string
+	for u, s := range a {
+		if t, ok := b[u]; !ok || s != t {
+			names = append(names, u)
+		}
+	}
+	for u := range b {
+		if _, ok := a[u]; !ok {
+			names = append(names, u)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // unitStates lists every loaded unit's ACTIVE/SUB state.
 func unitStates(t *testing.T, inside func(time.Duration, ...string) (string, error)) map[string]string {
 	out, err := inside(30*time.Second, "systemctl", "list-units", "--all", "--no-legend", "--plain", "--full")
@@ -151,18 +179,6 @@ func unitStates(t *testing.T, inside func(time.Duration, ...string) (string, err
 		states[f[0]] = f[2] + "/" + f[3]
 	}
 	return states
-}
-
-func maps2Equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // overlayRoot stacks upper on the root at a new mount point.
@@ -277,7 +293,12 @@ func TestE2EHarden(t *testing.T) {
 	phase("hardened boot: " + h.state)
 
 	// Every unit the plain boot ran runs hardened; nothing fails that did
-	// not; every hardened service reaches its plain state.
+	// not; every hardened service reaches its plain state. Every
+	// difference is logged, so a failure names its unit even when only
+	// the end of the output survives.
+	for _, u := range changed(p.units, h.units) {
+		t.Logf("differs: %-40s plain %-20q hardened %q", u, p.units[u], h.units[u])
+	}
 	var lost []string
 	for u, s := range p.units {
 		if strings.HasPrefix(s, "active/") && !strings.HasPrefix(h.units[u], "active/") {
@@ -305,4 +326,22 @@ func TestE2EHarden(t *testing.T) {
 		}
 	}
 	t.Logf("plain: %s, %d units, failed %v; hardened: %s, %d units, failed %v", p.state, len(p.units), p.failed, h.state, len(h.units), h.failed)
+}
+
+// TestContainerInit checks that the container's init is told from
+// nspawn's short-lived outer child: of unshare's children only the one in
+// the new PID namespace counts, and a child in ours never does.
+func TestContainerInit(t *testing.T) {
+	testenv.Root(t, "creating a PID namespace")
+	testenv.Tool(t, "unshare", "util-linux")
+	cmd := exec.Command("unshare", "--pid", "--fork", "sleep", "60")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var init int
+	require.Eventually(t, func() bool { init = containerInit(cmd.Process.Pid); return init > 0 },
+		10*time.Second, 10*time.Millisecond, "unshare's child in the new PID namespace is found")
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", init))
+	require.NoError(t, err)
+	assert.Contains(t, []string{"unshare", "sleep"}, strings.TrimSpace(string(comm)), "the child forked into the namespace")
+	assert.Zero(t, containerInit(os.Getpid()), "unshare itself runs in our PID namespace and is not taken for an init")
 }

@@ -147,8 +147,16 @@ func run(ctx context.Context, timeout time.Duration, name string, args ...string
 	return string(out), err
 }
 
-// childOf finds the process whose parent is ppid (the container's init).
-func childOf(ppid int) int {
+// containerInit finds the container's init among the children of the
+// systemd-nspawn process ppid: the child in a PID namespace other than
+// ours. nspawn first forks an outer child in our namespace, which sets up
+// the mounts, clones the init and exits within milliseconds; entering
+// that child's namespaces instead would fail once it is gone.
+func containerInit(ppid int) int {
+	self, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return 0
+	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -162,7 +170,10 @@ func childOf(ppid int) int {
 		// pid (comm) state ppid …; comm may hold spaces and parens.
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+		if len(f) < 2 || f[1] != strconv.Itoa(ppid) {
+			continue
+		}
+		if ns, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && ns != self {
 			return pid
 		}
 	}
@@ -333,7 +344,7 @@ func TestE2ELive(t *testing.T) {
 	})
 
 	var initPID int
-	require.Eventually(t, func() bool { initPID = childOf(nspawn.Process.Pid); return initPID > 0 },
+	require.Eventually(t, func() bool { initPID = containerInit(nspawn.Process.Pid); return initPID > 0 },
 		30*time.Second, 100*time.Millisecond, "the container's init appears")
 	// is-system-running --wait answers "offline" until the bus is up.
 	// The last answer; the condition may still run when Eventually gives up.
