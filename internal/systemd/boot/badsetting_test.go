@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -157,6 +158,35 @@ func badSettingOps() []op {
 		wants := map[string]string{".mount": "local-fs", ".swap": "swap"}[name[strings.LastIndex(name, "."):]]
 		ops = append(ops, file("/etc/systemd/system/"+name, text),
 			link("/etc/systemd/system/"+wants+".target.wants/"+name, "/etc/systemd/system/"+name))
+	}
+	// The fstab tags of What= name a /dev/disk/by-* link as udev spells it
+	// (fstab_node_to_udev_node, from 254): one pair of enclosing quotes
+	// dropped, then every byte but ASCII letters and digits, "#+-.:=@_"
+	// and whole valid UTF-8 characters written \xNN. A swap loads only
+	// under the name its device path spells (swap_verify), so each swap
+	// below, named after the path written out by hand here, starts under
+	// 257 only when the model spells the path as systemd does.
+	for i, c := range []struct{ what, path string }{
+		{"LABEL=a b", `/dev/disk/by-label/a\x20b`},
+		{`LABEL="q l"`, `/dev/disk/by-label/q\x20l`},
+		{"LABEL='s'", "/dev/disk/by-label/s"},
+		{`LABEL="h'`, `/dev/disk/by-label/\x22h\x27`},
+		{`LABEL="`, `/dev/disk/by-label/\x22`},
+		{`LABEL=b\\s`, `/dev/disk/by-label/b\x5c\x5cs`},
+		{"LABEL=d\u00fcn\u00e9", "/dev/disk/by-label/d\u00fcn\u00e9"},
+		{"LABEL=#+-.:=@_ok", "/dev/disk/by-label/#+-.:=@_ok"},
+		{"LABEL=d\x7fl", `/dev/disk/by-label/d\x7fl`},
+		{"UUID=u/v,w", `/dev/disk/by-uuid/u\x2fv\x2cw`},
+		{"PARTLABEL=p%%l*", `/dev/disk/by-partlabel/p\x25l\x2a`},
+		{`PARTUUID="a~b"`, `/dev/disk/by-partuuid/a\x7eb`},
+	} {
+		name, other := pathName(c.path, "swap"), fmt.Sprintf("qswap-tag%d.swap", i)
+		ops = append(ops,
+			file("/etc/systemd/system/"+name, "[Swap]\nWhat="+c.what+"\n"),
+			link("/etc/systemd/system/swap.target.wants/"+name, "/etc/systemd/system/"+name),
+			// The same tag on a swap named otherwise, refused by both.
+			file("/etc/systemd/system/"+other, "[Swap]\nWhat="+c.what+"\n"),
+			link("/etc/systemd/system/swap.target.wants/"+other, "/etc/systemd/system/"+other))
 	}
 	// Persistent= keeps its earlier value when an assignment is empty or
 	// not a boolean, and so the timer still needs the mount of its stamps
