@@ -651,7 +651,7 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 		case t == "automount" && reservedAutomountOption(u, requested, g.version):
 			return bad("ExtraOptions= setting may not contain a reserved option.")
 		}
-		if _, ok := u.Last("Mount", "What"); t == "mount" && !ok && !perpetual(u.Name) {
+		if _, ok := mountWhat(u, requested, g.version); t == "mount" && !ok && !perpetual(u.Name) {
 			return late("What= setting is missing. Refusing.")
 		}
 	case "swap":

@@ -30,7 +30,7 @@ func implicitMountOps() []op {
 		"etc/cf", "run/rt", "var/lib/private", "srv/sock", "srv/dgram", "srv/fifo", "srv/special",
 		"srv/usb", "srv/sockwd", "srv/nosockwd", "srv/abs", "mq", "srv/pth", "var/lib/systemd/timers",
 		"srv/mnt", "srv/bsrc", "srv/nfssrc", "srv/swp", "srv/am", "srv/rmf", "srv/rmfa", "srv/dd",
-		"srv/spec",
+		"srv/spec", "srv/esc1", "srv/esc2", "srv/esc3", "srv/esc4",
 	} {
 		mount(pathName("/"+m, "mount"), "/"+m)
 	}
@@ -77,6 +77,13 @@ func implicitMountOps() []op {
 	enable("remote-fs.target", "nfs.mount", "[Mount]\nWhat=/srv/nfssrc/x\nWhere=/nfs\nType=nfs\n")
 	enable("remote-fs.target", "nfsdotdot.mount", "[Mount]\nWhat=/srv/y/../z\nWhere=/nfsdotdot\nType=nfs\n")
 	enable("local-fs.target", "dotdot.mount", "[Mount]\nWhat=/srv/y/../z\nWhere=/dotdot\nType=ext4\n")
+	// Options are split at commas a backslash does not escape
+	// (fstab_test_option), and a Type= or Options= whose specifiers fail
+	// is ignored.
+	enable("remote-fs.target", "esc1.mount", "[Mount]\nWhat=/srv/esc1/x\nWhere=/esc1\nType=nfs\nOptions=a\\,bind\n")
+	enable("remote-fs.target", "esc2.mount", "[Mount]\nWhat=/srv/esc2/x\nWhere=/esc2\nType=ext4\nOptions=a\\,_netdev\n")
+	enable("remote-fs.target", "esc3.mount", "[Mount]\nWhat=/srv/esc3/x\nWhere=/esc3\nType=ext4\nType=%X\nOptions=_netdev\nOptions=%X\n")
+	enable("remote-fs.target", "esc4.mount", "[Mount]\nWhat=/srv/esc4/x\nWhere=/esc4\nType=nfs\nOptions=loop\\\\,x\n")
 	// Swaps need the mounts of their device; automounts the mount above
 	// their mount point.
 	enable("swap.target", "srv-swp-file.swap", "[Swap]\nWhat=/srv/swp/file\n")

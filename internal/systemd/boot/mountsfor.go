@@ -404,27 +404,11 @@ func mountWhatDep(u *Unit, id string, version int) (string, bool) {
 	if !ok || !strings.HasPrefix(what, "/") {
 		return "", false
 	}
-	opts, _ := u.Last("Mount", "Options")
-	if k, err := expand(version, id, opts, unit.FullPrintfMax); err == nil {
-		opts = k
-	}
-	fstype, _ := u.Last("Mount", "Type")
-	if k, err := expand(version, id, fstype, unit.FullPrintfMax); err == nil {
-		fstype = k
-	}
-	hasOpt := func(names ...string) bool {
-		for _, w := range strings.Split(opts, ",") {
-			for _, n := range names {
-				if w == n || strings.HasPrefix(w, n+"=") {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	bind := hasOpt("bind", "rbind") || fstype == "bind" || fstype == "rbind"
-	loop := hasOpt("loop")
-	network := hasOpt("_netdev")
+	opts, _ := lastPrintf(u, "Mount", "Options", id, version)
+	fstype, _ := lastPrintf(u, "Mount", "Type", id, version)
+	bind := fstabTestOption(opts, "bind", "rbind") || fstype == "bind" || fstype == "rbind"
+	loop := fstabTestOption(opts, "loop")
+	network := fstabTestOption(opts, "_netdev")
 	for _, n := range networkFS {
 		if strings.TrimPrefix(fstype, "fuse.") == n {
 			network = true
@@ -436,19 +420,11 @@ func mountWhatDep(u *Unit, id string, version int) (string, bool) {
 // mountWhat is a mount unit's What= as its parser keeps it: after
 // specifiers (config_parse_unit_string_printf); from 254 with the fstab
 // tags LABEL=, UUID=, ... turned into their /dev/disk/by-* links
-// (config_parse_mount_node). A value whose specifiers fail is ignored.
+// (config_parse_mount_node). A value whose specifiers fail is ignored, an
+// empty one unsets it.
 func mountWhat(u *Unit, id string, version int) (string, bool) {
 	if version >= swapMountNode {
 		return mountNode(u, "Mount", id, version)
 	}
-	v, ok := "", false
-	for _, o := range u.Options {
-		if o.Section != "Mount" || o.Name != "What" {
-			continue
-		}
-		if k, err := expand(version, id, o.Value, unit.FullPrintfMax); err == nil {
-			v, ok = k, true
-		}
-	}
-	return v, ok
+	return lastPrintf(u, "Mount", "What", id, version)
 }

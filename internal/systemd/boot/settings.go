@@ -405,27 +405,53 @@ func pathBelow(p, dir string) bool {
 }
 
 // reservedAutomountOption reports whether an automount's ExtraOptions=
-// (its last value; empty unsets it) names an option systemd passes to
-// the autofs mount itself: fd, pgrp, minproto, maxproto, direct,
-// indirect, alone or with "=value".
+// names an option systemd passes to the autofs mount itself: fd, pgrp,
+// minproto, maxproto, direct or indirect (automount_verify).
 func reservedAutomountOption(u *Unit, requested string, version int) bool {
-	opts := ""
+	opts, _ := lastPrintf(u, "Automount", "ExtraOptions", requested, version)
+	return fstabTestOption(opts, "fd", "pgrp", "minproto", "maxproto", "direct", "indirect")
+}
+
+// lastPrintf is what config_parse_unit_string_printf leaves of setting
+// name in section sec: the last assignment whose specifiers resolve
+// (unit_full_printf), unset (false) when that one is empty or there is
+// none.
+func lastPrintf(u *Unit, sec, name, requested string, version int) (string, bool) {
+	v := ""
 	for _, s := range u.Sources {
 		for _, o := range s.Options {
-			if o.Section != "Automount" || o.Name != "ExtraOptions" {
+			if o.Section != sec || o.Name != name {
 				continue
 			}
-			if k, err := expand(version, requested, o.Value, unit.PathPrintfMax); err == nil {
-				opts = k
+			if k, err := expand(version, requested, o.Value, unit.FullPrintfMax); err == nil {
+				v = k
 			}
 		}
 	}
-	for _, opt := range strings.Split(opts, ",") {
-		name, _, _ := strings.Cut(opt, "=")
-		switch name {
-		case "fd", "pgrp", "minproto", "maxproto", "direct", "indirect":
-			return true
+	return v, v != ""
+}
+
+// fstabTestOption is fstab_test_option: whether a mount option string
+// names one of names, alone, before "=" or before a comma. Options are
+// split at commas a backslash does not escape; the escapes stay in the
+// words compared, as fstab_filter_options leaves them when it only tests.
+func fstabTestOption(opts string, names ...string) bool {
+	for word := opts; ; {
+		end := 0
+		for end < len(word) && word[end] != ',' {
+			if word[end] == '\\' && end+1 < len(word) {
+				end++
+			}
+			end++
 		}
+		for _, n := range names {
+			if len(word) >= len(n) && word[:len(n)] == n && (len(word) == len(n) || word[len(n)] == '=' || word[len(n)] == ',') {
+				return true
+			}
+		}
+		if end >= len(word) {
+			return false
+		}
+		word = word[end+1:]
 	}
-	return false
 }

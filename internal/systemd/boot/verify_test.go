@@ -125,7 +125,26 @@ var verifyCases = map[string]string{
 	"srv-vb.automount":         "[Automount]\nExtraOptions=uid=0\n",
 	"srv-vc.automount":         "[Automount]\nExtraOptions=direct\nExtraOptions=\n",
 	"srv-vd.automount":         "[Automount]\nExtraOptions=indirect\n",
-	"v-accept-empty.socket":    "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
+	// fstab_test_option: options are split at commas not escaped by a
+	// backslash, and a name counts alone, before "=" or before a comma.
+	"srv-ve.automount": "[Automount]\nExtraOptions=a\\,fd\n",
+	"srv-vf.automount": "[Automount]\nExtraOptions=fd\\,x\n",
+	"srv-vg.automount": "[Automount]\nExtraOptions=a\\\\,fd\n",
+	"srv-vh.automount": "[Automount]\nExtraOptions=pgrp=\n",
+	"srv-vi.automount": "[Automount]\nExtraOptions=xfd,minprotox\n",
+	"srv-vj.automount": "[Automount]\nExtraOptions=a,\\\n",
+	"srv-vk.automount": "[Automount]\nExtraOptions=a\\\\\\,maxproto\n",
+	"srv-vl.automount": "[Automount]\nExtraOptions=,direct,\n",
+	// A value whose specifiers fail is ignored: the one before stays.
+	"srv-vm.automount": "[Automount]\nExtraOptions=fd\nExtraOptions=%X\n",
+	"srv-vn.automount": "[Automount]\nExtraOptions=x\nExtraOptions=%X,fd\n",
+	// ExtraOptions= is read as a line, not a path: up to LONG_LINE_MAX.
+	"srv-vr.automount": "[Automount]\nExtraOptions=fd," + strings.Repeat("x", 4100) + "\n",
+	// A mount whose What= is empty or whose specifiers fail has none.
+	"srv-vo.mount":          "[Mount]\nWhat=tmpfs\nType=tmpfs\nWhat=\n",
+	"srv-vp.mount":          "[Mount]\nWhat=%X\nType=tmpfs\n",
+	"srv-vq.mount":          "[Mount]\nWhat=tmpfs\nType=tmpfs\nWhat=%X\n",
+	"v-accept-empty.socket": "[Socket]\nListenStream=/run/v-accept-empty.sock\nAccept=yes\nAccept=\nService=v-accept-empty.service\n",
 }
 
 // verifyOps enables each of verifyCases, with a service for each socket
