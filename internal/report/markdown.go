@@ -110,15 +110,29 @@ func CodeCell(s string) string {
 }
 
 // MarkdownEscape escapes the characters that would change Markdown or
-// inject HTML in a comment, and folds line breaks.
+// inject HTML in a comment, and folds line breaks. A text from an image
+// or a policy must not notify anyone either: GitHub turns "@name" into a
+// mention and "#12" into a reference that lands in that issue's
+// timeline, in the text a comment shows, escaped or not. A zero-width
+// space (written &#8203;, so the source stays readable) after every "@",
+// and after a "#" before a digit, keeps them plain text; "&" is escaped
+// so that no entity such as &#64; can spell an "@" itself.
 func MarkdownEscape(s string) string {
 	var b strings.Builder
-	for _, r := range oneLine(s) {
+	line := oneLine(s)
+	for i, r := range line {
 		switch r {
-		case '\\', '`', '*', '_', '[', ']', '<', '>', '|', '#', '!', '~':
+		case '\\', '`', '*', '_', '[', ']', '<', '>', '|', '#', '!', '~', '&':
 			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
+		if r == '@' || r == '#' && i+1 < len(line) && line[i+1] >= '0' && line[i+1] <= '9' {
+			b.WriteString(zeroWidthSpace)
+		}
 	}
 	return b.String()
 }
+
+// zeroWidthSpace, as an entity, breaks a mention or a reference without
+// showing.
+const zeroWidthSpace = "&#8203;"

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"html"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -417,4 +419,44 @@ func FuzzWriters(f *testing.F) {
 			require.NoError(t, w.Write(io.Discard, a.Rollout()))
 		}
 	})
+}
+
+// TestMarkdownNeverNotifies renders text that would mention users and
+// teams or reference issues in a GitHub comment: outside code, where
+// GitHub looks for them, none is left once the Markdown is read as
+// GitHub reads it (escapes undone, entities decoded).
+func TestMarkdownNeverNotifies(t *testing.T) {
+	r := finding.NewReport(finding.Target{Name: "@octocat's image", Kind: "#1"}, []finding.Finding{{
+		RuleID: "r", Severity: finding.High, Unit: "getty@tty1.service", Title: "ask @org/team",
+		Message: "cc @octocat, see #12 and owner/repo#34, mail a@b.c; &#64;admin &commat;root",
+		Waived:  true, Waiver: &finding.Waiver{Reason: "per @lead in #56"},
+	}})
+	md := string(render(t, "markdown", r))
+	assert.Contains(t, md, "`getty@tty1.service`", "a unit name stays as written in its code span")
+	text := regexp.MustCompile("(?s)```.*?```|`[^`]*`").ReplaceAllString(md, "")
+	// CommonMark: a backslash before punctuation makes it literal, so an
+	// escaped "&" starts no entity; other entities are decoded.
+	inline := regexp.MustCompile(`\\[!-/:-@\[-` + "`" + `{-~]|&(#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);`)
+	text = inline.ReplaceAllStringFunc(text, func(m string) string {
+		if m[0] == '\\' {
+			return m[1:]
+		}
+		return html.UnescapeString(m)
+	})
+	assert.NotRegexp(t, `(^|[^A-Za-z0-9_])@[A-Za-z0-9]`, text, "a mention")
+	assert.NotRegexp(t, `#[0-9]`, text, "an issue reference")
+	assert.Contains(t, text, "cc @\u200boctocat", "the text still reads as written")
+}
+
+func TestMarkdownEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"@a":          "@&#8203;a",
+		"a@b":         "a@&#8203;b",
+		"#1 #x":       `\#&#8203;1 \#x`,
+		"&#64;":       `\&\#&#8203;64;`,
+		"*[x](y)*":    `\*\[x\](y)\*`,
+		"tab\tline\n": "tab line",
+	} {
+		assert.Equal(t, want, MarkdownEscape(in), "%q", in)
+	}
 }
