@@ -42,6 +42,20 @@ func NewHTMLTemplate(name, text string) (*template.Template, error) {
 	return t, nil
 }
 
+// ExecuteHTML runs the template name of t with data into w, every
+// bidirectional formatting character shown as [U+XXXX]
+// (finding.ShowBidi): a browser would otherwise let a unit's description
+// reorder what the page shows ("Trojan Source"). The templates hold no
+// such character, so every one comes from the data.
+func ExecuteHTML(w io.Writer, t *template.Template, name string, data any) error {
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, name, data); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, finding.ShowBidi(b.String()))
+	return err
+}
+
 // reportTemplate is parsed on first use, not at program start: most runs
 // never write HTML.
 var reportTemplate = sync.OnceValue(func() *template.Template {
@@ -105,7 +119,7 @@ func (h *htmlWriter) Write(w io.Writer, r *finding.Report) error {
 	if h.o.live != nil && len(h.o.live.Cores) > 0 {
 		d.Chart = newCPUChart(h.o.live.Cores)
 	}
-	if err := reportTemplate().ExecuteTemplate(w, "report", d); err != nil {
+	if err := ExecuteHTML(w, reportTemplate(), "report", d); err != nil {
 		return fmt.Errorf("write html report: %w", err)
 	}
 	return nil
@@ -208,7 +222,7 @@ func (rolloutHTML) Write(w io.Writer, r *Rollout) error {
 		c := trendChart(r.Trend)
 		p.Trend = &c
 	}
-	if err := reportTemplate().ExecuteTemplate(w, "rollout", p); err != nil {
+	if err := ExecuteHTML(w, reportTemplate(), "rollout", p); err != nil {
 		return fmt.Errorf("write html rollout: %w", err)
 	}
 	return nil

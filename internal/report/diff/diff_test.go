@@ -236,3 +236,13 @@ func TestMarkdownPipesStayInTheirCell(t *testing.T) {
 	}
 	assert.Equal(t, 3, rows, "the finding, the unit added and newly enabled")
 }
+
+func TestHTMLShowsBidi(t *testing.T) {
+	evil := Image{Name: "new\u202e", Units: []Unit{{Name: "a\u202eb.service", State: "enabled", StartsAtBoot: true, ExecStart: "/bin/\u2066x"}}}
+	w, err := Get("html", finding.High)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, w.Write(&b, Compare(Image{Name: "old"}, evil)))
+	assert.Equal(t, -1, strings.IndexFunc(b.String(), finding.IsBidi), "a bidirectional formatting character is left")
+	assert.Contains(t, b.String(), "a[U+202E]b.service")
+}

@@ -78,7 +78,7 @@ func (h htmlWriter) Write(w io.Writer, d *Diff) error {
 		}
 		data.Sections = append(data.Sections, hs)
 	}
-	if err := diffTemplate().ExecuteTemplate(w, "diff", data); err != nil {
+	if err := report.ExecuteHTML(w, diffTemplate(), "diff", data); err != nil {
 		return fmt.Errorf("write html diff: %w", err)
 	}
 	return nil
