@@ -460,22 +460,3 @@ func TestMarkdownEscape(t *testing.T) {
 		assert.Equal(t, want, MarkdownEscape(in), "%q", in)
 	}
 }
-
-// TestHTMLShowsBidi: the pages a browser lays out show every
-// bidirectional formatting character of the data as [U+XXXX] rather than
-// let it reorder the page ("ecivres.sce" shown as "ecs.service").
-func TestHTMLShowsBidi(t *testing.T) {
-	r := finding.NewReport(finding.Target{Name: "img\u2066"}, []finding.Finding{{
-		RuleID: "r", Severity: finding.High, Unit: "x\u202eecivres.sce.service", Message: "m \u202eecivres.sce\u202c \u200f\u061c",
-		Chain: []unit.Edge{{From: "default.target", To: "x\u202eecivres.sce.service", Kind: ".wants", Source: "/etc/\u2067"}},
-	}})
-	a := NewAggregator(finding.High)
-	a.Add("x.json", r)
-	var rollout bytes.Buffer
-	require.NoError(t, rolloutHTML{}.Write(&rollout, a.Rollout()))
-	for name, out := range map[string]string{"report": string(render(t, "html", r)), "rollout": rollout.String()} {
-		assert.Equal(t, -1, strings.IndexFunc(out, finding.IsBidi), "%s: a bidirectional formatting character is left", name)
-		assert.Contains(t, out, "x[U+202E]ecivres.sce.service", name)
-	}
-	assert.Contains(t, string(render(t, "html", r)), "m [U+202E]ecivres.sce[U+202C] [U+200F][U+061C]")
-}
