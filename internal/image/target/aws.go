@@ -4,9 +4,12 @@ package target
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	sdkebs "github.com/aws/aws-sdk-go-v2/service/ebs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -44,6 +47,14 @@ func openAWS(ctx context.Context, spec string, opt Options) (im *Image, ok bool,
 	// block list is about 1 MiB, a block 512 KiB). The client the chain
 	// built (with its CA bundle, proxy, timeouts) is wrapped, not replaced.
 	cfg.HTTPClient = netguard.Client(cfg.HTTPClient, netguard.Options{MaxBody: maxAWSBody})
+	// The SDK retries what may pass on a second try (three tries in all);
+	// a server silent for a minute, or answering without end, is not one
+	// of those, and three tries would make the wait three minutes.
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(notAfterGuard)}, o.Retryables...)
+		})
+	}
 	snapID := id
 	if kind == "ami" {
 		snapID, err = ebs.RootSnapshot(ctx, ec2.NewFromConfig(cfg), id)
@@ -67,6 +78,14 @@ func openAWS(ctx context.Context, spec string, opt Options) (im *Image, ok bool,
 	im.Detail = "EBS snapshot " + snapID + ", " + im.Detail
 	im.counter = fetched{snap}
 	return im, true, nil
+}
+
+// notAfterGuard refuses to retry a request netguard stopped.
+func notAfterGuard(err error) aws.Ternary {
+	if errors.Is(err, netguard.ErrStalled) || errors.Is(err, netguard.ErrTooLarge) {
+		return aws.FalseTernary
+	}
+	return aws.UnknownTernary
 }
 
 // fetched reports a snapshot's fetched bytes as the bytes read.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,13 +35,25 @@ func silent(w http.ResponseWriter, r *http.Request) {
 func TestAWSEndpointThatStopsAnswering(t *testing.T) {
 	defer func(s time.Duration) { netguard.Stall = s }(netguard.Stall)
 	netguard.Stall = 300 * time.Millisecond
+	var busy atomic.Bool
 	for name, tt := range map[string]struct {
-		spec string
-		h    http.HandlerFunc
-		want error
+		spec     string
+		h        http.HandlerFunc
+		want     error
+		requests int32
 	}{
-		"no answer, ebs": {"ebs:snap-0123", silent, netguard.ErrStalled},
-		"no answer, ec2": {"ami:ami-0123", silent, netguard.ErrStalled},
+		"no answer, ebs": {"ebs:snap-0123", silent, netguard.ErrStalled, 1},
+		"no answer, ec2": {"ami:ami-0123", silent, netguard.ErrStalled, 1},
+		// A 503 may pass on a second try, and is retried.
+		"busy, then no answer": {"ebs:snap-0123", func(w http.ResponseWriter, r *http.Request) {
+			if !busy.Swap(true) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"message":"busy"}`))
+				return
+			}
+			silent(w, r)
+		}, netguard.ErrStalled, 2},
 		"a block list without end": {"ebs:snap-0123", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"Blocks":[`))
@@ -50,10 +63,14 @@ func TestAWSEndpointThatStopsAnswering(t *testing.T) {
 					return
 				}
 			}
-		}, netguard.ErrTooLarge},
+		}, netguard.ErrTooLarge, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv := httptest.NewServer(tt.h)
+			var requests atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				requests.Add(1)
+				tt.h(w, r)
+			}))
 			defer srv.Close()
 			ebstest.UseEndpoint(t, srv.URL)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -61,6 +78,10 @@ func TestAWSEndpointThatStopsAnswering(t *testing.T) {
 			_, err := target.Open(ctx, tt.spec, target.Options{})
 			require.ErrorIs(t, err, tt.want)
 			assert.NoError(t, ctx.Err(), "held until the test's deadline")
+			// The SDK retries what may pass on a second try; a server
+			// silent for a minute, or one answering without end, is not
+			// asked again (three tries made a stall three minutes).
+			assert.Equal(t, tt.requests, requests.Load(), "requests")
 		})
 	}
 }
