@@ -118,18 +118,25 @@ func imagePath(p, id string, version int) bool {
 // separate words (leading ones are skipped), a backslash starts a C escape
 // or takes a colon or backslash as it is, and any other escape, or one
 // that ends s, is an error.
-func colonWords(s string) ([]string, error) {
+func colonWords(s string) ([]string, error) { return colonFields(s, -1, false) }
+
+// colonFields is colonWords reading at most max words (all when max is
+// negative; an error after them goes unseen) and, with dontCoalesce,
+// EXTRACT_DONT_COALESCE_SEPARATORS: every colon ends a word, so "" is one
+// empty word and "a:" two words.
+func colonFields(s string, max int, dontCoalesce bool) ([]string, error) {
 	var out []string
 	var b strings.Builder
-	in := false
-	for i := 0; i < len(s); i++ {
+	in := dontCoalesce
+	room := func() bool { return max < 0 || len(out) < max }
+	for i := 0; i < len(s) && room(); i++ {
 		c := s[i]
 		switch {
 		case c == ':':
 			if in {
 				out = append(out, b.String())
 				b.Reset()
-				in = false
+				in = dontCoalesce
 			}
 			continue
 		case c == '\\':
@@ -139,7 +146,7 @@ func colonWords(s string) ([]string, error) {
 			if n := cunescape(s[i+1:], &b); n > 0 {
 				i += n
 			} else if s[i+1] == ':' {
-				b.WriteByte(':')
+				b.WriteByte(s[i+1])
 				i++
 			} else {
 				return out, errSyntax
@@ -149,7 +156,7 @@ func colonWords(s string) ([]string, error) {
 		}
 		in = true
 	}
-	if in {
+	if in && room() {
 		out = append(out, b.String())
 	}
 	return out, nil
