@@ -100,8 +100,10 @@ func badSetting(t, id string, version int, o *unit.Option) string {
 		}
 		return badPath(id, version, v)
 	case "RootDirectory", "RootImage", "RootVerity":
-		// config_parse_unit_path_printf, fatal.
-		if v == "" {
+		// config_parse_unit_path_printf, fatal; config_parse_path unsets
+		// the path when the value resolves to "" (%i without an
+		// instance, say).
+		if k, err := expand(version, id, v, unit.PathPrintfMax); err == nil && k == "" {
 			return ""
 		}
 		return badPath(id, version, v)
