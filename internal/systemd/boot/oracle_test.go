@@ -243,6 +243,7 @@ func variants(t *testing.T) map[string][]op {
 		"verify":          verifyOps(),
 		"implicit-mounts": implicitMountOps(),
 		"listen":          listenOps(),
+		"apivfs-workdir":  mountNSOps(),
 		"unclean-utf8": {
 			// A line that is not UTF-8 clean (a stray byte, a noncharacter,
 			// in a value or a section name) fails the unit file, wherever

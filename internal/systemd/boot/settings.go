@@ -226,7 +226,8 @@ func exitStatusOrSignal(w string) bool {
 
 // contextChecks is the first systemd version whose unit_verify_contexts
 // checks the execution context of every unit type that has one (PAM and
-// the kill mode, PrivatePIDs=, WorkingDirectory=~); 252 checks PAM in
+// the kill mode, PrivatePIDs=, WorkingDirectory=~ and, with a mount
+// namespace, below an API file system); 252 checks PAM in
 // each type's verify step, with a stricter kill mode for all but services.
 const contextChecks = 257
 
@@ -251,9 +252,12 @@ func (g *Graph) verifyContexts(u *Unit, t, requested string) error {
 		}
 		return nil
 	}
+	dir, home := workingDirectory(u, sec, requested, g.version)
 	switch {
-	case lastBool(u, sec, "DynamicUser", false) && workingDirHome(u, sec, requested, g.version):
+	case lastBool(u, sec, "DynamicUser", false) && home:
 		return bad("WorkingDirectory=~ is not allowed under DynamicUser=yes. Refusing.")
+	case g.version >= workingDirAPIVFS && belowAPIVFS(dir) && g.needsMountNamespace(u, sec, requested):
+		return bad("WorkingDirectory= may not be below /proc/, /sys/ or /dev/ when using mount namespacing. Refusing.")
 	// PrivatePIDs= takes effect where the kernel has PID namespaces, as
 	// every kernel systemd 257 boots on Debian does.
 	case t != "service" && privatePIDs(u, g.version):
@@ -301,34 +305,6 @@ func privatePIDs(u *Unit, version int) bool {
 		}
 	}
 	return v
-}
-
-// workingDirHome reports whether WorkingDirectory= ends "~" (or "-~"), as
-// config_parse_working_directory reads it: an empty assignment resets
-// it, a path replaces it unless it is ignored ("-" and a path that does
-// not resolve or is not absolute and normalized; without the "-" the
-// unit file fails to load anyway).
-func workingDirHome(u *Unit, sec, requested string, version int) bool {
-	home := false
-	for _, s := range u.Sources {
-		for _, o := range s.Options {
-			if o.Section != sec || o.Name != "WorkingDirectory" {
-				continue
-			}
-			v := strings.TrimPrefix(o.Value, "-")
-			switch {
-			case o.Value == "":
-				home = false
-			case v == "~":
-				home = true
-			default:
-				if _, why := absPath(version, requested, v); why == "" {
-					home = false
-				}
-			}
-		}
-	}
-	return home
 }
 
 // maxConnAlways is the first systemd version modelled to refuse
