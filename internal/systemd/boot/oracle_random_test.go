@@ -63,6 +63,7 @@ const (
 	featTimerValue      feature = "a timer value its parser may ignore"
 	featListenAddr      feature = "a listen address its parser may ignore"
 	featImageModules    feature = "a disk image under a device policy"
+	featAPIVFSWorkDir   feature = "a WorkingDirectory= below /proc, /sys or /dev, maybe in a mount namespace"
 )
 
 // randomFeatures are the features the coverage check expects in CI's
@@ -71,7 +72,7 @@ var randomFeatures = []feature{featRun, featVarRun, featRequiresMasked, featRequ
 	featDefaultMasked, featDefaultMissing, featDefaultAlias, featRescueMasked, featTemplate, featAlias, featUpholds,
 	featSetting, featBadExec, featInstanceExec, featDropinCut, featUnclean, featMount, featMountMasked, featMountBad,
 	featMountNeed, featSocketPath, featSocketExec, featListReset, featLogNamespace, featVerify, featTimerValue,
-	featListenAddr, featImageModules}
+	featListenAddr, featImageModules, featAPIVFSWorkDir}
 
 // treeGen builds one random tree.
 type treeGen struct {
@@ -79,6 +80,9 @@ type treeGen struct {
 	// image draws the settings of featImageModules, apart from r for the
 	// same reason.
 	image *rand.Rand
+	// workDir draws the settings of featAPIVFSWorkDir, apart from r for
+	// the same reason.
+	workDir *rand.Rand
 	// listen draws the listen addresses of featListenAddr, apart from r
 	// so that the rest of each seed's tree is as before they were added.
 	listen *rand.Rand
@@ -414,6 +418,18 @@ func (g *treeGen) unitFile(name string) string {
 				b.WriteString(randomImageSettings[g.image.IntN(len(randomImageSettings))])
 			}
 		}
+		if g.workDir.Float64() < 0.1 {
+			g.has(featAPIVFSWorkDir)
+			b.WriteString("[Service]\nWorkingDirectory=" + randomWorkDirs[g.workDir.IntN(len(randomWorkDirs))] + "\n")
+			for range g.workDir.IntN(3) {
+				s := mountNSSettings[g.workDir.IntN(len(mountNSSettings))]
+				if g.workDir.IntN(2) == 0 {
+					b.WriteString(s.kept + "\n")
+				} else {
+					b.WriteString(s.ignore + "\n")
+				}
+			}
+		}
 	}
 	return b.String()
 }
@@ -427,10 +443,14 @@ var randomImageSettings = []string{
 	"DevicePolicy=closed\n", "DevicePolicy=bogus\n", "DeviceAllow=/dev/null rw\n", "DeviceAllow=\n", "DeviceAllow=/tmp/x\n",
 }
 
+// randomWorkDirs are working directories below an API file system or
+// beside one, which 257 refuses in a mount namespace (mountNSSettings).
+var randomWorkDirs = []string{"/proc/x", "/sys/x", "-/dev/x", "/dev", "/procfoo", "/dev/x\nWorkingDirectory=", "/sys/x\nWorkingDirectory=-rel"}
+
 // randomTree returns the changes seed makes to a Debian root.
 func randomTree(seed uint64) ([]op, map[feature]bool) {
 	g := &treeGen{r: rand.New(rand.NewPCG(seed, 0x626f6f74)), listen: rand.New(rand.NewPCG(seed, 0x6c697374)),
-		image: rand.New(rand.NewPCG(seed, 0x696d6167)), feats: map[feature]bool{}, needsMount: map[string]bool{}}
+		image: rand.New(rand.NewPCG(seed, 0x696d6167)), workDir: rand.New(rand.NewPCG(seed, 0x77646972)), feats: map[feature]bool{}, needsMount: map[string]bool{}}
 	if g.chance(0.8) {
 		g.add(g.link(etcDir+"r-masked.service", "/dev/null"))
 	}
