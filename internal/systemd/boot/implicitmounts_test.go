@@ -30,7 +30,8 @@ func implicitMountOps() []op {
 		"etc/cf", "run/rt", "var/lib/private", "srv/sock", "srv/dgram", "srv/fifo", "srv/special",
 		"srv/usb", "srv/sockwd", "srv/nosockwd", "srv/abs", "mq", "srv/pth", "var/lib/systemd/timers",
 		"srv/mnt", "srv/bsrc", "srv/nfssrc", "srv/swp", "srv/am", "srv/rmf", "srv/rmfa", "srv/dd",
-		"srv/spec", "srv/esc1", "srv/esc2", "srv/esc3", "srv/esc4",
+		"srv/spec", "srv/esc1", "srv/esc2", "srv/esc3", "srv/esc4", "srv/rootu", "srv/imgu", "srv/wdu",
+		"var/lib/ca", "var/lib/ca:b", "var/lib/cq", "var/lib/cq d", "var/lib/ro1", "var/lib/bad1",
 	} {
 		mount(pathName("/"+m, "mount"), "/"+m)
 	}
@@ -45,6 +46,19 @@ func implicitMountOps() []op {
 	service("dirs.service", "StateDirectory=st/a\nCacheDirectory=ca\nLogsDirectory=lg\nConfigurationDirectory=cf\nRuntimeDirectory=rt\n")
 	service("private.service", "StateDirectory=private/pv\n")
 	service("spec.service", "WorkingDirectory=/srv/spec/%n\n")
+	// A root directory or image whose specifiers resolve to nothing
+	// unsets it (config_parse_unit_path_printf); a working directory that
+	// does not resolve is ignored when "-" allows it, the one before kept.
+	service("rootunset.service", "RootDirectory=/srv/rootu/x\nRootDirectory=%i\n")
+	service("imgunset.service", "RootImage=/srv/imgu/x.raw\nRootImage=%i\n")
+	service("wdkept.service", "WorkingDirectory=/srv/wdu/x\nWorkingDirectory=-%X\n")
+	// Exec directories: "SOURCE[:DESTINATION[:FLAGS]]" split at colons
+	// that "\\:" does not escape, in words whose backslashes were kept;
+	// quotes group a word.
+	service("dirs-esc.service", "StateDirectory=ca\\:b\n")
+	service("dirs-quote.service", "StateDirectory=\"cq d\" \"cq:x\"\n")
+	service("dirs-ro.service", "StateDirectory=ro1::ro\n")
+	service("dirs-badflag.service", "StateDirectory=bad1::rw cq\n")
 	// [Unit] RequiresMountsFor= takes absolute normalized paths after
 	// specifiers; others are ignored.
 	enable("multi-user.target", "rmf.service", "[Unit]\nRequiresMountsFor=/srv/rmf/%p \"/srv/../srv/rmfa/x\" rel/x\n"+svc)

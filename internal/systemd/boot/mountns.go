@@ -15,29 +15,46 @@ const workingDirAPIVFS = 257
 
 // workingDirectory is WorkingDirectory= as config_parse_working_directory
 // keeps it: the path, or home when it ends "~" (the path is then unset).
-// An empty assignment unsets both; a "-" prefix makes a value whose
-// specifiers do not resolve or that is not an absolute, normalized path
-// an ignored one (without it the unit file fails to load, fatalSetting).
 func workingDirectory(u *Unit, sec, requested string, version int) (dir string, home bool) {
+	w := workDirSetting(u, sec, requested, version)
+	return w.dir, w.home
+}
+
+// workDir is a unit's working directory setting: the absolute path (or
+// home, "~"), whether a "-" prefix lets it be missing, and the file that
+// set it.
+type workDir struct {
+	dir             string
+	home, missingOK bool
+	src             string
+}
+
+// workDirSetting reads WorkingDirectory= as
+// config_parse_working_directory does. An empty assignment unsets it; a
+// "-" prefix makes a value whose specifiers do not resolve or that is not
+// an absolute, normalized path an ignored one, which changes nothing
+// (without it the unit file fails to load, fatalSetting).
+func workDirSetting(u *Unit, sec, requested string, version int) workDir {
+	var w workDir
 	for _, s := range u.Sources {
 		for _, o := range s.Options {
 			if o.Section != sec || o.Name != "WorkingDirectory" {
 				continue
 			}
-			v := strings.TrimPrefix(o.Value, "-")
+			v, missingOK := strings.CutPrefix(o.Value, "-")
 			switch {
 			case o.Value == "":
-				dir, home = "", false
+				w = workDir{}
 			case v == "~":
-				dir, home = "", true
+				w = workDir{home: true, missingOK: missingOK, src: s.Path}
 			default:
 				if p, why := absPath(version, requested, v); why == "" {
-					dir, home = p, false
+					w = workDir{dir: p, missingOK: missingOK, src: s.Path}
 				}
 			}
 		}
 	}
-	return dir, home
+	return w
 }
 
 // needsMountNamespace is exec_needs_mount_namespace without execution
@@ -134,7 +151,12 @@ func b2i(b bool) int {
 // not an absolute, normalized path is ignored (or, for the fatal ones,
 // fails the unit file, see fatalSetting).
 func lastPathPrintf(u *Unit, sec, name, requested string, version int) (string, bool) {
-	p, set := "", false
+	p, _, set := pathSetting(u, sec, name, requested, version)
+	return p, set
+}
+
+// pathSetting is lastPathPrintf with the file that set the path.
+func pathSetting(u *Unit, sec, name, requested string, version int) (p, src string, set bool) {
 	for _, s := range u.Sources {
 		for _, o := range s.Options {
 			if o.Section != sec || o.Name != name {
@@ -144,15 +166,15 @@ func lastPathPrintf(u *Unit, sec, name, requested string, version int) (string, 
 			switch {
 			case err != nil:
 			case k == "":
-				p, set = "", false
+				p, src, set = "", "", false
 			default:
 				if q, why := unit.SimplifyPath(version, k, true); why == "" {
-					p, set = q, true
+					p, src, set = q, s.Path, true
 				}
 			}
 		}
 	}
-	return p, set
+	return p, src, set
 }
 
 // lastTristate is config_parse_tristate: -1 unset (the default, and what
@@ -370,67 +392,79 @@ func (g *Graph) extensionImagesKept(u *Unit, sec, requested string) bool {
 var execDirNames = []string{"RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "ConfigurationDirectory"}
 
 // execDirectories is how many execution directories the unit keeps, and
-// whether one of them is read-only, as config_parse_exec_directories
-// reads each assignment: unquoted words (their backslashes kept) of
-// "SOURCE[:DESTINATION[:FLAGS]]", split at each colon with C escapes and
-// "\:" decoded; the source resolves its specifiers to a relative,
-// normalized path not in "private", the destination (not for
-// ConfigurationDirectory=) likewise, and the flags are empty or "ro". An
-// entry that fails is skipped; a syntax error ends the assignment. The
-// same source twice counts once, read-only if either is.
+// whether one of them is read-only (execDirList). The same source twice
+// in one setting counts once, read-only if either is.
 func execDirectories(u *Unit, sec, requested string, version int) (n int, readOnly bool) {
-	// relative is the source or destination as unit_path_printf and
-	// path_simplify_and_warn with PATH_CHECK_RELATIVE keep it.
-	relative := func(p string) (string, bool) {
-		k, err := expand(version, requested, p, unit.PathPrintfMax)
-		if err != nil || strings.HasPrefix(k, "/") {
-			return "", false
-		}
-		q, why := unit.SimplifyPath(version, k, false)
-		return q, why == ""
+	seen := map[execDir]bool{}
+	for _, d := range execDirList(u, sec, requested, version) {
+		k := execDir{setting: d.setting, path: d.path}
+		seen[k] = seen[k] || d.readOnly
 	}
-	for _, name := range execDirNames {
-		seen := map[string]bool{}
-		for _, s := range u.Sources {
-			for _, o := range s.Options {
-				if o.Section != sec || o.Name != name {
+	for _, ro := range seen {
+		readOnly = readOnly || ro
+	}
+	return len(seen), readOnly
+}
+
+// execDir is one execution directory a unit keeps: its setting, its
+// source relative to the setting's prefix, whether it is read-only and
+// the file that named it.
+type execDir struct {
+	setting, path, src string
+	readOnly           bool
+}
+
+// execDirList is every execution directory of section sec, in order, as
+// config_parse_exec_directories reads each assignment: unquoted words
+// (their backslashes kept) of "SOURCE[:DESTINATION]", from 257
+// "SOURCE[:DESTINATION[:FLAGS]]", split at the colons "\:" does not
+// escape, with C escapes decoded (up to 256 runs of colons are one
+// separator; from 257 each colon is one). The source resolves its
+// specifiers to a relative, normalized path not in "private", the
+// destination (not for ConfigurationDirectory=) likewise, and the flags
+// are empty or "ro". An entry that fails is skipped; a syntax error ends
+// the assignment; an empty assignment empties the setting's list.
+func execDirList(u *Unit, sec, requested string, version int) []execDir {
+	fields, dontCoalesce := 2, false
+	if version >= privateTmpDisconnected {
+		fields, dontCoalesce = 3, true
+	}
+	var out []execDir
+	for _, s := range u.Sources {
+		for _, o := range s.Options {
+			if o.Section != sec || !slices.Contains(execDirNames, o.Name) {
+				continue
+			}
+			if o.Value == "" {
+				out = slices.DeleteFunc(out, func(d execDir) bool { return d.setting == o.Name })
+				continue
+			}
+			for p := o.Value; ; {
+				w, rest, ok, err := unit.ExtractWord(p, true, true)
+				if err != nil || !ok {
+					break
+				}
+				p = rest
+				f, err := colonFields(w, fields, dontCoalesce)
+				if err != nil || len(f) == 0 {
+					break
+				}
+				f = append(f, "", "")
+				k, ok := relPath(f[0], requested, version)
+				if !ok || k == "private" || strings.HasPrefix(k, "private/") {
 					continue
 				}
-				if o.Value == "" {
-					clear(seen)
+				if dst := f[1]; dst != "" {
+					if _, ok := relPath(dst, requested, version); !ok || o.Name == "ConfigurationDirectory" {
+						continue
+					}
+				}
+				if flags := f[2]; flags != "" && flags != "ro" {
 					continue
 				}
-				for p := o.Value; ; {
-					w, rest, ok, err := unit.ExtractWord(p, true, true)
-					if err != nil || !ok {
-						break
-					}
-					p = rest
-					f, err := colonFields(w, 3, true)
-					if err != nil || len(f) == 0 {
-						break
-					}
-					f = append(f, "", "")
-					k, ok := relative(f[0])
-					if !ok || k == "private" || strings.HasPrefix(k, "private/") {
-						continue
-					}
-					if dst := f[1]; dst != "" {
-						if _, ok := relative(dst); !ok || name == "ConfigurationDirectory" {
-							continue
-						}
-					}
-					if flags := f[2]; flags != "" && flags != "ro" {
-						continue
-					}
-					seen[k] = seen[k] || f[2] == "ro"
-				}
+				out = append(out, execDir{setting: o.Name, path: k, src: s.Path, readOnly: f[2] == "ro"})
 			}
 		}
-		n += len(seen)
-		for _, ro := range seen {
-			readOnly = readOnly || ro
-		}
 	}
-	return n, readOnly
+	return out
 }

@@ -113,32 +113,16 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 	}
 	// config_parse_working_directory: "~" is the home directory, which
 	// needs nothing; a "-" value only Wants its mounts (before 256 it
-	// needs none), and one that does not resolve is ignored.
-	wd, wdWeak, wdSrc := "", false, ""
-	root, rootSrc, image, imageSrc := "", "", "", ""
+	// needs none).
+	wd := workDirSetting(u, sec, requested, g.version)
+	root, rootSrc, _ := pathSetting(u, sec, "RootDirectory", requested, g.version)
+	image, imageSrc, _ := pathSetting(u, sec, "RootImage", requested, g.version)
 	dynamic, privTmp, tmpSrc := false, false, ""
 	for i, o := range u.Options {
 		if o.Section != sec {
 			continue
 		}
 		switch o.Name {
-		case "WorkingDirectory":
-			v, missingOK := strings.CutPrefix(o.Value, "-")
-			if v == "~" {
-				wd, wdWeak = "", missingOK
-				continue
-			}
-			if p, why := absPath(g.version, requested, v); why == "" {
-				wd, wdWeak, wdSrc = p, missingOK, u.srcs[i]
-			}
-		case "RootDirectory", "RootImage":
-			if p, why := absPath(g.version, requested, o.Value); why == "" {
-				if o.Name == "RootDirectory" {
-					root, rootSrc = p, u.srcs[i]
-				} else {
-					image, imageSrc = p, u.srcs[i]
-				}
-			}
 		case "DynamicUser":
 			if v, ok := unit.ParseBoolean(o.Value); ok {
 				dynamic = v
@@ -155,12 +139,12 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 			}
 		}
 	}
-	if wd != "" {
+	if wd.dir != "" {
 		switch {
-		case !wdWeak:
-			out = append(out, mountNeed{wd, "RequiresMountsFor", wdSrc})
+		case !wd.missingOK:
+			out = append(out, mountNeed{wd.dir, "RequiresMountsFor", wd.src})
 		case g.version >= wantsMountsFor:
-			out = append(out, mountNeed{wd, "WantsMountsFor", wdSrc})
+			out = append(out, mountNeed{wd.dir, "WantsMountsFor", wd.src})
 		}
 	}
 	if root != "" {
@@ -169,13 +153,11 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 	if image != "" {
 		out = append(out, mountNeed{image, weak, imageSrc})
 	}
+	dirs := execDirList(u, sec, requested, g.version)
 	for _, d := range execDirPrefixes {
-		for i, o := range u.Options {
-			if o.Section != sec || o.Name != d.name {
-				continue
-			}
-			for _, p := range execDirs(o.Value, d.name, requested, g.version) {
-				out = append(out, mountNeed{d.prefix + "/" + p, "RequiresMountsFor", u.srcs[i]})
+		for _, e := range dirs {
+			if e.setting == d.name {
+				out = append(out, mountNeed{d.prefix + "/" + e.path, "RequiresMountsFor", e.src})
 			}
 		}
 	}
@@ -190,43 +172,6 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 		out = append(out, mountNeed{"/tmp", weak, tmpSrc}, mountNeed{"/var/tmp", weak, tmpSrc})
 	}
 	return out
-}
-
-// execDirs are the directories one exec directory setting (RuntimeDirectory=,
-// StateDirectory=, ...) adds, relative to its prefix, as
-// config_parse_exec_directories reads them: words of "path[:dest[:flags]]"
-// whose path resolves its specifiers to a relative normalized path not in
-// "private"; a destination must do the same (and is refused for
-// ConfigurationDirectory=), flags (from 257) must be "" or "ro".
-func execDirs(v, name, id string, version int) []string {
-	var out []string
-	for rest := v; ; {
-		w, r, ok, err := unit.ExtractWord(rest, true, false)
-		if err != nil || !ok {
-			return out
-		}
-		rest = r
-		parts := strings.SplitN(w, ":", 3)
-		if version < privateTmpDisconnected && len(parts) == 3 {
-			parts = []string{parts[0], parts[1] + ":" + parts[2]}
-		}
-		src, ok := relPath(parts[0], id, version)
-		if !ok || src == "private" || strings.HasPrefix(src, "private/") {
-			continue
-		}
-		if len(parts) > 1 && parts[1] != "" {
-			if name == "ConfigurationDirectory" {
-				continue
-			}
-			if _, ok := relPath(parts[1], id, version); !ok {
-				continue
-			}
-		}
-		if len(parts) > 2 && parts[2] != "" && parts[2] != "ro" {
-			continue
-		}
-		out = append(out, src)
-	}
 }
 
 // relPath is a path after specifiers and path_simplify_and_warn with
