@@ -86,16 +86,7 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
 	require.NoError(t, nspawn.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- nspawn.Wait() }()
-	stop := func() {
-		_ = nspawn.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = nspawn.Process.Kill()
-			<-exited
-		}
-	}
-	defer stop()
+	defer stopContainer(nspawn, exited, 30*time.Second)
 	var initPID int
 	require.Eventually(t, func() bool { initPID = containerInit(nspawn.Process.Pid); return initPID > 0 },
 		30*time.Second, 100*time.Millisecond, "%s: the container's init appears", label)
@@ -336,12 +327,48 @@ func TestContainerInit(t *testing.T) {
 	testenv.Tool(t, "unshare", "util-linux")
 	cmd := exec.Command("unshare", "--pid", "--fork", "sleep", "60")
 	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	var init int
+	t.Cleanup(func() {
+		if init > 0 {
+			_ = syscall.Kill(init, syscall.SIGKILL)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 	require.Eventually(t, func() bool { init = containerInit(cmd.Process.Pid); return init > 0 },
 		10*time.Second, 10*time.Millisecond, "unshare's child in the new PID namespace is found")
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", init))
 	require.NoError(t, err)
 	assert.Contains(t, []string{"unshare", "sleep"}, strings.TrimSpace(string(comm)), "the child forked into the namespace")
 	assert.Zero(t, containerInit(os.Getpid()), "unshare itself runs in our PID namespace and is not taken for an init")
+}
+
+// TestStopContainer: a "container" whose nspawn ignores SIGTERM is
+// killed whole, its init too, not left running without its nspawn.
+func TestStopContainer(t *testing.T) {
+	testenv.Root(t, "creating a PID namespace")
+	testenv.Tool(t, "unshare", "util-linux")
+	// An ignored signal stays ignored across exec: unshare ignores
+	// SIGTERM, as an nspawn that cannot halt its container would.
+	cmd := exec.Command("sh", "-c", `trap "" TERM; exec unshare --pid --fork sleep 120`)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var init int
+	require.Eventually(t, func() bool { init = containerInit(cmd.Process.Pid); return init > 0 },
+		10*time.Second, 10*time.Millisecond)
+	done := make(chan struct{})
+	go func() { stopContainer(cmd, exited, 200*time.Millisecond); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("stopContainer did not return")
+	}
+	assert.Eventually(t, func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", init))
+		return os.IsNotExist(err)
+	}, 5*time.Second, 20*time.Millisecond, "the container's init %d is gone", init)
+	if t.Failed() {
+		_ = syscall.Kill(init, syscall.SIGKILL)
+	}
 }

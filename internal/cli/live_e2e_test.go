@@ -147,6 +147,25 @@ func run(ctx context.Context, timeout time.Duration, name string, args ...string
 	return string(out), err
 }
 
+// stopContainer stops the container nspawn booted: SIGTERM asks nspawn to
+// halt it, and one still there after grace is killed, its init first.
+// Killing the init of a PID namespace kills every process in it, where
+// killing nspawn alone would leave the container running, owned by no
+// one, for the rest of the run.
+func stopContainer(nspawn *exec.Cmd, exited <-chan error, grace time.Duration) {
+	_ = nspawn.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return
+	case <-time.After(grace):
+	}
+	if pid := containerInit(nspawn.Process.Pid); pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = nspawn.Process.Kill()
+	<-exited
+}
+
 // containerInit finds the container's init among the children of the
 // systemd-nspawn process ppid: the child in a PID namespace other than
 // ours. nspawn first forks an outer child in our namespace, which sets up
@@ -329,14 +348,7 @@ func TestE2ELive(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- nspawn.Wait() }()
 	t.Cleanup(func() {
-		// SIGTERM asks nspawn to halt the container; SIGKILL if it will not.
-		_ = nspawn.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = nspawn.Process.Kill()
-			<-exited
-		}
+		stopContainer(nspawn, exited, 30*time.Second)
 		if t.Failed() {
 			b, _ := os.ReadFile(console.Name())
 			t.Logf("container console (tail):\n%s", tail(string(b), 3000))
