@@ -428,7 +428,7 @@ func (s *settings) capabilities(src string, o *unit.Option, dst *uint64, boundin
 // capabilityFromName is capability_from_name: a number up to the
 // version's limit, or a name in any case.
 func (s *settings) capabilityFromName(w string) (int, bool) {
-	if n, ok := safeAtoi(w); ok {
+	if n, ok := safeAtoi(s.t.Version, w); ok {
 		if n < 0 || n > s.t.capLimit() {
 			return 0, false
 		}
@@ -545,7 +545,7 @@ func (t *Tables) parseErrnoOrAction(e string) (int, error) {
 	if n, ok := t.errnos[asciiUpper(e)]; ok && n > 0 {
 		return n, nil
 	}
-	n, ok := safeAtoi(e)
+	n, ok := safeAtoi(t.Version, e)
 	if !ok {
 		return 0, fmt.Errorf("invalid errno %q", e)
 	}

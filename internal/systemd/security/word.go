@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"strings"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // errSyntax is extract_first_word's -EINVAL: an unbalanced quote or a
@@ -91,76 +93,23 @@ func words(s string, flags wordFlags) ([]string, error) {
 	}
 }
 
-// strtol ports C's strtol/strtoul on s with base 0, 2, 8, 10 or 16. It returns the value,
-// whether s was negative, and false when s is not entirely a number or
-// overflows 64 bits.
+// strtol is C's strtol/strtoul on all of s in base 8 or 10
+// (unit.CStrtoul): the magnitude, whether s was negative, and false when
+// s is not entirely a number or overflows 64 bits.
 func strtol(s string, base int) (uint64, bool, bool) {
-	s = strings.TrimLeft(s, " \t\n\v\f\r")
-	neg := false
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	switch {
-	case (base == 0 || base == 16) && len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && hexDigit(s[2]):
-		s, base = s[2:], 16
-	case base == 0 && len(s) > 1 && s[0] == '0':
-		base = 8
-	case base == 0:
-		base = 10
-	}
-	if s == "" {
-		return 0, neg, false
-	}
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		d := digitVal(s[i])
-		if d < 0 || d >= base {
-			return 0, neg, false
-		}
-		if v > (math.MaxUint64-uint64(d))/uint64(base) {
-			return 0, neg, false
-		}
-		v = v*uint64(base) + uint64(d)
-	}
-	return v, neg, true
+	v, neg, err := unit.CStrtoul(s, base, false)
+	return v, neg, err == nil
 }
 
-func hexDigit(c byte) bool { d := digitVal(c); return d >= 0 && d < 16 }
-
-func digitVal(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'z':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'Z':
-		return int(c-'A') + 10
-	}
-	return -1
-}
-
-// mangleBase is mangle_base: "0b"/"0o" prefixes when the base is 0.
-func mangleBase(s string, base int) (string, int) {
-	if base != 0 {
-		return s, base
-	}
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'b' || s[1] == 'B') {
-		return s[2:], 2
-	}
-	if len(s) >= 2 && s[0] == '0' && (s[1] == 'o' || s[1] == 'O') {
-		return s[2:], 8
-	}
-	return s, base
-}
-
-// safeAtoi ports safe_atoi: leading whitespace, "0b"/"0o"/"0x" and C
-// octal prefixes, a sign, the whole string a number within int.
-func safeAtoi(s string) (int, bool) {
+// safeAtoi ports safe_atoi of systemd version: leading whitespace,
+// "0b"/"0o"/"0x" and C octal prefixes, a sign, the whole string a number
+// within int. From unit.C23Strtol, strtol itself takes a "0b" prefix
+// too, so "0b0b101" is 5.
+func safeAtoi(version int, s string) (int, bool) {
 	s = strings.TrimLeft(s, whitespace)
-	s, base := mangleBase(s, 0)
-	v, neg, ok := strtol(s, base)
-	if !ok {
+	s, base := unit.MangleBase(s)
+	v, neg, err := unit.CStrtoul(s, base, version >= unit.C23Strtol)
+	if err != nil {
 		return 0, false
 	}
 	if neg {

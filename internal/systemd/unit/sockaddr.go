@@ -18,11 +18,11 @@ const (
 	FamilyVsock                            // AF_VSOCK
 )
 
-// c23Strtol is the first systemd version whose Debian build reads numbers
+// C23Strtol is the first systemd version whose Debian build reads numbers
 // with C23's strtol and strtoul (glibc 2.38 on, with _GNU_SOURCE): they
 // take a "0b" prefix in bases 0 and 2. Debian 12's systemd 252 is built
 // against glibc 2.36, Debian 13's 257 against 2.41.
-const c23Strtol = 257
+const C23Strtol = 257
 
 // vsockTypes is the version (of the two modelled) that reads
 // "vsock-stream:", "vsock-dgram:" and "vsock-seqpacket:" addresses, the
@@ -222,8 +222,8 @@ func safeAtou(version int, s string, refuseSpace bool) (uint32, error) {
 		return 0, errInvalid
 	}
 	s = strings.TrimLeft(s, whitespace)
-	s, base := mangleBase(s)
-	v, err := strtoulBase(s, base, version >= c23Strtol)
+	s, base := MangleBase(s)
+	v, err := strtoulBase(s, base, version >= C23Strtol)
 	if err != nil {
 		return 0, err
 	}
@@ -237,8 +237,8 @@ func safeAtou(version int, s string, refuseSpace bool) (uint32, error) {
 // mangle_base, within int), positive.
 func parseIfindex(version int, s string) (int, bool) {
 	s = strings.TrimLeft(s, whitespace)
-	s, base := mangleBase(s)
-	v, err := strtoulBase(s, base, version >= c23Strtol)
+	s, base := MangleBase(s)
+	v, err := strtoulBase(s, base, version >= C23Strtol)
 	if err != nil {
 		return 0, false
 	}
@@ -251,9 +251,9 @@ func parseIfindex(version int, s string) (int, bool) {
 	return int(v), true
 }
 
-// mangleBase is mangle_base for base 0: "0b"/"0B" is binary, "0o"/"0O"
+// MangleBase is mangle_base for base 0: "0b"/"0B" is binary, "0o"/"0O"
 // octal; otherwise strtoul picks the base (0).
-func mangleBase(s string) (string, int) {
+func MangleBase(s string) (string, int) {
 	if len(s) >= 2 && s[0] == '0' {
 		switch s[1] {
 		case 'b', 'B':
@@ -268,15 +268,25 @@ func mangleBase(s string) (string, int) {
 // cSpace is isspace in the C locale, which strtoul skips.
 const cSpace = " \t\n\v\f\r"
 
-// strtoulBase is glibc's strtoul(s, &end, base) for base 0, 2 or 8 when all
-// of s must be the number: leading isspace, a sign (a negative value
-// wraps around), a "0x" prefix in base 0 and, with c23, a "0b" prefix in
-// bases 0 and 2, a leading "0" making base 0 octal. It fails with
-// errRange when the magnitude overflows 64 bits (which strtoul reports
-// even with trailing garbage) and errInvalid when s is not all digits.
+// strtoulBase is CStrtoul's value as strtoul returns it: a negative one
+// wraps around.
 func strtoulBase(s string, base int, c23 bool) (uint64, error) {
+	v, neg, err := CStrtoul(s, base, c23)
+	if neg {
+		v = -v
+	}
+	return v, err
+}
+
+// CStrtoul is glibc's strtoul(s, &end, base) for base 0, 2, 8 or 10 when
+// all of s must be the number: leading isspace, a sign, a "0x" prefix in
+// base 0 and, with c23 (glibc 2.41's C23 reading), a "0b" prefix in bases
+// 0 and 2, a leading "0" making base 0 octal. It returns the magnitude
+// and whether a "-" preceded it, and fails with errRange when the
+// magnitude overflows 64 bits (which strtoul reports even with trailing
+// garbage) and errInvalid when s is not all digits.
+func CStrtoul(s string, base int, c23 bool) (magnitude uint64, neg bool, err error) {
 	s = strings.TrimLeft(s, cSpace)
-	neg := false
 	if s != "" && (s[0] == '+' || s[0] == '-') {
 		neg = s[0] == '-'
 		s = s[1:]
@@ -310,13 +320,11 @@ func strtoulBase(s string, base int, c23 bool) (uint64, error) {
 	}
 	switch {
 	case overflow:
-		return 0, errRange
+		return 0, neg, errRange
 	case n == 0 || n < len(s):
-		return 0, errInvalid
-	case neg:
-		return -v, nil
+		return 0, neg, errInvalid
 	}
-	return v, nil
+	return v, neg, nil
 }
 
 // digitValue is the value of an alphanumeric digit, -1 for others.
