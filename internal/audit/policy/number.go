@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,11 +17,19 @@ import (
 var ErrNumberRange = errors.New("number out of the range policies can hold (a float64: ±1.8e308, non-zero magnitudes from 4.9e-324)")
 
 // checkNumber refuses a JSON number literal a float64 cannot hold:
-// overflowing to ±Inf or a non-zero literal underflowing to zero.
+// overflowing to ±Inf or a non-zero literal underflowing to zero. A zero
+// is refused too when big.Float cannot read it: its exponent overflows
+// (0E10000000000000000000), which strconv takes for 0 but OPA's
+// comparison of numbers cannot parse, and panics on.
 func checkNumber(s string) error {
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || (f == 0 && !zeroLiteral(s)) {
 		return fmt.Errorf("%s: %w", truncate(s), ErrNumberRange)
+	}
+	if f == 0 && strings.ContainsAny(s, "eE") {
+		if _, ok := new(big.Float).SetString(s); !ok {
+			return fmt.Errorf("%s: %w", truncate(s), ErrNumberRange)
+		}
 	}
 	return nil
 }
