@@ -13,13 +13,6 @@ import (
 // check, the versions between are modelled as 252).
 const workingDirAPIVFS = 257
 
-// workingDirectory is WorkingDirectory= as config_parse_working_directory
-// keeps it: the path, or home when it ends "~" (the path is then unset).
-func workingDirectory(u *Unit, sec, requested string, version int) (dir string, home bool) {
-	w := workDirSetting(u, sec, requested, version)
-	return w.dir, w.home
-}
-
 // workDir is a unit's working directory setting: the absolute path (or
 // home, "~"), whether a "-" prefix lets it be missing, and the file that
 // set it.
@@ -67,7 +60,10 @@ func workDirSetting(u *Unit, sec, requested string, version int) workDir {
 func (g *Graph) needsMountNamespace(u *Unit, sec, requested string) bool {
 	v := g.version
 	flag := func(name string) bool { return lastBool(u, sec, name, false) }
-	path := func(name string) (string, bool) { return lastPathPrintf(u, sec, name, requested, v) }
+	path := func(name string) (string, bool) {
+		p, _, set := pathSetting(u, sec, name, requested, v)
+		return p, set
+	}
 	_, image := path("RootImage")
 	rootDir, root := path("RootDirectory")
 	rootfs := image || root && rootDir != "/"
@@ -145,17 +141,11 @@ func b2i(b bool) int {
 	return 0
 }
 
-// lastPathPrintf is a path setting read by config_parse_unit_path_printf:
-// the value its specifiers resolve to, simplified, and whether it is set.
-// A value that resolves to "" unsets it; one that does not resolve or is
-// not an absolute, normalized path is ignored (or, for the fatal ones,
-// fails the unit file, see fatalSetting).
-func lastPathPrintf(u *Unit, sec, name, requested string, version int) (string, bool) {
-	p, _, set := pathSetting(u, sec, name, requested, version)
-	return p, set
-}
-
-// pathSetting is lastPathPrintf with the file that set the path.
+// pathSetting is a path setting read by config_parse_unit_path_printf:
+// the value its specifiers resolve to, simplified, the file that set it,
+// and whether it is set. A value that resolves to "" unsets it; one that
+// does not resolve or is not an absolute, normalized path is ignored (or,
+// for the fatal ones, fails the unit file, see fatalSetting).
 func pathSetting(u *Unit, sec, name, requested string, version int) (p, src string, set bool) {
 	for _, s := range u.Sources {
 		for _, o := range s.Options {
@@ -248,17 +238,13 @@ func keptCount(u *Unit, sec string, one func(v string) int, names ...string) int
 func (g *Graph) pathListKept(u *Unit, sec, requested string, names ...string) bool {
 	return keptCount(u, sec, func(v string) int {
 		n := 0
-		for p := v; ; {
-			w, rest, ok, err := unit.ExtractWord(p, true, false)
-			if err != nil || !ok {
-				return n
-			}
-			p = rest
+		for w := range unit.Words(v, true, false) {
 			w = strings.TrimPrefix(strings.TrimPrefix(w, "-"), "+")
 			if _, why := absPath(g.version, requested, w); why == "" {
 				n++
 			}
 		}
+		return n
 	}, names...) > 0
 }
 
@@ -327,12 +313,7 @@ func (g *Graph) bindPathsKept(u *Unit, sec, requested string) bool {
 func (g *Graph) temporaryFileSystemsKept(u *Unit, sec, requested string) bool {
 	return keptCount(u, sec, func(v string) int {
 		n := 0
-		for p := v; ; {
-			w, rest, ok, err := unit.ExtractWord(p, true, false)
-			if err != nil || !ok {
-				return n
-			}
-			p = rest
+		for w := range unit.Words(v, true, false) {
 			path, _, _, ok, err := unit.ExtractWordSep(w, ":", unit.WordDontCoalesce)
 			if err != nil || !ok {
 				continue
@@ -341,6 +322,7 @@ func (g *Graph) temporaryFileSystemsKept(u *Unit, sec, requested string) bool {
 				n++
 			}
 		}
+		return n
 	}, "TemporaryFileSystem") > 0
 }
 
@@ -362,12 +344,7 @@ func (g *Graph) mountImagesSet(u *Unit, sec, requested string) bool {
 func (g *Graph) extensionImagesKept(u *Unit, sec, requested string) bool {
 	return keptCount(u, sec, func(v string) int {
 		n := 0
-		for p := v; ; {
-			w, rest, ok, err := unit.ExtractWord(p, true, true)
-			if err != nil || !ok {
-				return n
-			}
-			p = rest
+		for w := range unit.Words(v, true, true) {
 			src, err := colonFields(w, 1, false)
 			if err != nil {
 				return n
@@ -385,6 +362,7 @@ func (g *Graph) extensionImagesKept(u *Unit, sec, requested string) bool {
 			}
 			n++
 		}
+		return n
 	}, "ExtensionImages") > 0
 }
 
@@ -439,12 +417,7 @@ func execDirList(u *Unit, sec, requested string, version int) []execDir {
 				out = slices.DeleteFunc(out, func(d execDir) bool { return d.setting == o.Name })
 				continue
 			}
-			for p := o.Value; ; {
-				w, rest, ok, err := unit.ExtractWord(p, true, true)
-				if err != nil || !ok {
-					break
-				}
-				p = rest
+			for w := range unit.Words(o.Value, true, true) {
 				f, err := colonFields(w, fields, dontCoalesce)
 				if err != nil || len(f) == 0 {
 					break

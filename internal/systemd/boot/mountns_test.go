@@ -201,8 +201,7 @@ func TestNeedsMountNamespace(t *testing.T) {
 		"WorkingDirectory=/dev/x\nWorkingDirectory=-/a/../b": "/dev/x",
 	} {
 		u := testUnit(t, "x.service", "[Service]\n"+text+"\n")
-		dir, _ := workingDirectory(u, "Service", u.Name, 257)
-		assert.Equal(t, want, dir, text)
+		assert.Equal(t, want, workDirSetting(u, "Service", u.Name, 257).dir, text)
 	}
 }
 
@@ -264,7 +263,7 @@ func FuzzMountNamespace(f *testing.F) {
 					return
 				}
 				g.needsMountNamespace(u, "Service", u.Name)
-				workingDirectory(u, "Service", u.Name, version)
+				workDirSetting(u, "Service", u.Name, version)
 			}
 			for _, name := range mountNSResets {
 				u, err := parseTestUnit("x@i.service", "[Service]\n"+name+"="+v+"\n"+name+"=\n")

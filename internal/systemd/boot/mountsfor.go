@@ -55,12 +55,7 @@ func (g *Graph) mountNeeds(u *Unit, t, requested string) []mountNeed {
 		// config_parse_unit_mounts_for: words after specifiers, each
 		// an absolute normalized path or ignored; a syntax error ends
 		// the list.
-		for rest := o.Value; ; {
-			w, r, ok, err := unit.ExtractWord(rest, true, false)
-			if err != nil || !ok {
-				break
-			}
-			rest = r
+		for w := range unit.Words(o.Value, true, false) {
 			if p, why := absPath(g.version, requested, w); why == "" {
 				add(p, o.Name, u.srcs[i])
 			}

@@ -79,12 +79,7 @@ func (g *Graph) diskImageSource(u *Unit, sec, requested string) string {
 // resolve their specifiers to absolute paths (from 257, not below /proc
 // or /sys). A word that does not parse ends the assignment.
 func mountImagesKept(v, id string, version int) bool {
-	for rest := v; ; {
-		w, r, ok, err := unit.ExtractWord(rest, true, true)
-		if err != nil || !ok {
-			return false
-		}
-		rest = r
+	for w := range unit.Words(v, true, true) {
 		fields, err := colonWords(w)
 		if err != nil {
 			return false
@@ -97,6 +92,7 @@ func mountImagesKept(v, id string, version int) bool {
 			return true
 		}
 	}
+	return false
 }
 
 // imagePath reports whether a MountImages= path resolves its specifiers

@@ -252,11 +252,11 @@ func (g *Graph) verifyContexts(u *Unit, t, requested string) error {
 		}
 		return nil
 	}
-	dir, home := workingDirectory(u, sec, requested, g.version)
+	wd := workDirSetting(u, sec, requested, g.version)
 	switch {
-	case lastBool(u, sec, "DynamicUser", false) && home:
+	case lastBool(u, sec, "DynamicUser", false) && wd.home:
 		return bad("WorkingDirectory=~ is not allowed under DynamicUser=yes. Refusing.")
-	case g.version >= workingDirAPIVFS && belowAPIVFS(dir) && g.needsMountNamespace(u, sec, requested):
+	case g.version >= workingDirAPIVFS && belowAPIVFS(wd.dir) && g.needsMountNamespace(u, sec, requested):
 		return bad("WorkingDirectory= may not be below /proc/, /sys/ or /dev/ when using mount namespacing. Refusing.")
 	// PrivatePIDs= takes effect where the kernel has PID namespaces, as
 	// every kernel systemd 257 boots on Debian does.

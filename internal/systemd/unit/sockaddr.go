@@ -18,12 +18,6 @@ const (
 	FamilyVsock                            // AF_VSOCK
 )
 
-// C23Strtol is the first systemd version whose Debian build reads numbers
-// with C23's strtol and strtoul (glibc 2.38 on, with _GNU_SOURCE): they
-// take a "0b" prefix in bases 0 and 2. Debian 12's systemd 252 is built
-// against glibc 2.36, Debian 13's 257 against 2.41.
-const C23Strtol = 257
-
 // vsockTypes is the version (of the two modelled) that reads
 // "vsock-stream:", "vsock-dgram:" and "vsock-seqpacket:" addresses, the
 // named CIDs "hypervisor", "local" and "host", and refuses port
@@ -192,12 +186,6 @@ var netlinkFamilies = map[string]bool{
 	"dnrtmsg": true, "kobject-uevent": true, "generic": true, "scsitransport": true, "ecryptfs": true, "rdma": true,
 }
 
-// Errors of the number parsers: -EINVAL and -ERANGE.
-var (
-	errInvalid = errors.New("invalid number")
-	errRange   = errors.New("number out of range")
-)
-
 // parseIPPort is parse_ip_port: safe_atou16 without leading whitespace,
 // not 0.
 func parseIPPort(version int, s string) (uint16, error) {
@@ -249,95 +237,6 @@ func parseIfindex(version int, s string) (int, bool) {
 		return 0, false
 	}
 	return int(v), true
-}
-
-// MangleBase is mangle_base for base 0: "0b"/"0B" is binary, "0o"/"0O"
-// octal; otherwise strtoul picks the base (0).
-func MangleBase(s string) (string, int) {
-	if len(s) >= 2 && s[0] == '0' {
-		switch s[1] {
-		case 'b', 'B':
-			return s[2:], 2
-		case 'o', 'O':
-			return s[2:], 8
-		}
-	}
-	return s, 0
-}
-
-// cSpace is isspace in the C locale, which strtoul skips.
-const cSpace = " \t\n\v\f\r"
-
-// strtoulBase is CStrtoul's value as strtoul returns it: a negative one
-// wraps around.
-func strtoulBase(s string, base int, c23 bool) (uint64, error) {
-	v, neg, err := CStrtoul(s, base, c23)
-	if neg {
-		v = -v
-	}
-	return v, err
-}
-
-// CStrtoul is glibc's strtoul(s, &end, base) for base 0, 2, 8 or 10 when
-// all of s must be the number: leading isspace, a sign, a "0x" prefix in
-// base 0 and, with c23 (glibc 2.41's C23 reading), a "0b" prefix in bases
-// 0 and 2, a leading "0" making base 0 octal. It returns the magnitude
-// and whether a "-" preceded it, and fails with errRange when the
-// magnitude overflows 64 bits (which strtoul reports even with trailing
-// garbage) and errInvalid when s is not all digits.
-func CStrtoul(s string, base int, c23 bool) (magnitude uint64, neg bool, err error) {
-	s = strings.TrimLeft(s, cSpace)
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	if len(s) >= 2 && s[0] == '0' {
-		switch {
-		case base == 0 && (s[1] == 'x' || s[1] == 'X'):
-			s, base = s[2:], 16
-		case c23 && (base == 0 || base == 2) && (s[1] == 'b' || s[1] == 'B'):
-			s, base = s[2:], 2
-		}
-	}
-	if base == 0 {
-		base = 10
-		if s != "" && s[0] == '0' {
-			base = 8
-		}
-	}
-	var v uint64
-	n := 0
-	overflow := false
-	for ; n < len(s); n++ {
-		d := digitValue(s[n])
-		if d < 0 || d >= base {
-			break
-		}
-		if v > (math.MaxUint64-uint64(d))/uint64(base) {
-			overflow = true
-		}
-		v = v*uint64(base) + uint64(d)
-	}
-	switch {
-	case overflow:
-		return 0, neg, errRange
-	case n == 0 || n < len(s):
-		return 0, neg, errInvalid
-	}
-	return v, neg, nil
-}
-
-// digitValue is the value of an alphanumeric digit, -1 for others.
-func digitValue(c byte) int {
-	switch {
-	case c >= '0' && c <= '9':
-		return int(c - '0')
-	case c >= 'a' && c <= 'z':
-		return int(c-'a') + 10
-	case c >= 'A' && c <= 'Z':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // inetPton4 is glibc's inet_pton for AF_INET: four dotted decimal

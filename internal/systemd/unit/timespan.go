@@ -89,19 +89,6 @@ func strtoll(s string) (v int64, rest string, overflow bool) {
 	return int64(u), rest, false
 }
 
-// cDecimal splits s as C's strtol and strtoul read it in base 10: leading
-// isspace skipped, an optional sign, the run of digits, and the rest
-// after them (digits is "" when nothing would be converted).
-func cDecimal(s string) (neg bool, digits, rest string) {
-	p := strings.TrimLeft(s, cSpace)
-	if p != "" && (p[0] == '+' || p[0] == '-') {
-		neg = p[0] == '-'
-		p = p[1:]
-	}
-	n := digitRun(p)
-	return neg, p[:n], p[n:]
-}
-
 // ParseSec is parse_sec() (parse_time with seconds as the default unit,
 // src/basic/time-util.c), the same in systemd 252 and 257: a time span
 // such as "10s", "1min 30s", "1.5h", "5" (seconds) or "infinity"

@@ -2,6 +2,7 @@ package unit
 
 import (
 	"errors"
+	"iter"
 	"strings"
 )
 
@@ -27,6 +28,22 @@ const (
 	// separator ends a word, so two in a row enclose an empty one.
 	WordDontCoalesce
 )
+
+// Words yields the words of s as ExtractWord reads them, one after the
+// other, up to the end or the first syntax error: the reading of the
+// parsers that end an assignment at a syntax error and keep the words
+// before it.
+func Words(s string, unquote, retainEscape bool) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for {
+			w, rest, ok, err := ExtractWord(s, unquote, retainEscape)
+			if err != nil || !ok || !yield(w) {
+				return
+			}
+			s = rest
+		}
+	}
+}
 
 // ExtractWord is extract_first_word with WHITESPACE separators: unquote
 // is WordUnquote, retainEscape WordRetainEscape. It returns the word, the

@@ -1,6 +1,7 @@
 package unit
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -122,4 +123,24 @@ func FuzzExtractWordSep(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestWords(t *testing.T) {
+	for _, tc := range []struct {
+		in                    string
+		unquote, retainEscape bool
+		want                  []string
+	}{
+		{`a "b c" d`, true, false, []string{"a", "b c", "d"}},
+		{`a "b c`, true, false, []string{"a"}},
+		{`a\:b c\`, true, true, []string{`a\:b`, `c\`}},
+		{`a\:b c\`, true, false, []string{"a:b"}},
+		{"", true, false, nil},
+	} {
+		assert.Equal(t, tc.want, slices.Collect(Words(tc.in, tc.unquote, tc.retainEscape)), "%q", tc.in)
+	}
+	for w := range Words("a b c", false, false) {
+		assert.Equal(t, "a", w, "a break ends the words")
+		break
+	}
 }
