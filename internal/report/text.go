@@ -66,6 +66,11 @@ func (t *textWriter) Write(w io.Writer, r *finding.Report) error {
 			code = ansiDim
 		}
 		fmt.Fprintf(bw, "\n%s (%d)\n", paint(code, label), len(g.Findings))
+		// A rule's remediation is the same text for each of its units
+		// (service-exposure's is over a kilobyte, on fifty services of a
+		// stock image): it is written once per group, under the first
+		// finding, and the others point back to it.
+		said := map[string]string{}
 		for _, f := range g.Findings {
 			head := f.RuleID
 			if f.Unit != "" {
@@ -97,8 +102,14 @@ func (t *textWriter) Write(w io.Writer, r *finding.Report) error {
 					fmt.Fprintf(bw, "      %s\n", paint(ansiBold, Printable(c)))
 				}
 			}
-			if f.Remediation.Text != "" {
-				fmt.Fprintf(bw, "    %s\n", oneLine(f.Remediation.Text))
+			if text := oneLine(f.Remediation.Text); text != "" {
+				key := f.RuleID + "\x00" + text
+				if first, ok := said[key]; ok {
+					fmt.Fprintf(bw, "    %s\n", remediationAbove(first))
+				} else {
+					said[key] = f.Unit
+					fmt.Fprintf(bw, "    %s\n", text)
+				}
 			}
 		}
 	}
@@ -107,6 +118,15 @@ func (t *textWriter) Write(w io.Writer, r *finding.Report) error {
 	}
 	fmt.Fprintf(bw, "\n%s\n", summaryLine(r, t.o.failOn))
 	return bw.Flush()
+}
+
+// remediationAbove points to the remediation written under the rule's
+// first finding in the same group, named by its unit when it has one.
+func remediationAbove(unit string) string {
+	if unit == "" {
+		return "(remediation as above)"
+	}
+	return "(remediation as for " + Printable(unit) + " above)"
 }
 
 func writeLiveText(w io.Writer, l *Live) {
