@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"flag"
+	"fmt"
 	"html"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
@@ -101,6 +104,48 @@ func TestTextContent(t *testing.T) {
 	assert.False(t, IsTerminal(pw), "a pipe is not a terminal")
 	pw.Close()
 	assert.Contains(t, string(render(t, "text", sampleReport(), WithColor(ColorAlways))), "\x1b[1;31mHIGH")
+}
+
+// exposureReport has the findings of one rule on many services, each with
+// the rule's long remediation, as a stock image gives service-exposure.
+func exposureReport(n int) *finding.Report {
+	var fs []finding.Finding
+	fix := "Add a drop-in under /etc/systemd/system/UNIT.d/ that sandboxes the service. " + strings.Repeat("Prove it by booting the image. ", 40)
+	for i := range n {
+		u := fmt.Sprintf("svc%03d.service", i)
+		fs = append(fs, finding.Finding{
+			RuleID: "service-exposure", Title: "A service that starts at boot is more exposed than the threshold",
+			Severity: finding.Low, Unit: u,
+			Message:     u + " starts at boot with an exposure of 9.4 (UNSAFE), above the threshold 9.0",
+			Chain:       []unit.Edge{{From: "default.target", To: "multi-user.target", Kind: "alias", Source: "/lib/systemd/system/default.target"}, {From: "multi-user.target", To: u, Kind: ".wants", Source: "/etc/systemd/system/multi-user.target.wants/" + u}},
+			Remediation: finding.Remediation{Action: "configure", Text: fix},
+		})
+	}
+	return finding.NewReport(finding.Target{Name: "stock", Kind: "dir"}, fs)
+}
+
+func TestTextRemediationOncePerRule(t *testing.T) {
+	r := exposureReport(3)
+	// Another rule with the same text still shows it, and a waived finding
+	// is in a group of its own.
+	r.Findings = append(r.Findings,
+		finding.Finding{RuleID: "other-rule", Severity: finding.Low, Unit: "a.service", Message: "m", Remediation: r.Findings[0].Remediation},
+		finding.Finding{RuleID: "service-exposure", Severity: finding.Low, Unit: "w.service", Message: "m", Remediation: r.Findings[0].Remediation, Waived: true, Waiver: &finding.Waiver{Reason: "known"}},
+	)
+	out := string(render(t, "text", r))
+	fix := oneLine(r.Findings[0].Remediation.Text)
+	assert.Equal(t, 3, strings.Count(out, fix), "once for the rule, once for the other rule, once in the waived group:\n%s", out)
+	assert.Equal(t, 2, strings.Count(out, "(remediation as for svc000.service above)"), out)
+	first, second := strings.Index(out, "  service-exposure  svc000.service\n"), strings.Index(out, "  service-exposure  svc001.service\n")
+	require.True(t, first >= 0 && second > first, out)
+	assert.Contains(t, out[first:second], fix, "the text is under the first finding")
+	// Sorted by rule then unit, the finding without a unit comes first
+	// and carries the text; the others name no unit then.
+	r = exposureReport(2)
+	r.Findings = append(r.Findings, finding.Finding{RuleID: "service-exposure", Severity: finding.Low, Message: "no unit", Remediation: r.Findings[0].Remediation})
+	out = string(render(t, "text", r))
+	assert.Equal(t, 1, strings.Count(out, fix), out)
+	assert.Equal(t, 2, strings.Count(out, "(remediation as above)"), out)
 }
 
 func TestJSONRoundTrip(t *testing.T) {
@@ -425,6 +470,45 @@ func FuzzWriters(f *testing.F) {
 // teams or reference issues in a GitHub comment: outside code, where
 // GitHub looks for them, none is left once the Markdown is read as
 // GitHub reads it (escapes undone, entities decoded).
+func TestMarkdownFitsAComment(t *testing.T) {
+	// Small enough: everything, in full.
+	small := string(render(t, "markdown", exposureReport(20)))
+	assert.NotContains(t, small, "Shortened")
+	assert.Equal(t, 20, strings.Count(small, "  - starts at boot:"))
+
+	// 2,000 services, a high finding first and one whose message a
+	// hostile image made huge, on a live host: within the limit, the
+	// high finding in full, the rest in brief or counted, and the numbers
+	// add up.
+	r := exposureReport(2000)
+	r.Findings = append(r.Findings,
+		finding.Finding{RuleID: "ecs-agent-unconfigured", Severity: finding.High, Unit: "ecs.service", Message: "ecs.service starts at boot", Remediation: finding.Remediation{Action: "disable", Units: []string{"ecs.service"}}},
+		finding.Finding{RuleID: "exec-missing", Severity: finding.Medium, Unit: "huge.service", Message: strings.Repeat("x", 2*CommentLimit)},
+	)
+	r.Target.Name = strings.Repeat("é", CommentLimit)
+	out := render(t, "markdown", r, WithLive(sampleLive()))
+	require.LessOrEqual(t, len(out), CommentLimit)
+	md := string(out)
+	assert.True(t, utf8.ValidString(md))
+	assert.Contains(t, md, "- **`ecs-agent-unconfigured` · `ecs.service`**")
+	assert.Contains(t, md, "systemctl disable ecs.service")
+	assert.True(t, strings.Contains(md, "- **`exec-missing` · `huge.service`**\n  "+strings.Repeat("x", messageLimit-3)+"…\n"), "the huge message clipped")
+	assert.Contains(t, md, "### Live host", "the live section is kept")
+	full := strings.Count(md, "\n- **`")
+	brief := strings.Count(md, "\n- `")
+	m := regexp.MustCompile(`_Shortened to fit a comment \(a GitHub comment holds at most 65536 characters\): (\d+) of (\d+) findings in brief, (\d+) left out\.`).FindStringSubmatch(md)
+	require.NotNil(t, m, "the note")
+	assert.Equal(t, strconv.Itoa(brief), m[1])
+	assert.Equal(t, "2002", m[2])
+	left, _ := strconv.Atoi(m[3])
+	assert.Equal(t, 2002, full+brief+left, "each finding in full, in brief or counted as left out")
+	assert.Greater(t, full, 10)
+	assert.Greater(t, brief, 100)
+	assert.Positive(t, left)
+	// Full entries come before brief ones, highest severity first.
+	assert.Less(t, strings.LastIndex(md, "\n- **`"), strings.Index(md, "\n- `"))
+}
+
 func TestMarkdownNeverNotifies(t *testing.T) {
 	r := finding.NewReport(finding.Target{Name: "@octocat's image", Kind: "#1"}, []finding.Finding{{
 		RuleID: "r", Severity: finding.High, Unit: "getty@tty1.service", Title: "ask @org/team",

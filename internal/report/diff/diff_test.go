@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/audit/finding"
+	"github.com/amilint/amilint/internal/report"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
@@ -235,6 +239,37 @@ func TestMarkdownPipesStayInTheirCell(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, rows, "the finding, the unit added and newly enabled")
+}
+
+// TestMarkdownFitsAComment: a diff of two very different images (3,000
+// units each way, a finding with a huge message) stays within a
+// comment's limit, keeps its first tables and counts what it leaves out.
+func TestMarkdownFitsAComment(t *testing.T) {
+	before, after := Image{Name: "old"}, Image{Name: "new"}
+	for i := range 3000 {
+		before.Units = append(before.Units, Unit{Name: fmt.Sprintf("old%04d.service", i), State: "enabled"})
+		after.Units = append(after.Units, Unit{Name: fmt.Sprintf("new%04d.service", i), State: "enabled"})
+	}
+	after.Report = finding.NewReport(finding.Target{Name: "new"}, []finding.Finding{{RuleID: "exec-missing", Severity: finding.High, Unit: "huge.service", Message: strings.Repeat("m", 100000)}})
+	w, err := Get("markdown", finding.High)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, w.Write(&b, Compare(before, after)))
+	md := b.String()
+	require.LessOrEqual(t, len(md), report.CommentLimit)
+	assert.True(t, strings.Contains(md, "| high | `exec-missing` | `huge.service` | "+strings.Repeat("m", report.MessageLimit-3)+"… |\n"), "the finding first, its message clipped")
+	m := regexp.MustCompile(`: (\d+) of (\d+) rows left out\.`).FindStringSubmatch(md)
+	require.NotNil(t, m, "the note")
+	rows := strings.Count(md, "\n| `")
+	left, _ := strconv.Atoi(m[1])
+	assert.Equal(t, m[2], strconv.Itoa(rows+left+1), "every row shown or counted (the finding's row starts with its severity)")
+	assert.Greater(t, rows, 100)
+	assert.Greater(t, left, 1000)
+
+	// A diff that fits is not shortened.
+	b.Reset()
+	require.NoError(t, w.Write(&b, Compare(base(), dlami())))
+	assert.NotContains(t, b.String(), "Shortened")
 }
 
 func TestHTMLShowsBidi(t *testing.T) {

@@ -103,11 +103,18 @@ type markdownWriter struct{ failOn finding.Severity }
 
 func (m markdownWriter) Write(w io.Writer, d *Diff) error {
 	esc := report.MarkdownEscape
-	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "## amilint diff: %s → %s\n\n**%s**\n", esc(d.Old), esc(d.New), verdict(d, m.failOn))
+	var head strings.Builder
+	fmt.Fprintf(&head, "## amilint diff: %s → %s\n\n**%s**\n", esc(report.Clip(d.Old, 1024)), esc(report.Clip(d.New, 1024)), verdict(d, m.failOn))
 	if d.Empty() {
-		fmt.Fprintln(bw, "\nNo differences.")
+		fmt.Fprintln(&head, "\nNo differences.")
 	}
+	// The tables in the order a reviewer reads them, each row one string,
+	// so that a diff too long for a comment can keep its first rows.
+	type table struct {
+		title string
+		rows  []string
+	}
+	var tables []table
 	for _, l := range []struct {
 		title string
 		fs    []finding.Finding
@@ -115,23 +122,49 @@ func (m markdownWriter) Write(w io.Writer, d *Diff) error {
 		if len(l.fs) == 0 {
 			continue
 		}
-		fmt.Fprintf(bw, "\n### %s (%d)\n\n| severity | rule | unit | message |\n|---|---|---|---|\n", l.title, len(l.fs))
+		t := table{title: fmt.Sprintf("\n### %s (%d)\n\n| severity | rule | unit | message |\n|---|---|---|---|\n", l.title, len(l.fs))}
 		for _, f := range l.fs {
 			sev := f.Severity.String()
 			if f.Waived {
 				sev += " (waived)"
 			}
-			fmt.Fprintf(bw, "| %s | %s | %s | %s |\n", sev, report.CodeCell(f.RuleID), report.CodeCell(f.Unit), esc(f.Message))
+			t.rows = append(t.rows, fmt.Sprintf("| %s | %s | %s | %s |\n", sev, report.CodeCell(f.RuleID), report.CodeCell(f.Unit), esc(report.Clip(f.Message, report.MessageLimit))))
 		}
+		tables = append(tables, t)
 	}
 	for _, s := range d.sections() {
 		if len(s.Changes) == 0 {
 			continue
 		}
-		fmt.Fprintf(bw, "\n### %s (%d)\n\n| unit | change |\n|---|---|\n", s.Title, len(s.Changes))
+		t := table{title: fmt.Sprintf("\n### %s (%d)\n\n| unit | change |\n|---|---|\n", s.Title, len(s.Changes))}
 		for _, c := range s.Changes {
-			fmt.Fprintf(bw, "| %s | %s |\n", report.CodeCell(c.Unit), esc(s.Detail(c)))
+			t.rows = append(t.rows, fmt.Sprintf("| %s | %s |\n", report.CodeCell(c.Unit), esc(report.Clip(s.Detail(c), report.MessageLimit))))
 		}
+		tables = append(tables, t)
+	}
+
+	bw := bufio.NewWriter(w)
+	bw.WriteString(head.String())
+	// Within report.CommentLimit: rows in order while they fit, with room
+	// kept for the note that counts the rows left out.
+	budget := report.CommentLimit - head.Len() - 256
+	used, shown, left := 0, 0, 0
+	for _, t := range tables {
+		title := t.title
+		for _, r := range t.rows {
+			if left > 0 || used+len(title)+len(r) > budget {
+				left++
+				continue
+			}
+			bw.WriteString(title + r)
+			used += len(title) + len(r)
+			title = ""
+			shown++
+		}
+	}
+	if left > 0 {
+		fmt.Fprintf(bw, "\n_Shortened to fit a comment (a GitHub comment holds at most %d characters): %d of %d rows left out. `amilint diff -o html` or `-o json` gives them all._\n",
+			report.CommentLimit, left, shown+left)
 	}
 	return bw.Flush()
 }
