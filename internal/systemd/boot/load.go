@@ -210,7 +210,11 @@ func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 	if sdVersion == 0 {
 		sdVersion = version.Default
 	}
-	return loadGraph(rootfs.New(atBoot{fsys.Raw()}), sdVersion, unit.SearchPathOf(sdVersion))
+	img := rootfs.New(atBoot{src: fsys.Raw()})
+	if gen := runGenerators(img, sdVersion); gen != nil {
+		img = rootfs.New(atBoot{src: fsys.Raw(), gen: gen})
+	}
+	return loadGraph(img, sdVersion, unit.SearchPathOf(sdVersion))
 }
 
 // LoadTree is Load with the image's /run as it is, the way offline tools

@@ -16,8 +16,12 @@ import (
 const RunDir = "run"
 
 // atBoot is an image as PID 1 sees it when it loads units at boot: the
-// image itself, with an empty directory at /run.
-type atBoot struct{ src rootfs.Source }
+// image itself, with an empty directory at /run, or one holding only the
+// output of the generators the model runs (gen, nil when none wrote).
+type atBoot struct {
+	src rootfs.Source
+	gen *genOut
+}
 
 // underRun reports whether name is /run or below it.
 func underRun(name string) bool { return name == RunDir || strings.HasPrefix(name, RunDir+"/") }
@@ -29,6 +33,8 @@ func notExist(op, name string) error {
 // Open opens name; /run is an empty directory.
 func (a atBoot) Open(name string) (fs.File, error) {
 	switch {
+	case a.gen != nil && underRun(name):
+		return a.gen.open(name)
 	case name == RunDir:
 		return emptyDir{}, nil
 	case underRun(name):
@@ -40,6 +46,8 @@ func (a atBoot) Open(name string) (fs.File, error) {
 // Lstat describes name; /run is an empty directory.
 func (a atBoot) Lstat(name string) (fs.FileInfo, error) {
 	switch {
+	case a.gen != nil && underRun(name):
+		return a.gen.lstat(name)
 	case name == RunDir:
 		return emptyDir{}, nil
 	case underRun(name):
@@ -51,6 +59,8 @@ func (a atBoot) Lstat(name string) (fs.FileInfo, error) {
 // ReadLink reads the link name; /run is no link.
 func (a atBoot) ReadLink(name string) (string, error) {
 	switch {
+	case a.gen != nil && underRun(name):
+		return a.gen.readLink(name)
 	case name == RunDir:
 		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
 	case underRun(name):
@@ -62,6 +72,8 @@ func (a atBoot) ReadLink(name string) (string, error) {
 // ReadDir lists name; /run is empty.
 func (a atBoot) ReadDir(name string) ([]fs.DirEntry, error) {
 	switch {
+	case a.gen != nil && underRun(name):
+		return a.gen.readDir(name)
 	case name == RunDir:
 		return nil, nil
 	case underRun(name):
@@ -73,6 +85,9 @@ func (a atBoot) ReadDir(name string) ([]fs.DirEntry, error) {
 // ReadFile reads name with the source's own bounded reader, when it has
 // one.
 func (a atBoot) ReadFile(name string) ([]byte, error) {
+	if a.gen != nil && underRun(name) {
+		return a.gen.readFile(name)
+	}
 	if underRun(name) {
 		return nil, notExist("open", name)
 	}

@@ -44,22 +44,8 @@ type genFile struct {
 }
 
 // hasGenerator reports whether the image ships the generator name and does
-// not mask it.
-func (g *Graph) hasGenerator(name string) bool {
-	for _, d := range generatorDirs {
-		p := d + "/" + name
-		if _, err := g.fsys.Lstat(p); err != nil {
-			continue
-		}
-		switch g.nullOrEmpty("/" + p) {
-		case fileOK:
-			return true
-		default:
-			return false // masked, or a dangling link shadowing the rest
-		}
-	}
-	return false
-}
+// not mask it (see generatorPath).
+func (g *Graph) hasGenerator(name string) bool { return generatorPath(g.fsys, name) != "" }
 
 // sysv models systemd-sysv-generator: every executable init script in
 // /etc/init.d without a native unit of the same name becomes NAME.service
