@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,8 +29,9 @@ func link(p, target string) op { return systemdtest.Link(p, target) }
 func exe(p, text string) op    { return systemdtest.Exe(p, text) }
 
 // variant is one systemd's root with a variant's changes stacked over it;
-// every generator but systemd-sysv-generator is masked (the model covers
-// that one; the others write units from the running machine).
+// every generator but systemd-sysv-generator and the package generators
+// the model runs (pkgGenerators) is masked: the others write units from
+// the running machine.
 type variant struct {
 	sd    systemdtest.Systemd
 	upper string
@@ -37,7 +39,8 @@ type variant struct {
 
 func newVariant(t *testing.T, sd systemdtest.Systemd, ops []op) variant {
 	t.Helper()
-	return variant{sd: sd, upper: sd.Upper(t, append(sd.MaskGenerators(t, "systemd-sysv-generator"), ops...))}
+	keep := append([]string{sysvGenerator}, pkgGeneratorNames()...)
+	return variant{sd: sd, upper: sd.Upper(t, append(sd.MaskGenerators(t, keep...), ops...))}
 }
 
 // oracle is systemd's transaction of the variant.
@@ -83,7 +86,7 @@ const svc = "[Service]\nExecStart=/bin/true\n"
 func variants(t *testing.T) map[string][]op {
 	ecs, err := os.ReadFile(filepath.Join("testdata", "ecs.service"))
 	require.NoError(t, err)
-	return map[string][]op{
+	vs := map[string][]op{
 		"debian": nil,
 		"sysv": {
 			// An init script with an LSB header enabled by an rc link; one
@@ -266,6 +269,8 @@ func variants(t *testing.T) map[string][]op {
 			link("/etc/systemd/system/multi-user.target.wants/u-fffd.service", "/etc/systemd/system/u-fffd.service"),
 		},
 	}
+	maps.Copy(vs, generatorVariants(t))
+	return vs
 }
 
 // TestOracle compares the units the model starts at boot with the start

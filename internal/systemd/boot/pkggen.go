@@ -330,6 +330,9 @@ func genPostfix(r genRun) {
 	if !r.out.symlink(svc, want+"/postfix@-.service", r.exe) {
 		return
 	}
+	if !onPath(r.fsys, "postconf") {
+		return // $(postconf …) fails: no instance
+	}
 	dirs, _ := postfixMainCF(r.fsys, "etc/postfix", "multi_instance_directories")
 	for _, d := range ifsFields(dirs) {
 		if hasGlob(d) {
@@ -340,6 +343,21 @@ func genPostfix(r genRun) {
 			return
 		}
 	}
+}
+
+// generatorPATH is the PATH PID 1 gives generators (DEFAULT_PATH, with
+// /sbin and /bin as Debian 12's split-/usr build adds them).
+var generatorPATH = []string{"usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin"}
+
+// onPath reports whether the shell finds the command name on the
+// generators' PATH: an executable file in one of its directories.
+func onPath(fsys *rootfs.FS, name string) bool {
+	for _, d := range generatorPATH {
+		if fi, err := fsys.Stat(d + "/" + name); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // postfixMainCF is `postconf -c DIR -h NAME` for the parameters whose
