@@ -32,7 +32,7 @@ RELEASE_VERSION ?= $(VERSION:v%=%)
 SNAPSHOT_ORIGIN := GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/amilint/amilint.git
 ARM64_ROOT ?= .cache/arm64-root
 
-.PHONY: help build test test-prereqs test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root
+.PHONY: help build test test-prereqs test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root wide-root
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -122,6 +122,12 @@ debian-root: ## build the cached Debian 12 root (.cache/debian-root, systemd 252
 
 trixie-root: ## build the cached Debian 13 root (.cache/trixie-root, systemd 257), the second systemd oracle; needs root, ~6 min
 	fixtures/debian/build.sh .cache/trixie-root trixie
+
+# The packages whose systemd generators the boot model runs (pkggen.go).
+WIDE_PACKAGES = postgresql openvpn postfix nfs-common
+
+wide-root: ## build the cached Debian 12 root with $(WIDE_PACKAGES) too (.cache/wide-root), the generator oracle; needs root, ~2 min
+	fixtures/debian/build.sh .cache/wide-root bookworm $(WIDE_PACKAGES)
 
 .PHONY: e2e-html
 e2e-html: ## render the HTML reports in headless Chromium; screenshots kept in dist/e2e-html

@@ -96,8 +96,13 @@ type nfsBinding struct {
 }
 
 // nfsConf is the configuration conffile.c builds: bindings, the newest
-// first (LIST_INSERT_HEAD).
-type nfsConf struct{ b []nfsBinding }
+// first (LIST_INSERT_HEAD). byArg is nfs-utils 2.8's conf_remove_now,
+// which an overriding set with an argument limits to bindings of that
+// argument; 2.6's (Debian 12) removes the first of the section and tag.
+type nfsConf struct {
+	b     []nfsBinding
+	byArg bool
+}
 
 // nfsOp is one queued conf_set of a transaction.
 type nfsOp = nfsBinding
@@ -115,6 +120,7 @@ var errNFSCrash = errors.New("nfs.conf: include nesting too deep")
 // read, then /etc/nfs.conf.d/*.conf in versionsort order, each setting
 // overriding. ok is false when the generator would crash.
 func loadNFSConf(fsys *rootfs.FS, version int) (c nfsConf, ok bool) {
+	c.byArg = version >= 257
 	files := []string{"/etc/nfs.conf"}
 	if version >= 257 {
 		files = []string{"/usr/etc/nfs.conf", "/etc/nfs.conf"}
@@ -125,7 +131,7 @@ func loadNFSConf(fsys *rootfs.FS, version int) (c nfsConf, ok bool) {
 			return nfsConf{}, false
 		}
 		if read {
-			c.b = nil // conf_free_bindings
+			c.b = c.b[:0:0] // conf_free_bindings
 			c.apply(ops)
 		}
 		var dirOps []nfsOp
@@ -171,13 +177,13 @@ func nfsConfDir(fsys *rootfs.FS, dir string) []string {
 }
 
 // apply is conf_end(commit): each queued set, in order, as conf_set_now
-// with override: the first binding of the section and tag (of the same
-// argument, or of any when the set has none) is removed, the new one put
-// first.
+// with override: the first binding of the section and tag (with byArg, of
+// the same argument, or of any when the set has none) is removed, the new
+// one put first.
 func (c *nfsConf) apply(ops []nfsOp) {
 	for _, op := range ops {
 		for i, cb := range c.b {
-			if op.hasArg && (!cb.hasArg || !strings.EqualFold(op.arg, cb.arg)) {
+			if c.byArg && op.hasArg && (!cb.hasArg || !strings.EqualFold(op.arg, cb.arg)) {
 				continue
 			}
 			if strings.EqualFold(cb.section, op.section) && strings.EqualFold(cb.tag, op.tag) {
