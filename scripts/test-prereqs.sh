@@ -58,7 +58,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   list=$(IFS=,; echo "${missing[*]}")
   problems+=("missing ${list//,/, } (apt-get install ${pkgs[*]})")
 fi
-for r in "AMILINT_DEBIAN_ROOT .cache/debian-root debian-root Debian 12 root" "AMILINT_TRIXIE_ROOT .cache/trixie-root trixie-root Debian 13 root"; do
+for r in "AMILINT_DEBIAN_ROOT .cache/debian-root debian-root Debian 12 root" "AMILINT_TRIXIE_ROOT .cache/trixie-root trixie-root Debian 13 root" \
+         "AMILINT_WIDE_ROOT .cache/wide-root wide-root Debian 12 root with the generator packages"; do
   read -r var dir target what <<<"$r"
   dir=${!var:-$dir}
   [ -x "$dir/lib/systemd/systemd" ] || problems+=("no $what at $dir (make $target)")
