@@ -34,6 +34,8 @@ nsenter util-linux
 unshare util-linux
 mount mount
 chroot coreutils
+sh dash
+sed sed
 git git
 tar tar
 gzip gzip

@@ -168,6 +168,7 @@ type Graph struct {
 
 	generated map[string]genFile // generator output, by image path
 	genDeps   map[string][]Dep   // generator .wants links, by unit name
+	gen       *genOut            // the package generators' output, or nil
 
 	// zones are the image's time zones, for OnCalendar= (timeZones).
 	zonesOnce sync.Once
@@ -211,10 +212,16 @@ func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 		sdVersion = version.Default
 	}
 	img := rootfs.New(atBoot{src: fsys.Raw()})
-	if gen := runGenerators(img, sdVersion); gen != nil {
+	gen := runGenerators(img, sdVersion)
+	if gen != nil {
 		img = rootfs.New(atBoot{src: fsys.Raw(), gen: gen})
 	}
-	return loadGraph(img, sdVersion, unit.SearchPathOf(sdVersion))
+	g, err := loadGraph(img, sdVersion, unit.SearchPathOf(sdVersion))
+	if err != nil {
+		return nil, err
+	}
+	g.gen = gen
+	return g, nil
 }
 
 // LoadTree is Load with the image's /run as it is, the way offline tools

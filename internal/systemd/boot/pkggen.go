@@ -183,7 +183,8 @@ func globClusters(fsys *rootfs.FS) []string {
 //	start=$(sed 's/#.*$//; /^[[:space:]]*$/d; s/^\s*//; s/\s*$//' start.conf)
 //
 // leaves (C locale): each line without its comment and surrounding
-// spaces, blank lines dropped, joined by newlines.
+// spaces, blank lines dropped, joined by newlines; dash's command
+// substitution then drops NUL bytes and the trailing newlines.
 func startConf(data []byte) string {
 	var kept []string
 	lines := strings.Split(string(data), "\n")
@@ -199,7 +200,7 @@ func startConf(data []byte) string {
 			kept = append(kept, l)
 		}
 	}
-	return strings.Join(kept, "\n")
+	return strings.TrimRight(strings.ReplaceAll(strings.Join(kept, "\n"), "\x00", ""), "\n")
 }
 
 // genOpenvpn ports openvpn's openvpn-generator: it sources

@@ -1,10 +1,13 @@
 package boot
 
 import (
+	"bytes"
 	"cmp"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,4 +214,44 @@ func TestNFSEscape(t *testing.T) {
 	} {
 		assert.Equal(t, want, nfsEscape(in), in)
 	}
+}
+
+// FuzzPackageGenerators runs the ported generators over arbitrary
+// /etc/default/openvpn, main.cf and start.conf texts: the readers never
+// panic, a value read is part of its file, and the output loads.
+func FuzzPackageGenerators(f *testing.F) {
+	f.Add([]byte("AUTOSTART=\"home office\"\n"), []byte("multi_instance_directories = /etc/p\n  /q\n"), []byte("auto\n"))
+	f.Add([]byte("export AUTOSTART='x' # c\nAUTOSTART=none\n"), []byte("#\nmulti_instance_name=\n"), []byte("# x\n manual \n"))
+	f.Fuzz(func(t *testing.T, defaults, mainCF, startConf []byte) {
+		if v, ok := shellAssignment(defaults, "AUTOSTART"); ok && !bytes.Contains(defaults, []byte(v)) {
+			t.Fatalf("AUTOSTART %q is not in the file", v)
+		}
+		files := map[string]string{
+			"etc/default/openvpn":                    string(defaults),
+			"etc/openvpn/a.conf":                     "",
+			"etc/postfix/main.cf":                    string(mainCF),
+			"etc/p/main.cf":                          string(mainCF),
+			"etc/postgresql/15/main/postgresql.conf": "",
+			"etc/postgresql/15/main/start.conf":      string(startConf),
+		}
+		for _, g := range pkgGeneratorNames() {
+			files["usr/lib/systemd/system-generators/"+g] = "x"
+		}
+		files["usr/sbin/postconf"] = "x"
+		files["usr/lib/postgresql/15/bin/postgres"] = "x"
+		fsys := mapRoot(files)
+		for p, mf := range fsys.Source().(fstest.MapFS) {
+			if strings.Contains(p, "generators/") || strings.HasSuffix(p, "postconf") || strings.HasSuffix(p, "/postgres") {
+				mf.Mode = 0o755
+			}
+		}
+		if v, ok := postfixMainCF(fsys, "etc/postfix", "multi_instance_directories"); ok && len(v) > len(mainCF) {
+			t.Fatalf("value %q longer than main.cf", v)
+		}
+		g, err := Load(fsys, 252)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Boot()
+	})
 }

@@ -250,6 +250,17 @@ func (g *Graph) readFragment(p string) ([]byte, error) {
 	return data, nil
 }
 
+// GeneratedBy returns the image path of the generator that writes the
+// file p at boot (a unit, drop-in or .wants link under
+// /run/systemd/generator*, as a Fragment, DropIns entry or Dep.Source
+// names it), "" for the image's own files.
+func (g *Graph) GeneratedBy(p string) string {
+	if _, ok := g.generated[p]; ok {
+		return generatorPath(g.fsys, sysvGenerator)
+	}
+	return g.gen.source(p)
+}
+
 // sourcePath is the file a generated unit comes from, or "".
 func (g *Graph) sourcePath(fragment string) string {
 	if f, ok := g.generated[fragment]; ok {
