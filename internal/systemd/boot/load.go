@@ -2,7 +2,10 @@
 // units the way the system manager does when it starts (fragments through
 // the search path, aliases, templates, drop-ins, masks, .wants, .requires
 // and .upholds directories, implicit and default dependencies,
-// systemd-sysv-generator's units, with /run an empty tmpfs) and computes
+// systemd-sysv-generator's units and those of the package generators whose
+// output is a function of the image (pkggen.go: postgresql-generator,
+// openvpn-generator, postfix-instance-generator, rpc-pipefs-generator),
+// with /run a tmpfs holding only that output) and computes
 // the initial boot transaction: the units that get a start job when
 // default.target is isolated (or rescue.target, when default.target cannot
 // be loaded), each explained by the shortest chain of edges from
@@ -25,10 +28,22 @@
 //
 // What the model leaves out, each measured or reasoned against systemd:
 //
-//   - Generators other than systemd-sysv-generator. Their output depends on
-//     the running machine (fstab-generator's remount of /, getty on the
-//     console, the cloud data source for cloud-init); on the Debian root
-//     they add local-fs-pre.target and systemd-remount-fs.service.
+//   - Generators other than systemd-sysv-generator and the package
+//     generators of pkggen.go. Their output depends on the running machine
+//     (fstab-generator's remount of /, getty on the console, the cloud
+//     data source for cloud-init, ssh-generator's sockets, which the
+//     kernel command line and credentials turn off); on the Debian roots
+//     they add local-fs-pre.target, systemd-remount-fs.service and (257)
+//     sshd-unix-local.socket. nfs-server-generator (a drop-in ordering
+//     nfs-server.service after the exported file systems, from
+//     /etc/exports) is not run: it changes no start job.
+//   - Of the package generators: openvpn-generator sources
+//     /etc/default/openvpn, of which only simple AUTOSTART= assignments
+//     are read; rpc-pipefs-generator's lookup of the running machine's
+//     mounts counts only the API file systems, and a pipefs-directory of
+//     "$NAME" reads nfs.conf's [environment], never the generator's
+//     environment; postgresql-generator's start.conf is read in the C
+//     locale.
 //   - Jobs systemd deletes to break ordering cycles (After=/Before= are not
 //     modelled).
 //   - Outcomes systemd itself picks in hash-table order, which change from
@@ -101,7 +116,9 @@ type Unit struct {
 	// Fragment is the image path of the unit file as found in the search
 	// path (for a linked or masked unit, the link itself), "" if none. A
 	// unit systemd-sysv-generator would make has its generated path under
-	// /run/systemd/generator.late, which exists only at run time.
+	// /run/systemd/generator.late, one a package generator writes (see
+	// pkggen.go) under /run/systemd/generator: both exist only at run time
+	// (Graph.GeneratedBy names the generator).
 	Fragment string
 	// SourcePath is the file a generated unit is made from (the init
 	// script), "" for unit files.
