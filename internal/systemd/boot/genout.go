@@ -77,9 +77,14 @@ func (t *genOut) add(name string, n *genNode) bool {
 	return true
 }
 
-// symlink is ln -s target name; false when name exists.
-func (t *genOut) symlink(target, name, source string) bool {
-	return t.add(name, &genNode{mode: fs.ModeSymlink | 0o777, target: target, source: source})
+// symlink is ln -s target dir/base; false when it fails: the entry
+// exists, or base is no file name (a "/" in it names a directory that
+// does not exist, or it is too long).
+func (t *genOut) symlink(target, dir, base, source string) bool {
+	if base == "" || strings.Contains(base, "/") || len(base) > 255 {
+		return false
+	}
+	return t.add(dir+"/"+base, &genNode{mode: fs.ModeSymlink | 0o777, target: target, source: source})
 }
 
 // writeFile creates or replaces the regular file name, as fopen(…, "w").

@@ -146,7 +146,7 @@ func genPostgresql(r genRun) {
 			continue // the version's package was removed
 		}
 		name := "postgresql@" + version + "-" + path.Base(dir) + ".service"
-		if !r.out.symlink("/lib/systemd/system/postgresql@.service", want+"/"+name, r.exe) {
+		if !r.out.symlink("/lib/systemd/system/postgresql@.service", want, name, r.exe) {
 			return // ln -s fails, and set -e ends the script
 		}
 	}
@@ -227,7 +227,7 @@ func genOpenvpn(r genRun) {
 		}
 	}
 	const svc = "/lib/systemd/system/openvpn@.service"
-	link := func(name string) bool { return r.out.symlink(svc, want+"/openvpn@"+name+".service", r.exe) }
+	link := func(name string) bool { return r.out.symlink(svc, want, "openvpn@"+name+".service", r.exe) }
 	switch autostart {
 	case "none":
 		return
@@ -245,7 +245,7 @@ func genOpenvpn(r genRun) {
 			if strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".conf") {
 				continue
 			}
-			if fi, err := r.fsys.Stat(dir + "/" + n); err == nil && fi.IsDir() {
+			if fi, err := r.fsys.Stat(path.Join(dir, n)); err == nil && fi.IsDir() {
 				continue
 			}
 			names = append(names, n)
@@ -260,7 +260,7 @@ func genOpenvpn(r genRun) {
 		}
 	default:
 		for _, w := range ifsFields(autostart) {
-			if hasGlob(w) || !exists(r.fsys, "etc/openvpn/"+w+".conf") {
+			if hasGlob(w) || !exists(r.fsys, rootfs.Clean("etc/openvpn/"+w+".conf")) {
 				continue
 			}
 			if !link(w) {
@@ -328,7 +328,7 @@ func genPostfix(r genRun) {
 	want := genDirNormal + "/postfix.service.wants"
 	const svc = "/lib/systemd/system/postfix@.service"
 	r.out.mkdirAll(want)
-	if !r.out.symlink(svc, want+"/postfix@-.service", r.exe) {
+	if !r.out.symlink(svc, want, "postfix@-.service", r.exe) {
 		return
 	}
 	if !onPath(r.fsys, "postconf") {
@@ -340,7 +340,7 @@ func genPostfix(r genRun) {
 			continue // the shell would expand it against /: not modelled
 		}
 		n, _ := postfixMainCF(r.fsys, d, "multi_instance_name")
-		if !r.out.symlink(svc, want+"/postfix@"+n+".service", r.exe) {
+		if !r.out.symlink(svc, want, "postfix@"+n+".service", r.exe) {
 			return
 		}
 	}

@@ -127,13 +127,16 @@ func genLookupOps(t *testing.T) []op {
 // generatorVariants are the oracle variants of the package generators.
 func generatorVariants(t *testing.T) map[string][]op {
 	return map[string][]op{
-		"gen-postgresql":       genPostgresqlOps(t),
-		"gen-openvpn-unset":    genOpenvpnOps(t, ""),
-		"gen-openvpn-list":     genOpenvpnOps(t, "# AUTOSTART=\"all\"\nAUTOSTART=\"home missing\"\n  AUTOSTART=\"office home\"  # two\n"),
-		"gen-openvpn-none":     genOpenvpnOps(t, "AUTOSTART=none\n"),
-		"gen-openvpn-empty":    genOpenvpnOps(t, "AUTOSTART=\"\"\n"),
-		"gen-openvpn-single":   genOpenvpnOps(t, "export AUTOSTART='office'\n"),
-		"gen-openvpn-plain":    genOpenvpnOps(t, "AUTOSTART=home\n"),
+		"gen-postgresql":     genPostgresqlOps(t),
+		"gen-openvpn-unset":  genOpenvpnOps(t, ""),
+		"gen-openvpn-list":   genOpenvpnOps(t, "# AUTOSTART=\"all\"\nAUTOSTART=\"home missing\"\n  AUTOSTART=\"office home\"  # two\n"),
+		"gen-openvpn-none":   genOpenvpnOps(t, "AUTOSTART=none\n"),
+		"gen-openvpn-empty":  genOpenvpnOps(t, "AUTOSTART=\"\"\n"),
+		"gen-openvpn-single": genOpenvpnOps(t, "export AUTOSTART='office'\n"),
+		"gen-openvpn-plain":  genOpenvpnOps(t, "AUTOSTART=home\n"),
+		// ln -s of openvpn@../x.service fails (no directory openvpn@..):
+		// set -e ends the script before home.
+		"gen-openvpn-slash":    append(genOpenvpnOps(t, "AUTOSTART=\"../x home\"\n"), file("/etc/x.conf", "dev tun\n")),
 		"gen-postfix":          genPostfixOps(t),
 		"gen-generator-lookup": genLookupOps(t),
 	}
