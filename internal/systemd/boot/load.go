@@ -34,11 +34,12 @@
 //     data source for cloud-init, ssh-generator's sockets, which the
 //     kernel command line and credentials turn off); on the Debian roots
 //     they add local-fs-pre.target, systemd-remount-fs.service and (257)
-//     sshd-unix-local.socket. nfs-server-generator is not ported: from
-//     /etc/exports and /etc/fstab it gives nfs-server.service
-//     RequiresMountsFor= the exported paths (and Before= NFS mounts), so
-//     an image exporting a path with a .mount unit of its own would start
-//     that mount, which the model misses.
+//     sshd-unix-local.socket. nfs-server-generator is not run either: it
+//     gives nfs-server.service RequiresMountsFor= the paths of
+//     /etc/exports, but only of the entries whose client host names
+//     resolve when it runs (client_lookup's getaddrinfo, before the
+//     network is up), so an image exporting a path with a .mount unit of
+//     its own may start that mount, which the model misses.
 //   - Of the package generators: openvpn-generator sources
 //     /etc/default/openvpn, of which only simple AUTOSTART= assignments
 //     are read; rpc-pipefs-generator's lookup of the running machine's
