@@ -32,7 +32,7 @@ RELEASE_VERSION ?= $(VERSION:v%=%)
 SNAPSHOT_ORIGIN := GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url GIT_CONFIG_VALUE_0=https://github.com/amilint/amilint.git
 ARM64_ROOT ?= .cache/arm64-root
 
-.PHONY: help build test test-prereqs test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root wide-root
+.PHONY: help build test test-prereqs test-unit test-plugin plugin-generate-check plugin e2e-packer lint bench fuzz clean debian-root trixie-root wide-root wide-trixie-root
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -128,6 +128,9 @@ WIDE_PACKAGES = postgresql openvpn postfix nfs-common nfs-kernel-server
 
 wide-root: ## build the cached Debian 12 root with $(WIDE_PACKAGES) too (.cache/wide-root), the generator oracle; needs root, ~2 min
 	fixtures/debian/build.sh .cache/wide-root bookworm $(WIDE_PACKAGES)
+
+wide-trixie-root: ## the same over Debian 13 (.cache/wide-trixie-root, systemd 257); needs root, ~2 min
+	fixtures/debian/build.sh .cache/wide-trixie-root trixie $(WIDE_PACKAGES)
 
 .PHONY: e2e-html
 e2e-html: ## render the HTML reports in headless Chromium; screenshots kept in dist/e2e-html

@@ -61,7 +61,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   problems+=("missing ${list//,/, } (apt-get install ${pkgs[*]})")
 fi
 for r in "AMILINT_DEBIAN_ROOT .cache/debian-root debian-root Debian 12 root" "AMILINT_TRIXIE_ROOT .cache/trixie-root trixie-root Debian 13 root" \
-         "AMILINT_WIDE_ROOT .cache/wide-root wide-root Debian 12 root with the generator packages"; do
+         "AMILINT_WIDE_ROOT .cache/wide-root wide-root Debian 12 root with the generator packages" \
+         "AMILINT_WIDE_TRIXIE_ROOT .cache/wide-trixie-root wide-trixie-root Debian 13 root with the generator packages"; do
   read -r var dir target what <<<"$r"
   dir=${!var:-$dir}
   [ -x "$dir/lib/systemd/systemd" ] || problems+=("no $what at $dir (make $target)")

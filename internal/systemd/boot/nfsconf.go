@@ -25,7 +25,8 @@ var bootMounts = []string{
 }
 
 // genRPCPipefs ports nfs-utils' rpc-pipefs-generator: when nfs.conf sets
-// [general] pipefs-directory to another directory than the default, it
+// [general] pipefs-directory (to another directory than the default, with
+// Debian 12's nfs-utils 2.6, which systemd 252 stands for), it
 // writes a mount unit for it (named by nfs-utils' systemd_escape) and an
 // rpc_pipefs.target requiring it, which overrides the packaged one (that
 // requires the default's var-lib-nfs-rpc_pipefs.mount). Not modelled: a
@@ -38,7 +39,9 @@ func genRPCPipefs(r genRun) {
 		return
 	}
 	s, ok := conf.get("general", "pipefs-directory")
-	if !ok || s == rpcPipefsDefault {
+	if !ok || r.version < 257 && s == rpcPipefsDefault {
+		// Debian 13's nfs-utils 2.8 (always-run-generator.patch) writes
+		// the units for the default too: it ships no rpc_pipefs.target.
 		return
 	}
 	for _, m := range bootMounts {

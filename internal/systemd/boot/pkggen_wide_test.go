@@ -10,11 +10,15 @@ import (
 	"github.com/amilint/amilint/internal/systemd/systemdtest"
 )
 
-// wideBookworm is systemd 252 in the root make wide-root builds: the
-// packages ship the generators themselves (rpc-pipefs-generator is a
-// compiled program, postfix-instance-generator runs postconf), so the
-// oracle runs them as installed.
-var wideBookworm = systemdtest.Systemd{Version: 252, Root: testenv.Wide}
+// wideVersions are systemd 252 and 257 in the roots make wide-root and
+// make wide-trixie-root build: the packages ship the generators themselves
+// (rpc-pipefs-generator is a compiled program, which Debian 13 patches;
+// postfix-instance-generator runs postconf), so the oracle runs them as
+// installed.
+var wideVersions = []systemdtest.Systemd{
+	{Version: 252, Root: testenv.Wide},
+	{Version: 257, Root: testenv.WideTrixie},
+}
 
 // nfsConfOps replace /etc/nfs.conf (and add files) for rpc-pipefs-generator.
 func nfsConfOps(conf string, more ...op) []op {
@@ -44,6 +48,11 @@ func wideVariants() map[string][]op {
 			file("/etc/nfs.conf.d/11-c.txt", "[general]\npipefs-directory=/srv/txt\n")),
 		"pipefs-conf-d-only": append(nfsConfOps("[general]\n"),
 			file("/etc/nfs.conf.d/x.conf", "[general]\npipefs-directory=/srv/dir-only\n")),
+		// /usr/etc is read by nfs-utils 2.8 (257) only, and replaced by a
+		// readable /etc/nfs.conf.
+		"pipefs-usr-etc":          {file("/usr/etc/nfs.conf", "[general]\npipefs-directory=/srv/usr\n"), link("/etc/nfs.conf", "/nowhere")},
+		"pipefs-usr-etc-replaced": {file("/usr/etc/nfs.conf", "[general]\npipefs-directory=/srv/usr\n"), file("/etc/nfs.conf", "[general]\n")},
+		"pipefs-usr-etc-d":        {file("/usr/etc/nfs.conf.d/a.conf", "[general]\npipefs-directory=/srv/usrd\n"), file("/etc/nfs.conf", "[x]\n")},
 		"postfix-instances": {
 			file("/etc/postfix/main.cf", "myhostname = example\nmulti_instance_directories = /etc/postfix-out\n    /etc/postfix-noname,/x\n"),
 			file("/etc/postfix-out/main.cf", "multi_instance_name = postfix-out\n"),
@@ -56,34 +65,34 @@ func wideVariants() map[string][]op {
 	}
 }
 
-// TestOracleWide compares the model with systemd 252 on the wide root,
-// with every generator (only machineGenerated may differ), and on
-// variants of it with the machine's generators masked.
+// TestOracleWide compares the model with systemd 252 and 257 on the wide
+// roots, with every generator (only machineGenerated may differ), and on
+// variants of them with the machine's generators masked.
 func TestOracleWide(t *testing.T) {
-	sd := wideBookworm
-	t.Run("as-built", func(t *testing.T) {
-		v := variant{sd: sd}
-		want := v.oracle(t)
-		got, _ := modelStart(t, v)
-		onlySystemd, onlyModel := diff(want.Start, got)
-		t.Logf("systemd starts %d units, the model %d; only systemd: %v", len(want.Start), len(got), onlySystemd)
-		assert.Empty(t, onlyModel)
-		for _, u := range onlySystemd {
-			assert.Contains(t, machineGenerated, u)
-		}
-		assert.Contains(t, got, "postgresql@15-main.service")
-		assert.Contains(t, got, "run-rpc_pipefs.mount")
-	})
-	for name, ops := range wideVariants() {
-		t.Run(name, func(t *testing.T) {
-			v := newVariant(t, sd, ops)
+	for _, sd := range wideVersions {
+		t.Run(sd.Name()+"/as-built", func(t *testing.T) {
+			v := variant{sd: sd}
 			want := v.oracle(t)
-			require.Empty(t, want.Failed, "systemd fails the transaction")
 			got, _ := modelStart(t, v)
 			onlySystemd, onlyModel := diff(want.Start, got)
-			t.Logf("%s: systemd starts %d units, the model %d; only systemd: %v; only model: %v",
-				name, len(want.Start), len(got), onlySystemd, onlyModel)
-			assert.Equal(t, want.Start, got)
+			t.Logf("systemd %d starts %d units, the model %d; only systemd: %v", sd.Version, len(want.Start), len(got), onlySystemd)
+			assert.Empty(t, onlyModel)
+			for _, u := range onlySystemd {
+				assert.Contains(t, machineGenerated, u)
+			}
+			assert.Contains(t, got, "run-rpc_pipefs.mount")
 		})
+		for name, ops := range wideVariants() {
+			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
+				v := newVariant(t, sd, ops)
+				want := v.oracle(t)
+				require.Empty(t, want.Failed, "systemd fails the transaction")
+				got, _ := modelStart(t, v)
+				onlySystemd, onlyModel := diff(want.Start, got)
+				t.Logf("%s: systemd %d starts %d units, the model %d; only systemd: %v; only model: %v",
+					name, sd.Version, len(want.Start), len(got), onlySystemd, onlyModel)
+				assert.Equal(t, want.Start, got)
+			})
+		}
 	}
 }
