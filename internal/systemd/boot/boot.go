@@ -33,6 +33,9 @@ type Failure struct {
 	// Chain is the edges from default.target to Unit: the requirements
 	// that make Unit block the boot.
 	Chain []unit.Edge
+	// Cycle are the units of an ordering cycle none of whose jobs systemd
+	// may delete (see [Cycle]), when that is why; sorted.
+	Cycle []string
 }
 
 // Boot is the initial boot transaction: the units systemd queues a start
@@ -63,6 +66,16 @@ type Boot struct {
 	// Conflicted maps a unit whose start job a Conflicts= removed (or that
 	// required such a unit) to the unit it conflicted with.
 	Conflicted map[string]string
+	// Cycles are the ordering cycles among the start jobs and how
+	// systemd breaks them (see [Cycle]), in the order of their first
+	// unit's name.
+	Cycles []Cycle
+	// Uncertain are the units of Start that may lose their start job to
+	// an ordering cycle systemd breaks by deleting one of several jobs,
+	// which it picks in hash-table order, differently from boot to boot:
+	// the candidates, the units that require them and, when the default
+	// target is not isolated, what only they pull in; sorted.
+	Uncertain []string
 	// Failure says why systemd cannot queue the transaction; then nothing
 	// starts. Nil when it can.
 	Failure *Failure
@@ -268,6 +281,18 @@ func (g *Graph) computeBoot() *Boot {
 	if !isolate {
 		jobs = collectGarbage(root, jobs, taken)
 	}
+	// transaction_activate verifies the order before it merges jobs.
+	jobs, cycles, uncertain, f := g.breakCycles(root, jobs, taken, isolate)
+	b.Cycles = cycles
+	if f != nil {
+		if isolate {
+			f.Reason = "Failed to isolate default target: " + f.Reason
+		} else {
+			f.Reason = "Failed to start default target: " + f.Reason
+		}
+		b.fail(f)
+		return b
+	}
 	deleted, f := g.resolveConflicts(root, jobs, taken)
 	if f != nil {
 		b.fail(f)
@@ -280,9 +305,13 @@ func (g *Graph) computeBoot() *Boot {
 		if !activeAtBoot(u.Name) && deleted[u] == nil {
 			b.start[u.Name] = true
 			b.Start = append(b.Start, u.Name)
+			if uncertain[u] {
+				b.Uncertain = append(b.Uncertain, u.Name)
+			}
 		}
 	}
 	sort.Strings(b.Start)
+	sort.Strings(b.Uncertain)
 
 	// Activation by started trigger units, in breadth-first order so the
 	// first trigger found gives the shortest chain.

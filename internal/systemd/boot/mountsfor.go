@@ -112,28 +112,6 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 	wd := workDirSetting(u, sec, requested, g.version)
 	root, rootSrc, _ := pathSetting(u, sec, "RootDirectory", requested, g.version)
 	image, imageSrc, _ := pathSetting(u, sec, "RootImage", requested, g.version)
-	dynamic, privTmp, tmpSrc := false, false, ""
-	for i, o := range u.Options {
-		if o.Section != sec {
-			continue
-		}
-		switch o.Name {
-		case "DynamicUser":
-			if v, ok := unit.ParseBoolean(o.Value); ok {
-				dynamic = v
-			}
-		case "PrivateTmp":
-			// From 257 config_parse_private_tmp also takes
-			// "connected" (yes) and "disconnected"; an invalid value
-			// is ignored.
-			switch v, ok := unit.ParseBoolean(o.Value); {
-			case ok:
-				privTmp, tmpSrc = v, u.srcs[i]
-			case g.version >= privateTmpDisconnected && (o.Value == "connected" || o.Value == "disconnected"):
-				privTmp, tmpSrc = o.Value == "connected", u.srcs[i]
-			}
-		}
-	}
 	if wd.dir != "" {
 		switch {
 		case !wd.missingOK:
@@ -160,13 +138,43 @@ func (g *Graph) execMountNeeds(u *Unit, sec, requested string) []mountNeed {
 	// PrivateTmp=yes. Before 256 PrivateTmp= Wants tmp.mount and
 	// Requires the mounts of /var/tmp (the mounts of /tmp are tmp.mount
 	// and -.mount, always there); from 256 it Wants the mounts of both.
-	if dynamic && g.version < privateTmpDisconnected && !privTmp {
-		privTmp, tmpSrc = true, u.Fragment
-	}
-	if privTmp {
+	if privTmp, tmpSrc := g.privateTmp(u, sec); privTmp {
 		out = append(out, mountNeed{"/tmp", weak, tmpSrc}, mountNeed{"/var/tmp", weak, tmpSrc})
 	}
 	return out
+}
+
+// privateTmp is whether the execution settings of section sec give u a
+// private /tmp (PrivateTmp=yes or, from 257, connected; up to 256
+// DynamicUser=yes implies it, unit_patch_contexts), and the file that says
+// so.
+func (g *Graph) privateTmp(u *Unit, sec string) (bool, string) {
+	dynamic, privTmp, tmpSrc := false, false, ""
+	for i, o := range u.Options {
+		if o.Section != sec {
+			continue
+		}
+		switch o.Name {
+		case "DynamicUser":
+			if v, ok := unit.ParseBoolean(o.Value); ok {
+				dynamic = v
+			}
+		case "PrivateTmp":
+			// From 257 config_parse_private_tmp also takes
+			// "connected" (yes) and "disconnected"; an invalid value
+			// is ignored.
+			switch v, ok := unit.ParseBoolean(o.Value); {
+			case ok:
+				privTmp, tmpSrc = v, u.srcs[i]
+			case g.version >= privateTmpDisconnected && (o.Value == "connected" || o.Value == "disconnected"):
+				privTmp, tmpSrc = o.Value == "connected", u.srcs[i]
+			}
+		}
+	}
+	if dynamic && g.version < privateTmpDisconnected && !privTmp {
+		privTmp, tmpSrc = true, u.Fragment
+	}
+	return privTmp, tmpSrc
 }
 
 // relPath is a path after specifiers and path_simplify_and_warn with

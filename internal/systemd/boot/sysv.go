@@ -2,6 +2,7 @@ package boot
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -96,29 +97,12 @@ func (g *Graph) sysv() {
 		g.generated = map[string]genFile{}
 		g.genDeps = map[string][]Dep{}
 	}
-	names := make([]string, 0, len(scripts))
-	for n := range scripts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		s := scripts[n]
-		file := "/" + sysvDir + "/" + n
-		var b strings.Builder
-		fmt.Fprintf(&b, "[Unit]\nDocumentation=man:systemd-sysv-generator(8)\nSourcePath=%s\n", s.path)
-		for _, w := range s.lsb.wants {
-			fmt.Fprintf(&b, "Wants=%s\n", w)
-		}
-		fmt.Fprintf(&b, "[Service]\nType=forking\nRestart=no\nTimeoutSec=5min\nIgnoreSIGPIPE=no\nKillMode=process\n"+
-			"GuessMainPID=no\nRemainAfterExit=yes\nSuccessExitStatus=5 6\nExecStart=%s start\nExecStop=%s stop\n", s.path, s.path)
-		g.generated[file] = genFile{data: []byte(b.String()), source: s.path}
-		g.ids[n] = idEntry{path: file}
-		for _, a := range s.lsb.aliases {
-			if _, taken := g.ids[a]; !taken && a != n {
-				g.ids[a] = idEntry{alias: n, link: "/" + sysvDir + "/" + a}
-			}
-		}
-	}
+	// The S links of the rcN.d directories: the targets that want each
+	// script's service, and its start priority (the highest of its
+	// links' two digits).
+	type want struct{ target, src string }
+	wanted := map[string][]want{}
+	prio := map[string]int{}
 	for _, rl := range sysvRunlevels {
 		ents, err := g.fsys.ReadDir(rl.dir)
 		if err != nil {
@@ -133,12 +117,67 @@ func (g *Graph) sysv() {
 			if scripts[n] == nil {
 				continue
 			}
+			prio[n] = max(prio[n], int(l[1]-'0')*10+int(l[2]-'0')+1)
 			dup := false
 			for _, d := range g.genDeps[rl.target] {
 				dup = dup || d.Name == n
 			}
 			if !dup {
 				g.genDeps[rl.target] = append(g.genDeps[rl.target], Dep{Kind: "sysv", Name: n, Source: "/" + rl.dir + "/" + l})
+			}
+			if !slices.ContainsFunc(wanted[n], func(w want) bool { return w.target == rl.target }) {
+				wanted[n] = append(wanted[n], want{rl.target, l})
+			}
+		}
+	}
+	names := make([]string, 0, len(scripts))
+	for n := range scripts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := scripts[n]
+		file := "/" + sysvDir + "/" + n
+		var b strings.Builder
+		fmt.Fprintf(&b, "[Unit]\nDocumentation=man:systemd-sysv-generator(8)\nSourcePath=%s\n", s.path)
+		for _, w := range s.lsb.wants {
+			fmt.Fprintf(&b, "Wants=%s\n", w)
+		}
+		// The ordering the generator writes: the header's, the
+		// runlevel targets', and, against the other scripts with S
+		// links unless both have a header, the start priorities'
+		// (fix_order).
+		before, after := s.lsb.before, s.lsb.after
+		for _, w := range wanted[n] {
+			before = append(before, w.target)
+		}
+		if p := prio[n]; p > 0 {
+			for _, m := range names {
+				q := prio[m]
+				if m == n || q == 0 || s.lsb.has && scripts[m].lsb.has {
+					continue
+				}
+				switch {
+				case q < p:
+					after = append(after, m)
+				case q > p:
+					before = append(before, m)
+				}
+			}
+		}
+		for _, m := range before {
+			fmt.Fprintf(&b, "Before=%s\n", m)
+		}
+		for _, m := range after {
+			fmt.Fprintf(&b, "After=%s\n", m)
+		}
+		fmt.Fprintf(&b, "[Service]\nType=forking\nRestart=no\nTimeoutSec=5min\nIgnoreSIGPIPE=no\nKillMode=process\n"+
+			"GuessMainPID=no\nRemainAfterExit=yes\nSuccessExitStatus=5 6\nExecStart=%s start\nExecStop=%s stop\n", s.path, s.path)
+		g.generated[file] = genFile{data: []byte(b.String()), source: s.path}
+		g.ids[n] = idEntry{path: file}
+		for _, a := range s.lsb.aliases {
+			if _, taken := g.ids[a]; !taken && a != n {
+				g.ids[a] = idEntry{alias: n, link: "/" + sysvDir + "/" + a}
 			}
 		}
 	}
@@ -158,8 +197,14 @@ func sysvName(file string) string {
 
 // lsbHeader is what systemd-sysv-generator takes from an LSB header.
 type lsbHeader struct {
+	has     bool     // the script has a header
 	aliases []string // Provides: service names
 	wants   []string // network-online.target for $network, Provides: targets
+	// before and after are the ordering of Provides: targets (before
+	// them; network-online.target also before network.target), of
+	// X-Start-Before: (before) and of Required-Start:, Should-Start: and
+	// X-Start-After: (after).
+	before, after []string
 }
 
 // parseLSB reads the "### BEGIN INIT INFO" block of an init script as
@@ -175,6 +220,7 @@ func parseLSB(data []byte, file string) lsbHeader {
 		}
 		if !in {
 			in = t == "### BEGIN INIT INFO"
+			h.has = h.has || in
 			continue
 		}
 		if t == "### END INIT INFO" {
@@ -194,12 +240,26 @@ func parseLSB(data []byte, file string) lsbHeader {
 					h.aliases = append(h.aliases, m)
 				case "target":
 					h.wants = append(h.wants, m)
+					h.before = append(h.before, m)
+					if m == "network-online.target" {
+						h.before = append(h.before, "network.target")
+						h.wants = append(h.wants, "network.target")
+					}
 				}
 			}
-		case "required-start", "should-start", "x-start-after":
+		case "required-start", "should-start", "x-start-after", "x-start-before":
+			// handle_dependencies
 			for _, w := range strings.Fields(rest) {
-				if sysvFacility(w, self) == "network-online.target" {
-					h.wants = append(h.wants, "network-online.target")
+				m := sysvFacility(w, self)
+				switch {
+				case m == "":
+				case strings.EqualFold(key, "x-start-before"):
+					h.before = append(h.before, m)
+				default:
+					h.after = append(h.after, m)
+					if m == "network-online.target" {
+						h.wants = append(h.wants, m)
+					}
 				}
 			}
 		}

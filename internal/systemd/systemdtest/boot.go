@@ -21,6 +21,19 @@ type Transaction struct {
 	// Wants maps a loaded unit to the units it wants ("Wants:"), whether
 	// a setting, a link or systemd itself added the dependency.
 	Wants map[string][]string
+	// After maps a loaded unit to the units it starts after ("After:"),
+	// whether a setting (its own After= or another's Before=) or systemd
+	// itself added the ordering.
+	After map[string][]string
+	// Cycles are the ordering cycles systemd logged while verifying the
+	// transaction's order ("Found ordering cycle on X/start", then "Found
+	// dependency on Y/start" for the rest), each the units in the order
+	// logged.
+	Cycles [][]string
+	// CycleDeleted are the units whose job systemd deleted to break an
+	// ordering cycle ("Job X/start deleted to break ordering cycle
+	// starting with ..."), in the order logged.
+	CycleDeleted []string
 	// Failed is systemd's reason when it could not queue the default
 	// target's job ("Failed to isolate default target: Unit x.service is
 	// masked."; "rescue.target masked" or "Failed to load rescue.target"
@@ -39,6 +52,9 @@ var (
 	triggersLine = regexp.MustCompile(`^\t\tTriggers: (\S+) \(`)
 	wantsLine    = regexp.MustCompile(`^\t\tWants: (\S+) \(`)
 	fallbackLine = regexp.MustCompile(`Falling back to (\S+)\.`)
+	afterLine    = regexp.MustCompile(`^\t\tAfter: (\S+) \(`)
+	cycleLine    = regexp.MustCompile(`Found (ordering cycle|dependency) on (\S+)/\S+$`)
+	deletedLine  = regexp.MustCompile(`Job (\S+)/\S+ deleted to break ordering cycle starting with `)
 )
 
 // Boot runs `systemd --test --system` of s on its root with upper (a
@@ -77,11 +93,20 @@ exec chroot --userspec=65534:65534 "$r" "$@"`
 		[]string{"/lib/systemd/systemd", "--test", "--system", "--no-pager", "--log-target=console", "--log-level=info"})
 	// systemd logs to the console, or to stderr when the console is not
 	// a terminal; either way the lines are the same.
-	tr := Transaction{Triggers: map[string][]string{}, Wants: map[string][]string{}, Console: string(o.Console) + string(o.Stderr)}
+	tr := Transaction{Triggers: map[string][]string{}, Wants: map[string][]string{}, After: map[string][]string{}, Console: string(o.Console) + string(o.Stderr)}
 	for _, l := range strings.Split(tr.Console, "\n") {
 		l = strings.TrimRight(l, "\r")
 		if m := fallbackLine.FindStringSubmatch(l); m != nil {
 			tr.Fallback = m[1]
+		}
+		if m := cycleLine.FindStringSubmatch(l); m != nil {
+			if m[1] == "ordering cycle" || len(tr.Cycles) == 0 {
+				tr.Cycles = append(tr.Cycles, nil)
+			}
+			tr.Cycles[len(tr.Cycles)-1] = append(tr.Cycles[len(tr.Cycles)-1], m[2])
+		}
+		if m := deletedLine.FindStringSubmatch(l); m != nil {
+			tr.CycleDeleted = append(tr.CycleDeleted, m[1])
 		}
 		if o.Err == nil || tr.Failed != "" {
 			continue
@@ -124,6 +149,9 @@ exec chroot --userspec=65534:65534 "$r" "$@"`
 		}
 		if m := wantsLine.FindStringSubmatch(l); !inJobs && m != nil {
 			tr.Wants[cur] = append(tr.Wants[cur], m[1])
+		}
+		if m := afterLine.FindStringSubmatch(l); !inJobs && m != nil {
+			tr.After[cur] = append(tr.After[cur], m[1])
 		}
 		if m := jobLine.FindStringSubmatch(l); inJobs && m != nil {
 			tr.Start = append(tr.Start, m[1])
