@@ -1,8 +1,11 @@
 package boot
 
 import (
+	"maps"
 	"slices"
 	"sort"
+
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // Cycle is a set of start jobs ordered in a cycle: each starts, through
@@ -38,7 +41,36 @@ const transactionCyclic = "Transaction order is cyclic. See system logs for deta
 // jobs that all matter to the anchor. Cycles with several candidates are
 // reported, their jobs kept; uncertain are the units that may lose their
 // job to them. It returns the jobs left.
-func (g *Graph) breakCycles(root *Unit, jobs []*Unit, taken map[*Unit][]txEdge, isolate bool) (kept []*Unit, cycles []Cycle, uncertain map[*Unit]bool, f *Failure) {
+func (g *Graph) breakCycles(root *Unit, starts []*Unit, taken map[*Unit][]txEdge, isolate bool) (kept []*Unit, cycles []Cycle, uncertain map[*Unit]bool, f *Failure) {
+	// A Requisite= of a job gives its unit a verify-active job unless it
+	// has a start job: it takes part in the ordering and, if it is
+	// deleted, the jobs that pulled it in go with it.
+	in := make(map[*Unit]bool, len(starts))
+	for _, u := range starts {
+		in[u] = true
+	}
+	jobs := slices.Clone(starts)
+	var verify map[*Unit]bool
+	for _, u := range starts {
+		for _, d := range u.Deps {
+			if strengthOf(d.Kind) != verifyActive || unit.IsTemplate(d.Name) {
+				continue
+			}
+			v := g.load(d.Name)
+			if v == nil || v.State != Loaded || v == u {
+				continue
+			}
+			if verify == nil {
+				taken = maps.Clone(taken)
+				verify = map[*Unit]bool{}
+			}
+			taken[u] = append(slices.Clip(taken[u]), txEdge{v, d})
+			if !in[v] {
+				in[v], verify[v] = true, true
+				jobs = append(jobs, v)
+			}
+		}
+	}
 	matters, requiredBy := mattering(root, jobs, taken)
 	alive := map[*Unit]bool{}
 	for _, u := range jobs {
@@ -72,7 +104,7 @@ func (g *Graph) breakCycles(root *Unit, jobs []*Unit, taken map[*Unit][]txEdge, 
 			}
 		}
 		survivors := map[*Unit]bool{}
-		for _, u := range collectGarbage(root, left, taken) {
+		for _, u := range collectGarbage(root, slices.Clone(left), taken) {
 			survivors[u] = true
 		}
 		for _, u := range left {
@@ -141,20 +173,20 @@ func (g *Graph) breakCycles(root *Unit, jobs []*Unit, taken map[*Unit][]txEdge, 
 				uncertain[u] = true
 			}
 		}
-		return slices.DeleteFunc(slices.Clone(jobs), func(u *Unit) bool { return !alive[u] && !activeAtBoot(u.Name) }), cycles, uncertain, nil
+		return slices.DeleteFunc(slices.Clone(starts), func(u *Unit) bool { return !alive[u] && !activeAtBoot(u.Name) }), cycles, uncertain, nil
 	}
 }
 
 // mattering is transaction_find_jobs_that_matter_to_anchor: the jobs
-// reachable from root along Requires=-like edges (whose job dependency
-// "matters"); and, for each job, the jobs that pulled it in along such an
-// edge.
+// reachable from root along Requires=-like and Requisite= edges (whose job
+// dependency "matters"); and, for each job, the jobs that pulled it in
+// along such an edge.
 func mattering(root *Unit, jobs []*Unit, taken map[*Unit][]txEdge) (matters map[*Unit]bool, requiredBy map[*Unit][]*Unit) {
 	matters = map[*Unit]bool{root: true}
 	requiredBy = map[*Unit][]*Unit{}
 	for _, u := range jobs {
 		for _, e := range taken[u] {
-			if strengthOf(e.dep.Kind) == pull && e.to != u {
+			if matter(e.dep.Kind) && e.to != u {
 				requiredBy[e.to] = append(requiredBy[e.to], u)
 			}
 		}
@@ -164,13 +196,21 @@ func mattering(root *Unit, jobs []*Unit, taken map[*Unit][]txEdge) (matters map[
 		u := queue[0]
 		queue = queue[1:]
 		for _, e := range taken[u] {
-			if strengthOf(e.dep.Kind) == pull && !matters[e.to] {
+			if matter(e.dep.Kind) && !matters[e.to] {
 				matters[e.to] = true
 				queue = append(queue, e.to)
 			}
 		}
 	}
 	return matters, requiredBy
+}
+
+// matter reports whether a job pulled in through a dependency of kind
+// matters to its puller (transaction_add_job_and_dependencies: a
+// Requires=-like or Requisite= one).
+func matter(kind string) bool {
+	s := strengthOf(kind)
+	return s == pull || s == verifyActive
 }
 
 // cyclicSets are the strongly connected sets of more than one unit of the
