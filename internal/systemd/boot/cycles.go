@@ -132,7 +132,7 @@ func (g *Graph) breakCycles(root *Unit, starts []*Unit, taken map[*Unit][]txEdge
 			if len(cyclicSets(all, og)) > 0 {
 				// A cycle of jobs that all matter: none may be deleted.
 				cycles = append(cycles, c)
-				return nil, cycles, nil, &Failure{Reason: transactionCyclic, Cycle: c.Units}
+				return nil, cycles, nil, &Failure{Reason: transactionCyclic, Chain: []unit.Edge{}, Cycle: c.Units}
 			}
 			if len(deletable) != 1 {
 				open = append(open, c)
@@ -298,7 +298,7 @@ func byName(a, b *Unit) int {
 
 // unitNames are the names of us, sorted.
 func unitNames(us []*Unit) []string {
-	out := make([]string, 0, len(us))
+	var out []string
 	for _, u := range us {
 		out = append(out, u.Name)
 	}

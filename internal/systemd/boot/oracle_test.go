@@ -242,6 +242,7 @@ func variants(t *testing.T) map[string][]op {
 			file("/etc/systemd/system/cont-two.service", svc),
 			link("/etc/systemd/system/multi-user.target.wants/multi-line.service", "/etc/systemd/system/multi-line.service"),
 		},
+		"ordering-cycles": orderingCycleOps(),
 		"bad-settings":    badSettingOps(),
 		"verify":          verifyOps(),
 		"implicit-mounts": implicitMountOps(),
@@ -271,6 +272,98 @@ func variants(t *testing.T) map[string][]op {
 	}
 	maps.Copy(vs, generatorVariants(t))
 	return vs
+}
+
+// orderingCycleOps is an ordering cycle systemd breaks the same way on
+// every boot: a wanted service in a cycle with a required one loses its
+// job, with the job of the service that requires it, while the one it
+// wants keeps its job (an isolate collects no garbage).
+func orderingCycleOps() []op {
+	return []op{
+		file("/etc/systemd/system/cyc-req.service", "[Unit]\nAfter=cyc-want.service\n"+svc),
+		file("/etc/systemd/system/cyc-want.service", "[Unit]\nAfter=cyc-req.service\nWants=cyc-kept.service\n"+svc),
+		file("/etc/systemd/system/cyc-kept.service", svc),
+		file("/etc/systemd/system/cyc-needs.service", "[Unit]\nRequires=cyc-want.service\n"+svc),
+		link("/etc/systemd/system/multi-user.target.requires/cyc-req.service", "/etc/systemd/system/cyc-req.service"),
+		link("/etc/systemd/system/multi-user.target.wants/cyc-want.service", "/etc/systemd/system/cyc-want.service"),
+		link("/etc/systemd/system/multi-user.target.wants/cyc-needs.service", "/etc/systemd/system/cyc-needs.service"),
+	}
+}
+
+// TestOracleCycles compares ordering cycles with systemd's: the one
+// systemd breaks the same way every time (see orderingCycleOps); the
+// classic one of a service with default dependencies ordered
+// Before=sysinit.target (it starts after basic.target, which starts after
+// sysinit.target and sockets.target, after which the sockets start):
+// systemd deletes the service's job or a socket's, whichever it meets
+// first walking back the cycle it found, which depends on hash-table
+// order; two merely wanted services ordered after each other, one of
+// which systemd deletes; and a cycle of required jobs only, which fails
+// the transaction.
+func TestOracleCycles(t *testing.T) {
+	early := []op{
+		file("/etc/systemd/system/cyc-early.service", "[Unit]\nBefore=sysinit.target\n"+svc),
+		link("/etc/systemd/system/multi-user.target.wants/cyc-early.service", "/etc/systemd/system/cyc-early.service"),
+	}
+	cases := map[string]struct {
+		ops []op
+		// deletable are units the model's cycles must have as
+		// candidates, uncertain units it must leave uncertain.
+		deletable, uncertain []string
+		certain              bool // the model applies every deletion
+	}{
+		"deterministic": {ops: orderingCycleOps(), deletable: []string{"cyc-want.service"}, certain: true},
+		"early": {ops: early, deletable: []string{"cyc-early.service", "sockets.target"},
+			uncertain: []string{"cyc-early.service", "sockets.target"}},
+		"wanted": {ops: []op{
+			file("/etc/systemd/system/cyc-w1.service", "[Unit]\nAfter=cyc-w2.service\n"+svc),
+			file("/etc/systemd/system/cyc-w2.service", "[Unit]\nAfter=cyc-w1.service\n"+svc),
+			link("/etc/systemd/system/multi-user.target.wants/cyc-w1.service", "/etc/systemd/system/cyc-w1.service"),
+			link("/etc/systemd/system/multi-user.target.wants/cyc-w2.service", "/etc/systemd/system/cyc-w2.service"),
+		}, deletable: []string{"cyc-w1.service", "cyc-w2.service"}, uncertain: []string{"cyc-w1.service", "cyc-w2.service"}},
+		"requires": {ops: []op{
+			file("/etc/systemd/system/cyc-r1.service", "[Unit]\nRequires=cyc-r2.service\nAfter=cyc-r2.service\n"+svc),
+			file("/etc/systemd/system/cyc-r2.service", "[Unit]\nAfter=cyc-r1.service\n"+svc),
+			link("/etc/systemd/system/multi-user.target.requires/cyc-r1.service", "/etc/systemd/system/cyc-r1.service"),
+		}, certain: true},
+	}
+	for _, sd := range systemdtest.Versions() {
+		for name, c := range cases {
+			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
+				v := newVariant(t, sd, c.ops)
+				b := v.graph(t).Boot()
+				require.NotEmpty(t, b.Cycles)
+				var deletable []string
+				for _, cy := range b.Cycles {
+					deletable = append(deletable, cy.Deletable...)
+				}
+				for _, d := range c.deletable {
+					assert.Contains(t, deletable, d)
+				}
+				for _, u := range c.uncertain {
+					assert.Contains(t, b.Uncertain, u)
+				}
+				if c.certain {
+					assert.Empty(t, b.Uncertain)
+				}
+				strip := func(l []string) []string {
+					return slices.DeleteFunc(slices.Clone(l), func(u string) bool { return slices.Contains(b.Uncertain, u) })
+				}
+				got := modelOutcome(b)
+				// Several runs: systemd's choice changes from run to run.
+				for range 4 {
+					tr := v.oracle(t)
+					assert.NotEmpty(t, tr.Cycles, "systemd found no ordering cycle")
+					for _, d := range tr.CycleDeleted {
+						assert.Contains(t, deletable, d, "systemd deleted it to break a cycle")
+					}
+					want := oracleOutcome(tr)
+					assert.Equal(t, want.failed, got.failed)
+					assert.Equal(t, strip(want.start), strip(got.start))
+				}
+			})
+		}
+	}
 }
 
 // TestOracle compares the units the model starts at boot with the start
