@@ -94,6 +94,26 @@ func compiledRules() []Rule {
 			Source: "embedded:avahi.yaml",
 		},
 		{
+			ID:        "boot-ordering-cycle",
+			Kind:      "generic",
+			Title:     "an ordering cycle among the boot transaction's jobs costs units their start at boot",
+			Severity:  "high",
+			Rationale: "systemd orders the jobs of the boot transaction by After=/Before=,\nexplicit and implicit (a service with default dependencies starts after\nbasic.target, which starts after sysinit.target and the sockets; a target\nstarts after what it pulls in). When the orderings form a cycle, PID 1\nbreaks it by deleting one job that default.target does not require\n(\"Job x.service/start deleted to break ordering cycle starting with\n...\"), with every job that requires it: those units do not start. With\nseveral such jobs in the cycle it deletes the first it meets walking back\nthe cycle it found, which depends on hash-table order: a different unit\nmay be missing on every boot. When no job of the cycle may be deleted,\nthe whole transaction fails (see boot-transaction-fails). The classic\ncause is a unit with default dependencies ordered Before=sysinit.target\nor Before=local-fs.target (an early-boot unit that forgot\nDefaultDependencies=no).\n",
+			References: []string{
+				"https://www.freedesktop.org/software/systemd/man/systemd.unit.html#Before=",
+				"https://www.freedesktop.org/software/systemd/man/systemd.special.html",
+			},
+			Remediation: Remediation{
+				Action: "configure",
+				Text:   "Remove the ordering that closes the cycle, or give an early-boot unit\nDefaultDependencies=no (and the orderings it needs by hand). Check the\nresult with `systemd-analyze verify default.target` or\n`systemd --test --system` (no \"Found ordering cycle\" lines), or\n`amilint facts` (boot.ordering_cycles must be absent).\n",
+			},
+			Tags: []string{
+				"boot",
+				"reliability",
+			},
+			Source: "embedded:boot-ordering-cycle.yaml",
+		},
+		{
 			ID:        "boot-rescue-fallback",
 			Kind:      "generic",
 			Title:     "default.target cannot be loaded, so the machine boots to rescue mode",

@@ -577,6 +577,10 @@ func (inv *Inventory) BootFacts() facts.Boot {
 	if f := b.Failure; f != nil {
 		fb.Failed, fb.FailedUnit, fb.FailedChain = f.Reason, f.Unit, f.Chain
 	}
+	for _, c := range b.Cycles {
+		fb.OrderingCycles = append(fb.OrderingCycles, facts.OrderingCycle{Units: c.Units, Deletable: c.Deletable, Deleted: c.Deleted})
+	}
+	fb.MayNotStart = b.Uncertain
 	return fb
 }
 

@@ -437,6 +437,41 @@ func TestDiffAgainstTheFixedCopy(t *testing.T) {
 	}
 }
 
+// TestScanOrderingCycle: a service with default dependencies ordered
+// Before=sysinit.target closes an ordering cycle systemd breaks by deleting
+// a job it picks at random: a high finding naming the candidates, and the
+// facts list the cycle and the units that may not start.
+func TestScanOrderingCycle(t *testing.T) {
+	dir := materialize(t, "dlami")
+	sys := filepath.Join(dir, "etc/systemd/system")
+	require.NoError(t, os.WriteFile(filepath.Join(sys, "early.service"), []byte("[Unit]\nBefore=sysinit.target\n[Service]\nExecStart=/bin/true\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(sys, "multi-user.target.wants"), 0o755))
+	require.NoError(t, os.Symlink("/etc/systemd/system/early.service", filepath.Join(sys, "multi-user.target.wants/early.service")))
+
+	code, rep, stderr := scanJSON(t, dir)
+	require.Equal(t, ExitFindings, code, stderr)
+	i := slices.IndexFunc(rep.Findings, func(f finding.Finding) bool { return f.RuleID == "boot-ordering-cycle" })
+	require.GreaterOrEqual(t, i, 0, "findings: %v", rep.Findings)
+	f := rep.Findings[i]
+	assert.Equal(t, finding.High, f.Severity)
+	assert.Contains(t, f.Message, "early.service")
+	assert.Contains(t, f.Message, "differently from boot to boot")
+
+	code, out, stderr := runCLI(t, "facts", dir)
+	require.Equal(t, ExitOK, code, stderr)
+	var doc struct {
+		Boot struct {
+			OrderingCycles []struct{ Units, Deletable []string } `json:"ordering_cycles"`
+			MayNotStart    []string                              `json:"may_not_start"`
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Len(t, doc.Boot.OrderingCycles, 1)
+	assert.Contains(t, doc.Boot.OrderingCycles[0].Units, "sysinit.target")
+	assert.Contains(t, doc.Boot.OrderingCycles[0].Deletable, "early.service")
+	assert.Contains(t, doc.Boot.MayNotStart, "early.service")
+}
+
 // TestScanBootTransactionFails: a masked or missing unit that
 // default.target requires is a critical finding naming the chain, and
 // scan exits 1, never 2; facts carries systemd's reason.

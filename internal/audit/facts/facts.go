@@ -124,6 +124,27 @@ type Boot struct {
 	FailedUnit string `json:"failed_unit,omitempty"`
 	// FailedChain is the requirements from default.target to FailedUnit.
 	FailedChain []unit.Edge `json:"failed_chain,omitempty"`
+	// OrderingCycles are the cycles of After=/Before= orderings among the
+	// transaction's jobs, which systemd breaks by deleting a job.
+	OrderingCycles []OrderingCycle `json:"ordering_cycles,omitempty"`
+	// MayNotStart are the units with a start job that an ordering cycle
+	// may cost it: systemd deletes one of several candidates, picked in
+	// hash-table order, differently from boot to boot; sorted.
+	MayNotStart []string `json:"may_not_start,omitempty"`
+}
+
+// OrderingCycle is one set of jobs ordered in a cycle.
+type OrderingCycle struct {
+	// Units are the units of the jobs (a strongly connected set of the
+	// ordering), sorted.
+	Units []string `json:"units"`
+	// Deletable are the units among them whose job nothing the target
+	// requires needs, which systemd may delete to break the cycle.
+	Deletable []string `json:"deletable"`
+	// Deleted are the units that certainly lose their job to it (the
+	// one candidate and the units requiring it); absent when systemd
+	// picks among several.
+	Deleted []string `json:"deleted,omitempty"`
 }
 
 // Image is the image's identity.

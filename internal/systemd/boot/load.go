@@ -10,8 +10,9 @@
 // default.target is isolated (or rescue.target, when default.target cannot
 // be loaded), each explained by the shortest chain of edges from
 // default.target, the units a started socket, timer, path or automount
-// activates later, and, when systemd cannot queue the transaction at all,
-// its reason and the chain of requirements to the unit that blocks it. It
+// activates later, the ordering cycles among its jobs and the jobs systemd
+// deletes to break them, and, when systemd cannot queue the transaction at
+// all, its reason and the chain of requirements to the unit that blocks it. It
 // follows the systemd version it is given where versions differ. It is not
 // list-unit-files logic (enablement lives elsewhere) and it reads the image
 // only through a rootfs view, never the host.
@@ -47,13 +48,17 @@
 //     "$NAME" reads nfs.conf's [environment], never the generator's
 //     environment; postgresql-generator's start.conf is read in the C
 //     locale.
-//   - Jobs systemd deletes to break ordering cycles (After=/Before= are not
-//     modelled).
 //   - Outcomes systemd itself picks in hash-table order, which change from
 //     run to run: two merely wanted units in Conflicts=, and which other
 //     Requires= of a unit were added before one of them failed (and so
 //     which failure systemd reports). The model picks one deterministic
-//     outcome: the file's order.
+//     outcome: the file's order. Which job systemd deletes to break an
+//     ordering cycle with several candidates is one too: the model keeps
+//     the jobs and names the units that may lose theirs
+//     ([Boot.Uncertain]).
+//   - A target's default ordering after a unit it is PartOf=, which
+//     systemd adds only when that unit happened to be loaded before the
+//     target; stop jobs (of Conflicts=) in ordering cycles.
 //   - Specifiers in a unit known by several names expand with the name the
 //     model first loads; systemd uses the one its load queue dispatches
 //     first.

@@ -3,7 +3,8 @@
 # description: |
 #   systemd cannot queue the boot transaction (input.boot.failed: then the
 #   machine reaches no target), falls back to rescue.target because
-#   default.target cannot be loaded (input.boot.fallback), or the image
+#   default.target cannot be loaded (input.boot.fallback), ordering cycles
+#   cost units their start job (input.boot.ordering_cycles), or the image
 #   ships files under /run/systemd (input.image.runtime_files), which PID 1
 #   never sees at boot. None of them is judged on a live host, which
 #   booted, and whose /run is its own.
@@ -12,6 +13,7 @@
 #   rule_ids:
 #     - boot-transaction-fails
 #     - boot-rescue-fallback
+#     - boot-ordering-cycle
 #     - runtime-files-shipped
 package amilint.rules.boot
 
@@ -81,6 +83,32 @@ findings contains f if {
 default rescue_fails := ""
 
 rescue_fails := "; and rescue.target cannot be loaded either" if object.get(input, ["boot", "failed"], "") != ""
+
+# One finding per ordering cycle systemd breaks by deleting a job (a
+# cycle it cannot break fails the transaction: boot-transaction-fails).
+findings contains f if {
+	rule := data.rules["boot-ordering-cycle"]
+	lib.applies(rule)
+	not_live
+	object.get(input, ["boot", "failed"], "") == ""
+	some cycle in object.get(input, ["boot", "ordering_cycles"], [])
+	deleted := object.get(cycle, "deleted", [])
+	f := image_finding(
+		"boot-ordering-cycle", cycle_unit(cycle),
+		sprintf("the start jobs of %s are ordered in a cycle (After=/Before=); %s", [concat(", ", cycle.units), cycle_outcome(cycle, deleted)]),
+		[], {"units": cycle.units, "deletable": cycle.deletable, "deleted": deleted},
+	)
+}
+
+# The unit a cycle's finding names: the one that loses its job, or the
+# first candidate.
+cycle_unit(cycle) := cycle.deletable[0] if count(cycle.deletable) > 0
+
+cycle_unit(cycle) := cycle.units[0] if count(cycle.deletable) == 0
+
+cycle_outcome(cycle, deleted) := sprintf("systemd deletes the job of %s to break it, so %s do(es) not start at boot", [cycle.deletable[0], concat(", ", deleted)]) if count(deleted) > 0
+
+cycle_outcome(cycle, deleted) := sprintf("systemd deletes one of the jobs of %s to break it, picked in hash-table order, differently from boot to boot: any of them (and the units requiring it) may not start at boot", [concat(", ", cycle.deletable)]) if count(deleted) == 0
 
 findings contains f if {
 	rule := data.rules["runtime-files-shipped"]

@@ -6,6 +6,44 @@ rules := {
 	"boot-transaction-fails": {"id": "boot-transaction-fails", "severity": "critical", "title": "t", "remediation": {"action": "configure", "text": "x"}},
 	"boot-rescue-fallback": {"id": "boot-rescue-fallback", "severity": "critical", "title": "r", "remediation": {"action": "configure", "text": "y"}},
 	"runtime-files-shipped": {"id": "runtime-files-shipped", "severity": "low", "title": "f", "remediation": {"action": "configure", "text": "z"}},
+	"boot-ordering-cycle": {"id": "boot-ordering-cycle", "severity": "high", "title": "c", "remediation": {"action": "configure", "text": "w"}},
+}
+
+test_ordering_cycle_certain if {
+	fs := boot.findings with input as {
+		"boot": {"target": "multi-user.target", "ordering_cycles": [{"units": ["a.service", "b.service"], "deletable": ["b.service"], "deleted": ["b.service", "c.service"]}]},
+		"units": {},
+	}
+		with data.rules as rules
+	count(fs) == 1
+	some f in fs
+	f.rule_id == "boot-ordering-cycle"
+	f.severity == "high"
+	f.unit == "b.service"
+	contains(f.message, "deletes the job of b.service")
+	contains(f.message, "b.service, c.service do(es) not start")
+}
+
+test_ordering_cycle_random if {
+	fs := boot.findings with input as {
+		"boot": {"target": "multi-user.target", "ordering_cycles": [{"units": ["a.service", "basic.target", "sockets.target"], "deletable": ["a.service", "sockets.target"]}]},
+		"units": {},
+	}
+		with data.rules as rules
+	count(fs) == 1
+	some f in fs
+	f.unit == "a.service"
+	contains(f.message, "differently from boot to boot")
+	contains(f.message, "a.service, sockets.target")
+}
+
+test_ordering_cycle_failed_is_not_repeated if {
+	fs := boot.findings with input as {
+		"boot": {"target": "multi-user.target", "failed": "Failed to isolate default target: Transaction order is cyclic. See system logs for details.", "failed_chain": [], "ordering_cycles": [{"units": ["a.service", "b.service"], "deletable": []}]},
+		"units": {},
+	}
+		with data.rules as rules
+	{f.rule_id | some f in fs} == {"boot-transaction-fails"}
 }
 
 chain := [
