@@ -39,6 +39,7 @@ func genTree(data []byte) fstest.MapFS {
 			if arg&1 != 0 {
 				b.WriteString("DefaultDependencies=no\n")
 			}
+			fmt.Fprintf(&b, "%s=%s\n", []string{"After", "Before"}[arg>>1&1], name(arg>>2))
 			fmt.Fprintf(&b, "[Service]\nExecStart=/bin/x\nSlice=%s\n", name(arg>>2))
 			fmt.Fprintf(&b, "[Socket]\nListenStream=1\nService=%s\n[Timer]\nOnBootSec=1\nUnit=%s\n", name(arg>>1), name(arg>>4))
 			m[dir+n] = mfile(b.String())
@@ -55,7 +56,8 @@ func genTree(data []byte) fstest.MapFS {
 			suffix := []string{".wants/", ".requires/", ".upholds/"}[int(arg)%3]
 			m[dir+n+suffix+name(arg>>2)] = mlink("/" + dir + name(arg>>2))
 		case 4: // a drop-in
-			m[dir+n+".d/"+fmt.Sprintf("%02d.conf", arg%7)] = mfile(fmt.Sprintf("[Unit]\nWants=%s\nWants=\n", name(arg>>3)))
+			m[dir+n+".d/"+fmt.Sprintf("%02d.conf", arg%7)] = mfile(fmt.Sprintf("[Unit]\nWants=%s\nWants=\n%s=%s\n", name(arg>>3),
+				[]string{"After", "Before"}[arg&1], name(arg>>3)))
 		case 5: // a link to a directory, or a directory where a file is expected
 			m[dir+n+".d"] = mlink("/" + dir + name(arg) + ".d")
 		}
@@ -70,6 +72,29 @@ func genTree(data []byte) fstest.MapFS {
 // are checked for every 1 in step units, as each costs its length.
 func checkGraph(t *testing.T, g *Graph, step int) {
 	b := g.Boot()
+	for _, c := range b.Cycles {
+		if len(c.Units) < 2 {
+			t.Fatalf("a cycle of one job: %+v", c)
+		}
+		for _, d := range c.Deletable {
+			if !slices.Contains(c.Units, d) {
+				t.Fatalf("candidate %s is not in its cycle %+v", d, c)
+			}
+		}
+		for _, d := range c.Deleted {
+			if b.StartsAtBoot(d) {
+				t.Fatalf("%s was deleted for a cycle but starts", d)
+			}
+		}
+	}
+	if b.Failure != nil && len(b.Failure.Cycle) > 0 && len(b.Cycles) == 0 {
+		t.Fatalf("a cyclic transaction without cycles: %+v", b.Failure)
+	}
+	for _, u := range b.Uncertain {
+		if !b.StartsAtBoot(u) {
+			t.Fatalf("uncertain %s does not start", u)
+		}
+	}
 	if b.Err != nil {
 		return
 	}
