@@ -3,6 +3,7 @@ package boot
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -239,11 +240,12 @@ func (g *Graph) computeBoot() *Boot {
 	in := map[*Unit]bool{}
 	taken := map[*Unit][]txEdge{}
 	dropped := map[*Unit]bool{}
+	verify := map[*Unit][]txEdge{}
 	// A target without AllowIsolate=yes cannot be isolated: PID 1 starts
 	// it instead (job mode replace), which collects garbage.
 	v, _ := root.Last("Unit", "AllowIsolate")
 	isolate := parseBool(v, false)
-	if f := g.addJobs(root, in, taken, dropped); f != nil {
+	if f := g.addJobs(root, in, taken, dropped, verify); f != nil {
 		if isolate {
 			f.Reason = "Failed to isolate default target: " + f.Reason
 		} else {
@@ -282,7 +284,7 @@ func (g *Graph) computeBoot() *Boot {
 		jobs = collectGarbage(root, jobs, taken)
 	}
 	// transaction_activate verifies the order before it merges jobs.
-	jobs, cycles, uncertain, f := g.breakCycles(root, jobs, taken, isolate)
+	jobs, cycles, uncertain, f := g.breakCycles(root, jobs, taken, verify, isolate)
 	b.Cycles = cycles
 	if f != nil {
 		if isolate {
@@ -293,13 +295,15 @@ func (g *Graph) computeBoot() *Boot {
 		b.fail(f)
 		return b
 	}
-	deleted, f := g.resolveConflicts(root, jobs, taken)
+	deleted, f := g.resolveConflicts(root, jobs, taken, verify)
 	if f != nil {
 		b.fail(f)
 		return b
 	}
-	for u, by := range deleted {
-		b.Conflicted[u.Name] = by.Name
+	for _, u := range jobs {
+		if by := deleted[u]; by != nil {
+			b.Conflicted[u.Name] = by.Name
+		}
 	}
 	for _, u := range jobs {
 		if !activeAtBoot(u.Name) && deleted[u] == nil {
@@ -429,31 +433,32 @@ func errnoText(err error) string {
 // Y. Jobs the dropped unit pulled in stay: an isolate transaction collects
 // no garbage. It returns the deleted units and, for each, the unit its
 // conflict was with. A conflict between two required units is a Failure.
-func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]txEdge) (map[*Unit]*Unit, *Failure) {
-	matters := map[*Unit]bool{root: true}
-	queue := []*Unit{root}
-	requiredBy := map[*Unit][]*Unit{}
-	for _, u := range order {
-		for _, e := range taken[u] {
-			if strengthOf(e.dep.Kind) == pull {
-				requiredBy[e.to] = append(requiredBy[e.to], u)
-			}
-		}
-	}
-	for len(queue) > 0 {
-		u := queue[0]
-		queue = queue[1:]
-		for _, e := range taken[u] {
-			if strengthOf(e.dep.Kind) == pull && !matters[e.to] {
-				matters[e.to] = true
-				queue = append(queue, e.to)
-			}
-		}
-	}
+func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken, verify map[*Unit][]txEdge) (map[*Unit]*Unit, *Failure) {
+	// The verify-active jobs of Requisite= take part too: their pullers
+	// require them.
 	in := map[*Unit]bool{}
 	for _, u := range order {
 		in[u] = true
 	}
+	var verified []*Unit
+	edges := taken
+	for _, u := range order {
+		for _, e := range verify[u] {
+			if e.to == u {
+				continue
+			}
+			if len(verified) == 0 {
+				edges = maps.Clone(taken)
+			}
+			edges[u] = append(slices.Clip(edges[u]), e)
+			if !in[e.to] {
+				in[e.to] = true
+				verified = append(verified, e.to)
+			}
+		}
+	}
+	matters, requiredBy := mattering(root, slices.Concat(order, verified), edges)
+	order = slices.Concat(order, verified)
 	deleted := map[*Unit]*Unit{}
 	var drop func(u, by *Unit)
 	drop = func(u, by *Unit) {
@@ -494,10 +499,11 @@ func (g *Graph) resolveConflicts(root *Unit, order []*Unit, taken map[*Unit][]tx
 const DropFailedJobs = 254
 
 // addJobs adds root's start job and its dependencies' to the transaction
-// (in), recording the edges taken and, from DropFailedJobs on, the units
-// whose job was dropped again. It returns why systemd would fail adding
-// root's job, or nil.
-func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge, dropped map[*Unit]bool) *Failure {
+// (in), recording the edges taken, the Requisite= edges that add a
+// verify-active job (verify) and, from DropFailedJobs on, the units whose
+// job was dropped again. It returns why systemd would fail adding root's
+// job, or nil.
+func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge, dropped map[*Unit]bool, verify map[*Unit][]txEdge) *Failure {
 	// frame is one call of transaction_add_job_and_dependencies in
 	// progress: which pass over the unit's dependencies, and where.
 	type frame struct {
@@ -572,6 +578,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge,
 			continue
 		}
 		if pass == verifyActive {
+			verify[f.u] = append(verify[f.u], txEdge{du, d})
 			continue
 		}
 		taken[f.u] = append(taken[f.u], txEdge{du, d})

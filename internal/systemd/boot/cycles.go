@@ -24,16 +24,21 @@ type Cycle struct {
 	Deletable []string
 	// Deleted are the units whose job the model deletes for it, sorted:
 	// the one candidate and the units that require it (their jobs go with
-	// it); empty when there are several candidates.
+	// it); empty when there are several candidates, or when units of the
+	// transaction conflict (systemd may then miss the cycle).
 	Deleted []string
+	// Missable reports that systemd may not find the cycle at all: units
+	// of the transaction conflict (see breakCycles).
+	Missable bool
 }
 
 // transactionCyclic is the bus error systemd fails a transaction with when
 // a cycle has no job it may delete (transaction_verify_order_one).
 const transactionCyclic = "Transaction order is cyclic. See system logs for details."
 
-// breakCycles is transaction_verify_order for the start jobs of jobs
-// (those that are not redundant: perpetual units have no job by then):
+// breakCycles is transaction_verify_order for the start jobs of starts
+// (those that are not redundant: perpetual units have no job by then) and
+// the verify-active jobs of their Requisite= dependencies:
 // it finds the cycles of the ordering among them, applies the deletions
 // that are certain (a cycle with one deletable job: that job goes, with the
 // jobs that required it; then, in a transaction that is not an isolate,
@@ -41,8 +46,9 @@ const transactionCyclic = "Transaction order is cyclic. See system logs for deta
 // jobs that all matter to the anchor. Cycles with several candidates are
 // reported, their jobs kept; uncertain are the units that may lose their
 // job to them. It returns the jobs left.
-func (g *Graph) breakCycles(root *Unit, starts []*Unit, taken map[*Unit][]txEdge, isolate bool) (kept []*Unit, cycles []Cycle, uncertain map[*Unit]bool, f *Failure) {
-	// A Requisite= of a job gives its unit a verify-active job unless it
+func (g *Graph) breakCycles(root *Unit, starts []*Unit, taken, verify map[*Unit][]txEdge, isolate bool) (kept []*Unit, cycles []Cycle, uncertain map[*Unit]bool, f *Failure) {
+	// A Requisite= systemd added (the requirements of the job that names
+	// it did not fail first) gives its unit a verify-active job unless it
 	// has a start job: it takes part in the ordering and, if it is
 	// deleted, the jobs that pulled it in go with it.
 	in := make(map[*Unit]bool, len(starts))
@@ -50,24 +56,35 @@ func (g *Graph) breakCycles(root *Unit, starts []*Unit, taken map[*Unit][]txEdge
 		in[u] = true
 	}
 	jobs := slices.Clone(starts)
-	var verify map[*Unit]bool
+	cloned := false
 	for _, u := range starts {
+		for _, e := range verify[u] {
+			if e.to == u {
+				continue
+			}
+			if !cloned {
+				taken, cloned = maps.Clone(taken), true
+			}
+			taken[u] = append(slices.Clip(taken[u]), e)
+			if !in[e.to] {
+				in[e.to] = true
+				jobs = append(jobs, e.to)
+			}
+		}
+	}
+	// Conflicts= between two units with jobs gives one of them a stop job
+	// beside its start job, and transaction_verify_order_one walks only
+	// the first job of each unit, which is the one added last, in
+	// hash-table order: it may walk the stop job, which it never reaches
+	// from a start job, and miss a cycle (the oracle showed both). Then
+	// no deletion is certain.
+	hidden := false
+	for _, u := range jobs {
 		for _, d := range u.Deps {
-			if strengthOf(d.Kind) != verifyActive || unit.IsTemplate(d.Name) {
-				continue
-			}
-			v := g.load(d.Name)
-			if v == nil || v.State != Loaded || v == u {
-				continue
-			}
-			if verify == nil {
-				taken = maps.Clone(taken)
-				verify = map[*Unit]bool{}
-			}
-			taken[u] = append(slices.Clip(taken[u]), txEdge{v, d})
-			if !in[v] {
-				in[v], verify[v] = true, true
-				jobs = append(jobs, v)
+			if d.Kind == "Conflicts" && !unit.IsTemplate(d.Name) {
+				if y := g.load(d.Name); y != nil && y != u && in[y] && !activeAtBoot(y.Name) {
+					hidden = true
+				}
 			}
 		}
 	}
@@ -80,7 +97,8 @@ func (g *Graph) breakCycles(root *Unit, starts []*Unit, taken map[*Unit][]txEdge
 	}
 	current := func() []*Unit { return slices.DeleteFunc(slices.Clone(jobs), func(u *Unit) bool { return !alive[u] }) }
 	// remove deletes u's job and those requiring it (transaction_unlink_job
-	// with delete_dependencies), then, outside an isolate, the garbage.
+	// with delete_dependencies); collect, outside an isolate, the jobs
+	// nothing pulls in any more (transaction_collect_garbage).
 	remove := func(gone map[*Unit]bool, u *Unit) {
 		stack := []*Unit{u}
 		for len(stack) > 0 {
@@ -128,13 +146,13 @@ func (g *Graph) breakCycles(root *Unit, starts []*Unit, taken map[*Unit][]txEdge
 					deletable = append(deletable, u)
 				}
 			}
-			c := Cycle{Units: unitNames(scc), Deletable: unitNames(deletable)}
+			c := Cycle{Units: unitNames(scc), Deletable: unitNames(deletable), Missable: hidden}
 			if len(cyclicSets(all, og)) > 0 {
 				// A cycle of jobs that all matter: none may be deleted.
 				cycles = append(cycles, c)
 				return nil, cycles, nil, &Failure{Reason: transactionCyclic, Chain: []unit.Edge{}, Cycle: c.Units}
 			}
-			if len(deletable) != 1 {
+			if len(deletable) != 1 || hidden {
 				open = append(open, c)
 				continue
 			}
