@@ -56,9 +56,13 @@
 //     ordering cycle with several candidates is one too: the model keeps
 //     the jobs and names the units that may lose theirs
 //     ([Boot.Uncertain]).
-//   - A target's default ordering after a unit it is PartOf=, which
-//     systemd adds only when that unit happened to be loaded before the
-//     target; stop jobs (of Conflicts=) in ordering cycles.
+//   - Orderings that depend on the order systemd loads units in: a
+//     target's default ordering after a unit it is PartOf= (added only when
+//     that unit was loaded first; the model leaves it out), and, for two
+//     targets pulling each other in, which one starts after the other (the
+//     model takes the first in the order of the jobs). With Conflicts=
+//     among the jobs systemd may miss an ordering cycle, walking a stop
+//     job: the model then applies no deletion ([Cycle].Missable).
 //   - Specifiers in a unit known by several names expand with the name the
 //     model first loads; systemd uses the one its load queue dispatches
 //     first.
