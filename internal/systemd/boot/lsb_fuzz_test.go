@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -10,7 +11,8 @@ import (
 )
 
 // FuzzParseLSB reads arbitrary SysV init scripts: the LSB header parser
-// never panics, keeps only service aliases and target wants, and a boot
+// never panics, keeps only service aliases, target wants and orderings on
+// valid unit names, and a boot
 // transaction over the script (as systemd-sysv-generator would make it)
 // loads.
 func FuzzParseLSB(f *testing.F) {
@@ -30,6 +32,11 @@ func FuzzParseLSB(f *testing.F) {
 			}
 			if strings.ContainsAny(w, " \t\n") {
 				t.Fatalf("want %q has a space", w)
+			}
+		}
+		for _, o := range slices.Concat(h.before, h.after) {
+			if !unit.Valid(o) {
+				t.Fatalf("ordering on %q, not a unit name", o)
 			}
 		}
 		if !unit.Valid(name+".service") || strings.Contains(name, "/") {
