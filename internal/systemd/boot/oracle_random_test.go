@@ -852,8 +852,17 @@ func compareRandomTree(t *testing.T, sd systemdtest.Systemd, seed uint64, runs i
 	var first, want outcome
 	var firstTr, wantTr systemdtest.Transaction
 	var seen []outcome
-	matched, tries := false, 0
-	for i := 0; i < runs && !matched; i++ {
+	// A tree on which systemd has already disagreed with itself gets up
+	// to six times the runs before the model's answer counts as none of
+	// systemd's: an answer that comes one run in ten (seen for the
+	// journal's namespace sockets, which a failing requirement may or may
+	// not have pulled in first) is then missed once in a few thousand such
+	// trees, not once in three.
+	matched, tries, limit := false, 0, runs
+	for i := 0; i < limit && !matched; i++ {
+		if i == runs-1 && len(seen) > 1 {
+			limit = 6 * runs
+		}
 		tries++
 		tr := v.oracle(t)
 		o := certain(oracleOutcome(tr))
