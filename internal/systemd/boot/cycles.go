@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
@@ -304,15 +305,7 @@ func cyclicSets(nodes []*Unit, og orderGraph) [][]*Unit {
 	return out
 }
 
-func byName(a, b *Unit) int {
-	switch {
-	case a.Name < b.Name:
-		return -1
-	case a.Name > b.Name:
-		return 1
-	}
-	return 0
-}
+func byName(a, b *Unit) int { return strings.Compare(a.Name, b.Name) }
 
 // unitNames are the names of us, sorted.
 func unitNames(us []*Unit) []string {

@@ -343,20 +343,20 @@ func (g *Graph) mountDeps(u *Unit, m mountNeed) []Dep {
 var timerSettings = []string{"OnActiveSec", "OnBootSec", "OnStartupSec", "OnUnitActiveSec", "OnUnitInactiveSec", "OnCalendar"}
 
 // timerValues is how many elapse values config_parse_timer keeps of the
-// timer u loaded as id: an empty assignment of any of the settings
-// empties the list; a value whose specifiers do not resolve
+// timer u loaded as id, and how many of those are OnCalendar= ones (which
+// timer_add_default_dependencies orders after the clock): an empty
+// assignment of any of the settings empties the list; a value whose specifiers do not resolve
 // (unit_full_printf), or that calendar_spec_from_string (OnCalendar=,
 // with the image's time zones) or parse_sec (the others) refuses, is
 // ignored. The same in systemd 252 and 257.
-func (g *Graph) timerValues(u *Unit, id string) int {
-	n := 0
+func (g *Graph) timerValues(u *Unit, id string) (kept, calendars int) {
 	for _, src := range u.Sources {
 		for _, o := range src.Options {
 			if o.Section != "Timer" || !slices.Contains(timerSettings, o.Name) {
 				continue
 			}
 			if o.Value == "" {
-				n = 0
+				kept, calendars = 0, 0
 				continue
 			}
 			k, err := expand(g.version, id, o.Value, unit.FullPrintfMax)
@@ -364,16 +364,16 @@ func (g *Graph) timerValues(u *Unit, id string) int {
 				continue
 			}
 			if o.Name == "OnCalendar" {
-				err = unit.ParseCalendar(k, g.timeZones())
-			} else {
-				_, err = unit.ParseSec(k)
-			}
-			if err == nil {
-				n++
+				if unit.ParseCalendar(k, g.timeZones()) == nil {
+					kept++
+					calendars++
+				}
+			} else if _, err := unit.ParseSec(k); err == nil {
+				kept++
 			}
 		}
 	}
-	return n
+	return kept, calendars
 }
 
 // timeZones is what calendar_spec_from_string finds of the image's time
@@ -613,7 +613,7 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 		// timer_verify: no elapse value the parser kept, and
 		// OnClockChange= and OnTimezoneChange= (config_parse_bool keeps
 		// the last boolean) both off.
-		if g.timerValues(u, requested) == 0 && !lastBool(u, "Timer", "OnClockChange", false) &&
+		if kept, _ := g.timerValues(u, requested); kept == 0 && !lastBool(u, "Timer", "OnClockChange", false) &&
 			!lastBool(u, "Timer", "OnTimezoneChange", false) {
 			return bad("Timer unit lacks value setting. Refusing.")
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
 // rpcPipefsDefault is nfs-utils' NFS_STATEDIR "/rpc_pipefs" on Debian:
@@ -365,7 +366,7 @@ func (p *nfsParser) line(l string) error {
 	if val == "" {
 		return nil // conf_set ignores an empty value
 	}
-	p.ops = append(p.ops, nfsOp{section: asciiLower(p.section), arg: p.arg, hasArg: p.hasArg, tag: tag, value: val})
+	p.ops = append(p.ops, nfsOp{section: unit.ASCIILower(p.section), arg: p.arg, hasArg: p.hasArg, tag: tag, value: val})
 	return nil
 }
 
@@ -379,16 +380,6 @@ func cDirname(p string) string {
 		return "//"
 	}
 	return d
-}
-
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // strverscmp is glibc's strverscmp, which versionsort uses: digit runs

@@ -78,7 +78,9 @@ func (g *Graph) ordering(u *Unit) order {
 		o.before = append(o.before, "sockets.target")
 	case "timer":
 		o.before = append(o.before, "timers.target")
-		if g.hasCalendar(u) {
+		// timer_add_default_dependencies: a calendar timer also
+		// orders after the clock is set.
+		if _, calendars := g.timerValues(u, u.Name); calendars > 0 {
 			o.after = append(o.after, "time-sync.target", "time-set.target")
 		}
 	case "path":
@@ -145,31 +147,6 @@ func logsToJournal(u *Unit, sec, name string, def bool) bool {
 		return true
 	}
 	return false
-}
-
-// hasCalendar reports whether the timer u keeps an OnCalendar= value,
-// which orders it after time-sync.target and time-set.target
-// (timer_add_default_dependencies).
-func (g *Graph) hasCalendar(u *Unit) bool {
-	n := 0
-	for _, src := range u.Sources {
-		for _, o := range src.Options {
-			if o.Section != "Timer" || !slices.Contains(timerSettings, o.Name) {
-				continue
-			}
-			if o.Value == "" {
-				n = 0
-				continue
-			}
-			if o.Name != "OnCalendar" {
-				continue
-			}
-			if k, err := expand(g.version, u.Name, o.Value, unit.FullPrintfMax); err == nil && unit.ParseCalendar(k, g.timeZones()) == nil {
-				n++
-			}
-		}
-	}
-	return n > 0
 }
 
 // mountOrdering is mount_add_default_ordering_dependencies and

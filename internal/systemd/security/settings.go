@@ -434,7 +434,7 @@ func (s *settings) capabilityFromName(w string) (int, bool) {
 		}
 		return n, true
 	}
-	n, ok := s.t.caps[asciiLower(w)]
+	n, ok := s.t.caps[unit.ASCIILower(w)]
 	return n, ok
 }
 
@@ -929,16 +929,6 @@ func (s *settings) bpfPath(src string, o *unit.Option, dst *[]string) {
 // emptyOrRoot is empty_or_root.
 func emptyOrRoot(p *string) bool {
 	return p == nil || path.Clean("/"+*p) == "/" && strings.Trim(*p, "/") == ""
-}
-
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 func asciiUpper(s string) string {

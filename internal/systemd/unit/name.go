@@ -159,3 +159,15 @@ func Valid(name string) bool {
 	// instance ("a@b@c.service").
 	return strings.IndexByte(s, '@') != 0
 }
+
+// ASCIILower lowers the ASCII letters of s and leaves every other byte as
+// it is, as the C locale's tolower does (ascii_strlower, strcasecmp).
+func ASCIILower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -37,3 +37,10 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "getty@tty1.service", WithInstance("getty@.service", "tty1"))
 	assert.False(t, Valid(string(make([]byte, 300))+".service"), "longer than UNIT_NAME_MAX")
 }
+
+func TestASCIILower(t *testing.T) {
+	assert.Equal(t, "cap_sys_admin", ASCIILower("CAP_SYS_Admin"))
+	// Only ASCII letters: UTF-8 and other bytes stay as they are.
+	assert.Equal(t, "ÄÖ\xffé[@]", ASCIILower("ÄÖ\xffé[@]"))
+	assert.Equal(t, "", ASCIILower(""))
+}
