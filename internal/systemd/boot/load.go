@@ -240,11 +240,9 @@ func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 	if sdVersion == 0 {
 		sdVersion = version.Default
 	}
-	img := rootfs.New(atBoot{src: fsys.Raw()})
-	gen := runGenerators(img, sdVersion)
-	if gen != nil {
-		img = rootfs.New(atBoot{src: fsys.Raw(), gen: gen})
-	}
+	// The generators see the empty tmpfs; the units, what they wrote.
+	gen := runGenerators(rootfs.New(atBoot{src: fsys.Raw(), run: newGenOut()}), sdVersion)
+	img := rootfs.New(atBoot{src: fsys.Raw(), run: gen})
 	g, err := loadGraph(img, sdVersion, unit.SearchPathOf(sdVersion))
 	if err != nil {
 		return nil, err

@@ -366,6 +366,22 @@ func TestOracleCycles(t *testing.T) {
 	}
 }
 
+// sameStart asserts that the model starts exactly the units systemd's
+// transaction of the variant does, which must succeed, and returns both
+// and the model's graph.
+func sameStart(t *testing.T, sd systemdtest.Systemd, name string, ops []op) (systemdtest.Transaction, []string, *Graph) {
+	t.Helper()
+	v := newVariant(t, sd, ops)
+	want := v.oracle(t)
+	require.Empty(t, want.Failed, "systemd fails the transaction")
+	got, g := modelStart(t, v)
+	onlySystemd, onlyModel := diff(want.Start, got)
+	t.Logf("%s: systemd %d starts %d units, the model %d; only systemd: %v; only model: %v",
+		name, sd.Version, len(want.Start), len(got), onlySystemd, onlyModel)
+	assert.Equal(t, want.Start, got)
+	return want, got, g
+}
+
 // TestOracle compares the units the model starts at boot with the start
 // jobs of systemd's own initial transaction, on each Debian root and on
 // variants of it. Generators are hidden from systemd (see newVariant);
@@ -374,14 +390,7 @@ func TestOracle(t *testing.T) {
 	for _, sd := range systemdtest.Versions() {
 		for name, ops := range variants(t) {
 			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
-				v := newVariant(t, sd, ops)
-				want := v.oracle(t)
-				require.Empty(t, want.Failed, "systemd fails the transaction")
-				got, g := modelStart(t, v)
-				onlySystemd, onlyModel := diff(want.Start, got)
-				t.Logf("%s: systemd %d starts %d units, the model %d; only systemd: %v; only model: %v",
-					name, sd.Version, len(want.Start), len(got), onlySystemd, onlyModel)
-				assert.Equal(t, want.Start, got)
+				want, got, g := sameStart(t, sd, name, ops)
 
 				// Activation: every started trigger unit triggers, per
 				// systemd, exactly the loadable units the model says.

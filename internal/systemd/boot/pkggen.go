@@ -43,16 +43,19 @@ type genRun struct {
 }
 
 // runGenerators runs the ported generators the image ships over fsys (the
-// image at boot, /run empty) and returns their output, nil when none ran.
+// image at boot, /run empty) and returns the tmpfs they leave at /run:
+// empty when none ran, else with the generator directories PID 1 creates
+// and what the generators wrote.
 func runGenerators(fsys *rootfs.FS, version int) *genOut {
-	var t *genOut
+	t := newGenOut()
+	ran := false
 	for _, pg := range pkgGenerators {
 		exe := generatorPath(fsys, pg.name)
 		if exe == "" {
 			continue
 		}
-		if t == nil {
-			t = newGenOut()
+		if !ran {
+			ran = true
 			for _, d := range []string{genDirNormal, genDirEarly, genDirLate} {
 				t.mkdirAll(d)
 			}

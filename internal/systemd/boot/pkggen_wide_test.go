@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/systemd/systemdtest"
@@ -83,16 +82,7 @@ func TestOracleWide(t *testing.T) {
 			assert.Contains(t, got, "run-rpc_pipefs.mount")
 		})
 		for name, ops := range wideVariants() {
-			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
-				v := newVariant(t, sd, ops)
-				want := v.oracle(t)
-				require.Empty(t, want.Failed, "systemd fails the transaction")
-				got, _ := modelStart(t, v)
-				onlySystemd, onlyModel := diff(want.Start, got)
-				t.Logf("%s: systemd %d starts %d units, the model %d; only systemd: %v; only model: %v",
-					name, sd.Version, len(want.Start), len(got), onlySystemd, onlyModel)
-				assert.Equal(t, want.Start, got)
-			})
+			t.Run(sd.Name()+"/"+name, func(t *testing.T) { sameStart(t, sd, name, ops) })
 		}
 	}
 }
