@@ -42,6 +42,9 @@ type Transaction struct {
 	// Fallback names the target systemd fell back to because
 	// default.target could not be loaded ("rescue.target"), "" if none.
 	Fallback string
+	// Default is the unit default.target names: the dumped unit with the
+	// alias default.target, or default.target itself.
+	Default string
 	// Console is everything systemd (and the generators it ran) logged.
 	Console string
 }
@@ -53,6 +56,7 @@ var (
 	wantsLine    = regexp.MustCompile(`^\t\tWants: (\S+) \(`)
 	fallbackLine = regexp.MustCompile(`Falling back to (\S+)\.`)
 	afterLine    = regexp.MustCompile(`^\t\tAfter: (\S+) \(`)
+	aliasLine    = regexp.MustCompile(`^\t\tAlias: (\S+)$`)
 	cycleLine    = regexp.MustCompile(`Found (ordering cycle|dependency) on (\S+)/\S+$`)
 	deletedLine  = regexp.MustCompile(`Job (\S+)/\S+ deleted to break ordering cycle starting with `)
 )
@@ -143,6 +147,12 @@ exec chroot --userspec=65534:65534 "$r" "$@"`
 		}
 		if m := unitLine.FindStringSubmatch(l); !inJobs && m != nil {
 			cur = m[1]
+			if cur == "default.target" && tr.Default == "" {
+				tr.Default = cur
+			}
+		}
+		if m := aliasLine.FindStringSubmatch(l); !inJobs && m != nil && m[1] == "default.target" {
+			tr.Default = cur
 		}
 		if m := triggersLine.FindStringSubmatch(l); !inJobs && m != nil {
 			tr.Triggers[cur] = append(tr.Triggers[cur], m[1])
