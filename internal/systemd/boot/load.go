@@ -2,9 +2,10 @@
 // units the way the system manager does when it starts (fragments through
 // the search path, aliases, templates, drop-ins, masks, .wants, .requires
 // and .upholds directories, implicit and default dependencies,
-// systemd-sysv-generator's units and those of the package generators whose
-// output is a function of the image (pkggen.go: postgresql-generator,
-// openvpn-generator, postfix-instance-generator, rpc-pipefs-generator),
+// systemd-sysv-generator's units and those of the generators whose output
+// is a function of the image (pkggen.go: postgresql-generator,
+// openvpn-generator, postfix-instance-generator, rpc-pipefs-generator;
+// sdgen.go: systemd-rc-local-generator, systemd-system-update-generator),
 // with /run a tmpfs holding only that output) and computes
 // the initial boot transaction: the units that get a start job when
 // default.target is isolated (or rescue.target, when default.target cannot
@@ -29,8 +30,8 @@
 //
 // What the model leaves out, each measured or reasoned against systemd:
 //
-//   - Generators other than systemd-sysv-generator and the package
-//     generators of pkggen.go. Their output depends on the running machine
+//   - Generators other than systemd-sysv-generator and the generators of
+//     pkggen.go and sdgen.go. Their output depends on the running machine
 //     (fstab-generator's remount of /, getty on the console, the cloud
 //     data source for cloud-init, ssh-generator's sockets, which the
 //     kernel command line and credentials turn off); on the Debian roots
@@ -41,13 +42,18 @@
 //     resolve when it runs (client_lookup's getaddrinfo, before the
 //     network is up), so an image exporting a path with a .mount unit of
 //     its own may start that mount, which the model misses.
-//   - Of the package generators: openvpn-generator sources
+//   - Of the generators run: openvpn-generator sources
 //     /etc/default/openvpn, of which only simple AUTOSTART= assignments
 //     are read; rpc-pipefs-generator's lookup of the running machine's
 //     mounts counts only the API file systems, and a pipefs-directory of
 //     "$NAME" reads nfs.conf's [environment], never the generator's
 //     environment; postgresql-generator's start.conf is read in the C
-//     locale.
+//     locale; systemd-rc-local-generator runs only when its executable
+//     names one RC_LOCAL_PATH (sdgen.go), and its access(X_OK) is root's
+//     (any execute bit, or a directory: the oracle, run as nobody, sees
+//     only files executable by all). Like every default.target here,
+//     systemd-system-update-generator's ignores the kernel command line
+//     (systemd.unit=, a runlevel), which overrides it at boot.
 //   - Outcomes systemd itself picks in hash-table order, which change from
 //     run to run: two merely wanted units in Conflicts=, and which other
 //     Requires= of a unit were added before one of them failed (and so

@@ -24,13 +24,16 @@ type pkgGenerator struct {
 	run  func(genRun) // writes into the run's tree
 }
 
-// pkgGenerators are the ported generators. Each writes only into the
-// normal directory (argv[1]).
+// pkgGenerators are the ported generators, systemd's own of sdgen.go
+// included. Each writes only into the normal directory (argv[1]) but
+// systemd-system-update-generator, which writes into the early one.
 var pkgGenerators = []pkgGenerator{
 	{"postgresql-generator", genPostgresql},
 	{"openvpn-generator", genOpenvpn},
 	{"postfix-instance-generator", genPostfix},
 	{"rpc-pipefs-generator", genRPCPipefs},
+	{"systemd-rc-local-generator", genRCLocal},
+	{"systemd-system-update-generator", genSystemUpdate},
 }
 
 // genRun is one generator's run: the image as generators see it at boot
