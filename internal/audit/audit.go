@@ -420,7 +420,11 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		ps, psErr = install.LoadPresets(fsys, sv.Major)
 	})
 	wg.Go(func() {
-		g, loadErr = boot.Load(fsys, sv.Major)
+		// The generators read the kernel command line the user
+		// assumes, else the image's boot loader's.
+		var bo boot.Options
+		bo.CmdLine, bo.CmdLineSet = opts.Assume.KernelCommandLine()
+		g, loadErr = boot.LoadWith(fsys, sv.Major, bo)
 		if loadErr != nil {
 			graph <- nil
 			return

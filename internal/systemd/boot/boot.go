@@ -166,9 +166,9 @@ const (
 
 func strengthOf(kind string) strength {
 	switch kind {
-	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor", "LogNamespace":
+	case "Requires", "BindsTo", ".requires", "Slice", "default", "Type=dbus", "RequiresMountsFor", "LogNamespace", "Device":
 		return pull
-	case "Wants", "Upholds", ".wants", ".upholds", "Sockets", "sysv", "WantsMountsFor", "DevicePolicy":
+	case "Wants", "Upholds", ".wants", ".upholds", "Sockets", "sysv", "WantsMountsFor", "DevicePolicy", "Quota":
 		return want
 	case "Requisite":
 		return verifyActive

@@ -66,6 +66,13 @@ func (g *Graph) implicitDeps(u *Unit, t, requested string) {
 	for _, m := range g.mountNeeds(u, t, requested) {
 		u.Deps = append(u.Deps, g.mountDeps(u, m)...)
 	}
+	if n := g.backingDevice(u, t, requested); n != "" {
+		u.Deps = append(u.Deps, Dep{Kind: "Device", Name: n, Source: self})
+	}
+	if t == "mount" && g.version < generatorQuota && g.mountNeedsQuota(u, requested) {
+		u.Deps = append(u.Deps, Dep{Kind: "Quota", Name: "systemd-quotacheck.service", Source: self},
+			Dep{Kind: "Quota", Name: "quotaon.service", Source: self})
+	}
 
 	// Slices.
 	if cgroupTypes[t] {
@@ -669,4 +676,89 @@ func (g *Graph) verify(u *Unit, t, requested string) error {
 		}
 	}
 	return g.verifyContexts(u, t, requested)
+}
+
+// backingDevice is the device unit a mount or swap unit file requires
+// (mount_add_device_dependencies, swap_add_device_dependencies through
+// unit_add_node_dependency), "" if none: the What= of the file, below
+// /dev/ or /sys/; for a mount not a bind mount, not /dev/root or /dev/nfs
+// and not the mount of /. Device units exist only where /sys is
+// writable: the model boots a virtual machine, not a container.
+func (g *Graph) backingDevice(u *Unit, t, requested string) string {
+	if u.Fragment == "" {
+		return ""
+	}
+	var what string
+	switch t {
+	case "mount":
+		w, ok := mountWhat(u, requested, g.version)
+		if !ok || w == "/dev/root" || w == "/dev/nfs" || namePath(u.Name) == "/" {
+			return ""
+		}
+		opts, _ := lastPrintf(u, "Mount", "Options", requested, g.version)
+		fstype, _ := lastPrintf(u, "Mount", "Type", requested, g.version)
+		if fstabTestOption(opts, "bind", "rbind") || fstype == "bind" || fstype == "rbind" {
+			return ""
+		}
+		what = w
+	case "swap":
+		var ok bool
+		if what, ok = g.swapFragmentWhat(u, requested); !ok {
+			return ""
+		}
+	default:
+		return ""
+	}
+	if !isDevicePath(what) {
+		return ""
+	}
+	what = unit.PathSimplify(g.version, what)
+	if !unit.PathNormalized(what) {
+		return ""
+	}
+	return pathName(what, "device")
+}
+
+// swapFragmentWhat is the What= a swap unit file sets (the parameters
+// swap_add_device_dependencies looks at), not the path its name spells.
+func (g *Graph) swapFragmentWhat(u *Unit, requested string) (string, bool) {
+	if u.Fragment == "" {
+		return "", false
+	}
+	if g.version < swapMountNode {
+		return pathValue(u, "Swap", "What", requested, g.version)
+	}
+	return mountNode(u, "Swap", requested, g.version)
+}
+
+// swapFileWhat reports a swap unit file whose What= is no device path
+// (swap_add_device_dependencies orders it after systemd-remount-fs).
+func (g *Graph) swapFileWhat(u *Unit) bool {
+	w, ok := g.swapFragmentWhat(u, u.Name)
+	return ok && w != "" && !isDevicePath(w)
+}
+
+// generatorQuota is the first systemd version modelled whose mount units
+// leave quotas to systemd-fstab-generator (256 dropped
+// mount_add_quota_dependencies).
+const generatorQuota = 256
+
+// mountNeedsQuota is mount_needs_quota for a mount unit file: a quota
+// option, a file system type that needs quotacheck and quotaon (or none
+// set), no bind mount. The mount then Wants= and starts before
+// systemd-quotacheck.service and quotaon.service
+// (mount_add_quota_dependencies).
+func (g *Graph) mountNeedsQuota(u *Unit, requested string) bool {
+	if u.Fragment == "" {
+		return false
+	}
+	opts, _ := lastPrintf(u, "Mount", "Options", requested, g.version)
+	fstype, set := lastPrintf(u, "Mount", "Type", requested, g.version)
+	if set && !slices.Contains([]string{"ext2", "ext3", "ext4", "reiserfs", "jfs", "f2fs"}, fstype) {
+		return false
+	}
+	if fstabTestOption(opts, "bind", "rbind") || fstype == "bind" || fstype == "rbind" {
+		return false
+	}
+	return fstabTestOption(opts, "usrquota", "grpquota", "quota", "usrjquota", "grpjquota")
 }

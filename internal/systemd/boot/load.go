@@ -3,7 +3,8 @@
 // the search path, aliases, templates, drop-ins, masks, .wants, .requires
 // and .upholds directories, implicit and default dependencies,
 // systemd-sysv-generator's units and those of the generators whose output
-// is a function of the image (pkggen.go: postgresql-generator,
+// is a function of the image and its boot loader's kernel command line
+// (fstabgen.go: systemd-fstab-generator; pkggen.go: postgresql-generator,
 // openvpn-generator, postfix-instance-generator, rpc-pipefs-generator;
 // sdgen.go: systemd-rc-local-generator, systemd-system-update-generator),
 // with /run a tmpfs holding only that output) and computes
@@ -30,18 +31,29 @@
 //
 // What the model leaves out, each measured or reasoned against systemd:
 //
-//   - Generators other than systemd-sysv-generator and the generators of
-//     pkggen.go and sdgen.go. Their output depends on the running machine
-//     (fstab-generator's remount of /, getty on the console, the cloud
-//     data source for cloud-init, ssh-generator's sockets, which the
-//     kernel command line and credentials turn off); on the Debian roots
-//     they add local-fs-pre.target, systemd-remount-fs.service and (257)
-//     sshd-unix-local.socket. nfs-server-generator is not run either: it
+//   - Generators other than systemd-sysv-generator,
+//     systemd-fstab-generator and the generators of pkggen.go and
+//     sdgen.go. Their output depends on the running machine (getty on
+//     the console, the cloud data source for cloud-init, ssh-generator's
+//     sockets, which the kernel command line and credentials turn off);
+//     on the Debian 13 root they add sshd-unix-local.socket.
+//     nfs-server-generator is not run either: it
 //     gives nfs-server.service RequiresMountsFor= the paths of
 //     /etc/exports, but only of the entries whose client host names
 //     resolve when it runs (client_lookup's getaddrinfo, before the
 //     network is up), so an image exporting a path with a .mount unit of
 //     its own may start that mount, which the model misses.
+//   - The boot is a virtual machine's or bare metal's, not a container's
+//     (/sys writable): device units exist, a mount or swap unit file
+//     requires the device it mounts, and systemd-fstab-generator keeps
+//     device entries and swaps. Its kernel command line is the one
+//     --assume states, else the one the image's boot loader passes
+//     (condition.BootCmdLine), else empty; boot loader configurations
+//     that disagree count as none. Of systemd-fstab-generator's other
+//     inputs, the fstab.extra credential, the EFI SystemdOptions
+//     variable and a measured kernel (x-systemd.pcrfs) are assumed
+//     absent; unit names too long for systemd's hashed fallback, and
+//     systemd.mount-extra= values with backslash escapes, are left out.
 //   - Of the generators run: openvpn-generator sources
 //     /etc/default/openvpn, of which only simple AUTOSTART= assignments
 //     are read; rpc-pipefs-generator's lookup of the running machine's
@@ -87,6 +99,7 @@ import (
 	"sync"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/condition"
 	"github.com/amilint/amilint/internal/systemd/unit"
 	"github.com/amilint/amilint/internal/systemd/version"
 )
@@ -112,7 +125,9 @@ type Dep struct {
 	// "BindsTo", "Upholds", "PartOf", "Conflicts", ".wants", ".requires",
 	// "Sockets", "Slice", "default" (DefaultDependencies=),
 	// "Type=dbus", "LogNamespace", "DevicePolicy" (the modules a disk
-	// image needs under a device policy), or a trigger kind: "socket", "timer",
+	// image needs under a device policy), "Device" (the device a mount or
+	// swap unit file mounts), "Quota" (up to 255 the quota services of a
+	// mount with quota options), or a trigger kind: "socket", "timer",
 	// "path", "automount".
 	Kind string
 	// Name is the unit named, as named (it may be an alias).
@@ -240,6 +255,21 @@ type idEntry struct {
 // RunDir), and loads default.target's closure lazily. It fails only when
 // the search path cannot be read.
 func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
+	return LoadWith(fsys, sdVersion, Options{})
+}
+
+// Options are what the boot model takes from the machine that boots the
+// image.
+type Options struct {
+	// CmdLine is the kernel command line the generators read, when
+	// CmdLineSet; else the one the image's boot loader passes
+	// (condition.BootCmdLine).
+	CmdLine    string
+	CmdLineSet bool
+}
+
+// LoadWith is Load for a boot with opts.
+func LoadWith(fsys *rootfs.FS, sdVersion int, opts Options) (*Graph, error) {
 	// PID 1 loads units with an empty tmpfs on /run. Under a run's
 	// remembering view the image is read through its memory (Raw), shared
 	// with the enablement and the facts.
@@ -247,7 +277,11 @@ func Load(fsys *rootfs.FS, sdVersion int) (*Graph, error) {
 		sdVersion = version.Default
 	}
 	// The generators see the empty tmpfs; the units, what they wrote.
-	gen := runGenerators(rootfs.New(atBoot{src: fsys.Raw(), run: newGenOut()}), sdVersion)
+	cmdline := opts.CmdLine
+	if !opts.CmdLineSet {
+		cmdline = condition.BootCmdLine(fsys)
+	}
+	gen := runGenerators(rootfs.New(atBoot{src: fsys.Raw(), run: newGenOut()}), sdVersion, cmdline)
 	img := rootfs.New(atBoot{src: fsys.Raw(), run: gen})
 	g, err := loadGraph(img, sdVersion, unit.SearchPathOf(sdVersion))
 	if err != nil {

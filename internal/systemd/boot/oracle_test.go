@@ -33,8 +33,9 @@ func exe(p, text string) op    { return systemdtest.Exe(p, text) }
 // the model runs (pkgGenerators) is masked: the others write units from
 // the running machine.
 type variant struct {
-	sd    systemdtest.Systemd
-	upper string
+	sd      systemdtest.Systemd
+	upper   string
+	machine systemdtest.Machine
 }
 
 func newVariant(t *testing.T, sd systemdtest.Systemd, ops []op) variant {
@@ -44,7 +45,9 @@ func newVariant(t *testing.T, sd systemdtest.Systemd, ops []op) variant {
 }
 
 // oracle is systemd's transaction of the variant.
-func (v variant) oracle(t *testing.T) systemdtest.Transaction { return v.sd.Boot(t, v.upper) }
+func (v variant) oracle(t *testing.T) systemdtest.Transaction {
+	return v.sd.BootWith(t, v.upper, v.machine)
+}
 
 // graph loads the variant with the package under test.
 func (v variant) graph(t *testing.T) *Graph {
@@ -429,15 +432,11 @@ func TestOracleChains(t *testing.T) {
 }
 
 // machineGenerated are the units systemd's own generators add from the
-// running machine, which the model does not run: systemd-fstab-generator
-// (the remount of / and local-fs-pre.target it pulls in, from the root
-// device the machine booted) and systemd-ssh-generator (systemd 256 and
-// later: sshd-unix-local.socket when sshd is installed, unless the kernel
-// command line's systemd.ssh_auto=no or the ssh.listen credentials of the
-// boot say otherwise).
+// running machine, which the model does not run: systemd-ssh-generator
+// (systemd 256 and later: sshd-unix-local.socket when sshd is installed,
+// unless the kernel command line's systemd.ssh_auto=no or the ssh.listen
+// credentials of the boot say otherwise).
 var machineGenerated = []string{
-	"local-fs-pre.target",
-	"systemd-remount-fs.service",
 	"sshd-unix-local.socket",
 }
 

@@ -21,8 +21,9 @@ type order struct {
 // Type=dbus (service_add_extras), the mounts a path needs
 // (unit_add_mount_dependencies), the journal of a log namespace and the
 // modules of a disk image (unit_add_exec_dependencies,
-// unit_patch_contexts) and Sockets= (config_parse_service_sockets).
-var orderingKinds = []string{"Slice", "default", "Type=dbus", "RequiresMountsFor", "WantsMountsFor", "LogNamespace", "DevicePolicy", "Sockets"}
+// unit_patch_contexts), Sockets= (config_parse_service_sockets) and the
+// device a mount or swap is on (unit_add_node_dependency).
+var orderingKinds = []string{"Slice", "default", "Type=dbus", "RequiresMountsFor", "WantsMountsFor", "LogNamespace", "DevicePolicy", "Sockets", "Device"}
 
 // ordering is the ordering of the loaded unit u of type t: [Unit] After=
 // and Before= (specifiers expanded and templates resolved as for the other
@@ -57,6 +58,8 @@ func (g *Graph) ordering(u *Unit) order {
 		switch {
 		case slices.Contains(orderingKinds, d.Kind):
 			o.after = append(o.after, d.Name)
+		case d.Kind == "Quota":
+			o.before = append(o.before, d.Name)
 		case isTrigger(d.Kind):
 			// socket_add_extras, timer_, path_ and
 			// automount_add_trigger_dependencies: the trigger starts
@@ -67,6 +70,11 @@ func (g *Graph) ordering(u *Unit) order {
 	t := unit.Type(u.Name)
 	if hasExecContext(t) && (t != "socket" || g.socketHasExec(u, u.Name)) {
 		o.after = append(o.after, g.execOrdering(u, sectionOf(t))...)
+	}
+	if t == "swap" && g.swapFileWhat(u) {
+		// swap_add_device_dependencies: a swap file may need a
+		// writable file system.
+		o.after = append(o.after, "systemd-remount-fs.service")
 	}
 	if !defaultDeps(u) {
 		return o

@@ -15,8 +15,11 @@ import (
 // output is a function of the image's files alone. The model runs its own
 // port of those, each only when the image has its executable (see
 // generatorPath), and writes what the generator would into the /run the
-// loader reads (genOut). Generators whose output depends on the running
-// machine (fstab, getty, cloud-init, gpt-auto, ...) are not run.
+// loader reads (genOut). systemd-fstab-generator (fstabgen.go) is run the
+// same way: its output is a function of the image's /etc/fstab and the
+// kernel command line its boot loader passes, for a boot on a virtual
+// machine or bare metal. Generators whose output depends on the running
+// machine (getty, cloud-init, gpt-auto, ssh, ...) are not run.
 
 // pkgGenerator is one ported generator: its executable's name and its run.
 type pkgGenerator struct {
@@ -26,8 +29,11 @@ type pkgGenerator struct {
 
 // pkgGenerators are the ported generators, systemd's own of sdgen.go
 // included. Each writes only into the normal directory (argv[1]) but
-// systemd-system-update-generator, which writes into the early one.
+// systemd-system-update-generator, which writes into the early one, and
+// systemd-fstab-generator's tmpfs on /var (systemd.volatile=state), which
+// goes into the late one (argv[3]).
 var pkgGenerators = []pkgGenerator{
+	{fstabGeneratorName, genFstab},
 	{"postgresql-generator", genPostgresql},
 	{"openvpn-generator", genOpenvpn},
 	{"postfix-instance-generator", genPostfix},
@@ -43,13 +49,16 @@ type genRun struct {
 	out     *genOut
 	exe     string
 	version int
+	// cmdline is the kernel command line of the boot.
+	cmdline string
 }
 
 // runGenerators runs the ported generators the image ships over fsys (the
-// image at boot, /run empty) and returns the tmpfs they leave at /run:
-// empty when none ran, else with the generator directories PID 1 creates
-// and what the generators wrote.
-func runGenerators(fsys *rootfs.FS, version int) *genOut {
+// image at boot, /run empty) for a boot with the kernel command line
+// cmdline and returns the tmpfs they leave at /run: empty when none ran,
+// else with the generator directories PID 1 creates and what the
+// generators wrote.
+func runGenerators(fsys *rootfs.FS, version int, cmdline string) *genOut {
 	t := newGenOut()
 	ran := false
 	for _, pg := range pkgGenerators {
@@ -63,7 +72,7 @@ func runGenerators(fsys *rootfs.FS, version int) *genOut {
 				t.mkdirAll(d)
 			}
 		}
-		pg.run(genRun{fsys: fsys, out: t, exe: exe, version: version})
+		pg.run(genRun{fsys: fsys, out: t, exe: exe, version: version, cmdline: cmdline})
 	}
 	return t
 }

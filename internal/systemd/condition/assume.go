@@ -96,3 +96,7 @@ func (a Assumptions) get(key string) (string, bool) {
 	v, ok := a[key]
 	return v, ok
 }
+
+// KernelCommandLine is the kernel command line --assume states, if it
+// does.
+func (a Assumptions) KernelCommandLine() (string, bool) { return a.get("kernelcommandline") }

@@ -372,3 +372,21 @@ func (e *Env) cmdLineArg(key string) (value, source string, found Verdict) {
 	}
 	return "", "", Unknown
 }
+
+// BootCmdLine is the kernel command line the image's boot loader passes,
+// for the boot model's generators: the value every candidate
+// (readCmdLines) agrees on; "" (an empty command line, the default) when
+// the image has no boot loader configuration, its candidates disagree or
+// they cannot be read.
+func BootCmdLine(fsys *rootfs.FS) string {
+	cls, err := readCmdLines(fsys)
+	if err != nil || len(cls) == 0 {
+		return ""
+	}
+	for _, c := range cls[1:] {
+		if c.Value != cls[0].Value {
+			return ""
+		}
+	}
+	return cls[0].Value
+}

@@ -3,6 +3,7 @@ package systemdtest
 import (
 	"bufio"
 	"bytes"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -64,11 +65,30 @@ var (
 // Boot runs `systemd --test --system` of s on its root with upper (a
 // directory made by [Systemd.Upper], or "" for the root alone) stacked
 // over it in an overlay (written only in a tmpfs of the command's own).
-// systemd runs as nobody with /proc, a read-only /sys, the host's cgroup
+// systemd runs as nobody with /proc, a writable /sys, the host's cgroup
 // hierarchy and an empty tmpfs on /run, as at a real boot, and its console
 // captured. Generators run unless
 // upper masks them (see [Systemd.MaskGenerators]).
 func (s Systemd) Boot(tb testing.TB, upper string) Transaction {
+	tb.Helper()
+	return s.BootWith(tb, upper, Machine{})
+}
+
+// Machine is what Boot shows systemd and its generators of the machine
+// that boots.
+type Machine struct {
+	// CmdLine, when set, is bind-mounted over /proc/cmdline: the kernel
+	// command line the generators read (else the host's).
+	CmdLine *string
+	// Container mounts /sys read-only, which systemd takes for a
+	// container: it supports no device units, and
+	// systemd-fstab-generator ignores device entries. Without it /sys is
+	// writable, as on the virtual machine the boot model assumes.
+	Container bool
+}
+
+// BootWith is Boot on the machine m.
+func (s Systemd) BootWith(tb testing.TB, upper string, m Machine) Transaction {
 	tb.Helper()
 	lower := s.Path(tb)
 	tmp := tb.TempDir()
@@ -80,20 +100,31 @@ func (s Systemd) Boot(tb testing.TB, upper string) Transaction {
 	if upper != "" {
 		lowers = `"$upper:$lower"`
 	}
+	cmdline, sysOpts := "", ""
+	if m.CmdLine != nil {
+		cmdline = filepath.Join(tmp, "cmdline")
+		if err := os.WriteFile(cmdline, []byte(*m.CmdLine+"\n"), 0o644); err != nil {
+			tb.Fatalf("systemd %d: %v", s.Version, err)
+		}
+	}
+	if m.Container {
+		sysOpts = "-o ro"
+	}
 	script := `set -e
-r=$1 lower=$2 upper=$3 rw=$4 console=$5
-shift 5
+r=$1 lower=$2 upper=$3 rw=$4 cmdline=$5 console=$6
+shift 6
 mkdir -p "$r" "$rw"
 mount -t tmpfs tmpfs "$rw"
 mkdir "$rw/u" "$rw/w"
 mount -t overlay overlay -o lowerdir=` + lowers + `,upperdir="$rw/u",workdir="$rw/w" "$r"
 mount -t proc proc "$r/proc"
-mount -t sysfs -o ro sysfs "$r/sys"
+mount -t sysfs ` + sysOpts + ` sysfs "$r/sys"
 mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
 mount -t tmpfs tmpfs "$r/run"
+if [ -n "$cmdline" ]; then mount --bind "$cmdline" "$r/proc/cmdline"; fi
 mount --bind "$console" "$r/dev/console"
 exec chroot --userspec=65534:65534 "$r" "$@"`
-	o := s.namespace(tb, script, []string{merged, lower, upper, rw},
+	o := s.namespace(tb, script, []string{merged, lower, upper, rw, cmdline},
 		[]string{"/lib/systemd/systemd", "--test", "--system", "--no-pager", "--log-target=console", "--log-level=info"})
 	// systemd logs to the console, or to stderr when the console is not
 	// a terminal; either way the lines are the same.
