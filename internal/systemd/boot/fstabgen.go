@@ -314,7 +314,7 @@ func genFstab(r genRun) {
 	f := fstabRun{genRun: r, cmd: parseFstabCmdline(r.cmdline, r.version)}
 	if f.cmd.volatileState {
 		// add_volatile_var, into the late directory.
-		f.addMount("/proc/cmdline", genDirLate, "tmpfs", "/var", "", "tmpfs",
+		f.addMount("/proc/cmdline", genDirLate, "tmpfs", "/var", "tmpfs",
 			"mode=0755,size=25%,nr_inodes=1m", 0, 0, "local-fs.target")
 	}
 	if f.cmd.fstab {
@@ -391,7 +391,7 @@ func (f fstabRun) parseOne(source string, e mntEntry, useSwapEnabled bool) {
 	if fstabTestOption(e.opts, "_netdev") || fstypeIsNetwork(e.fstype) {
 		target = "remote-fs.target"
 	}
-	f.addMount(source, genDirNormal, what, where, e.opts, e.fstype, e.opts, passno, flags, target)
+	f.addMount(source, genDirNormal, what, where, e.fstype, e.opts, passno, flags, target)
 }
 
 // optionFlags is fstab_options_to_flags (257), or the tests of
@@ -638,7 +638,7 @@ func (f fstabRun) blockdevDependency(u *unitFile, what string) {
 }
 
 // addMount is add_mount outside the initrd.
-func (f fstabRun) addMount(source, dest, what, where, _ /* original where */, fstype, opts string, passno int, flags mountFlags, target string) {
+func (f fstabRun) addMount(source, dest, what, where, fstype, opts string, passno int, flags mountFlags, target string) {
 	if fstype == "autofs" || !strings.Contains(where, "/") || apiMountPoint(where) {
 		return
 	}

@@ -38,7 +38,7 @@ func fstabCases() map[string]fstabCase {
 	amazon := "#\nUUID=0a1b2c3d-4e5f-6789-abcd-ef0123456789     /           xfs    defaults,noatime  1   1\n" +
 		"UUID=ABCD-1234        /boot/efi       vfat    defaults,noatime,uid=0,gid=0,umask=0077,shortname=winnt,x-systemd.automount 0 2\n" +
 		"fs-0123456789abcdef0.efs.us-east-1.amazonaws.com:/ /mnt/efs nfs4 nfsvers=4.1,rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2,noresvport,_netdev 0 0\n"
-	swaps := "/swapfile none swap sw 0 0\n/dev/sdb1 /data ext4 nofail 0 2\n/dev/sdc1 /scratch ext4 noauto 0 0\n" +
+	swaps := "/swapfile none swap sw 0 0\n/dev/sdb1 /data ext4 nofail,x-systemd.device-timeout=5s,x-systemd.mount-timeout=10s,x-systemd.rw-only 0 2\n/dev/sdc1 /scratch ext4 noauto 0 0\n" +
 		"/dev/sdd1 none swap sw,nofail 0 0\n/dev/sdd2 none swap noauto 0 0\n/dev/sdd3 /auto-nofail ext4 x-systemd.automount,nofail,x-systemd.idle-timeout=30 0 0\n"
 	return map[string]fstabCase{
 		"ubuntu":  {fstab: ubuntu},
@@ -60,7 +60,17 @@ func fstabCases() map[string]fstabCase {
 			"/dev/sdg4 / ext4 x-systemd.wanted-by=unpulled.target,nofail 0 1\n", ops: fstabUnits},
 		"makefs-growfs": {fstab: "/dev/sdh1 /var/cache ext4 x-systemd.makefs,x-systemd.growfs 0 2\n/dev/sdi1 none swap x-systemd.makefs 0 0\n" +
 			"LABEL=root / ext4 x-systemd.growfs 0 1\n/dev/sdh2 /var/tmp auto x-systemd.makefs 0 0\n"},
-		"quota": {fstab: "LABEL=r / ext4 usrquota 0 1\n/dev/sdm1 /home ext4 usrquota,grpquota 0 2\n/dev/sdm2 /srv/xq xfs prjquota 0 0\n"},
+		// systemd-ssh-generator (257): sshd-unix-local.socket unless
+		// systemd.ssh_auto=no, sshd is missing or sshd@.service masked; a
+		// missing sshd@.service makes it write a template of its own.
+		"ssh-auto-off":    {cmdline: "systemd.ssh_auto=no"},
+		"ssh-auto-dash":   {cmdline: "systemd.ssh-auto=0"},
+		"ssh-auto-on":     {cmdline: "systemd.ssh_auto=no systemd.ssh_auto"},
+		"ssh-no-sshd":     {ops: []op{systemdtest.Remove("/usr/sbin/sshd")}},
+		"ssh-masked":      {ops: []op{link("/etc/systemd/system/sshd@.service", "/dev/null")}},
+		"ssh-no-template": {ops: []op{systemdtest.Remove("/usr/lib/systemd/system/sshd@.service")}},
+		"ssh-rd":          {cmdline: "rd.systemd.ssh_auto=no"},
+		"quota":           {fstab: "LABEL=r / ext4 usrquota 0 1\n/dev/sdm1 /home ext4 usrquota,grpquota 0 2\n/dev/sdm2 /srv/xq xfs prjquota 0 0\n"},
 		"fsck": {fstab: "/dev/sdj1 /p0 ext4 defaults 0 0\n/dev/sdj2 /p1 ext4 defaults 0 1\n/dev/sdj3 /p2 xfs defaults 0 2\n" +
 			"/dev/sdj4 /p3 vfat defaults 0 2\n/dev/sdj5 /p4 auto defaults 0 2\n/dev/sdj6 /usr ext4 defaults 0 2\n" +
 			"srv:/x /p5 nfs defaults 0 2\n/dev/sdj7 /p6 btrfs defaults 0 -1\n",
@@ -86,7 +96,7 @@ func fstabCases() map[string]fstabCase {
 func fstabVariant(t *testing.T, sd systemdtest.Systemd, c fstabCase) variant {
 	ops := append([]op{file("/etc/fstab", c.fstab), file("/etc/kernel/cmdline", c.cmdline)}, c.ops...)
 	// The real generator runs whatever the model runs.
-	keep := append([]string{sysvGenerator, "systemd-fstab-generator"}, pkgGeneratorNames()...)
+	keep := append([]string{sysvGenerator, "systemd-fstab-generator", "systemd-ssh-generator"}, pkgGeneratorNames()...)
 	cmdline := c.cmdline
 	return variant{sd: sd, upper: sd.Upper(t, append(sd.MaskGenerators(t, keep...), ops...)),
 		machine: systemdtest.Machine{CmdLine: &cmdline}}
@@ -131,9 +141,10 @@ func TestGetmntent(t *testing.T) {
 	assert.Equal(t, "/b", got[1].where)
 }
 
-// FuzzFstab runs the ported generator over arbitrary /etc/fstab texts
-// and kernel command lines: it never panics, writes only below the
-// generator directories and its output loads.
+// FuzzFstab runs the ported systemd-fstab-generator (and
+// systemd-ssh-generator) over arbitrary /etc/fstab texts and kernel
+// command lines: they never panic, write only below the generator
+// directories and their output loads.
 func FuzzFstab(f *testing.F) {
 	for _, c := range fstabCases() {
 		f.Add([]byte(c.fstab), c.cmdline)
@@ -147,6 +158,8 @@ func FuzzFstab(f *testing.F) {
 			"usr/lib/systemd/system-generators/" + fstabGeneratorName: "x",
 			"usr/sbin/fsck":      "x",
 			"usr/sbin/fsck.ext4": "x",
+			"usr/sbin/sshd":      "x",
+			"usr/lib/systemd/system-generators/" + sshGeneratorName: "x",
 		}
 		fsys := mapRoot(files)
 		for p, mf := range fsys.Source().(fstest.MapFS) {

@@ -4,9 +4,10 @@
 // and .upholds directories, implicit and default dependencies,
 // systemd-sysv-generator's units and those of the generators whose output
 // is a function of the image and its boot loader's kernel command line
-// (fstabgen.go: systemd-fstab-generator; pkggen.go: postgresql-generator,
-// openvpn-generator, postfix-instance-generator, rpc-pipefs-generator;
-// sdgen.go: systemd-rc-local-generator, systemd-system-update-generator),
+// (fstabgen.go: systemd-fstab-generator; sshgen.go: systemd-ssh-generator;
+// pkggen.go: postgresql-generator, openvpn-generator,
+// postfix-instance-generator, rpc-pipefs-generator; sdgen.go:
+// systemd-rc-local-generator, systemd-system-update-generator),
 // with /run a tmpfs holding only that output) and computes
 // the initial boot transaction: the units that get a start job when
 // default.target is isolated (or rescue.target, when default.target cannot
@@ -32,11 +33,14 @@
 // What the model leaves out, each measured or reasoned against systemd:
 //
 //   - Generators other than systemd-sysv-generator,
-//     systemd-fstab-generator and the generators of pkggen.go and
-//     sdgen.go. Their output depends on the running machine (getty on
-//     the console, the cloud data source for cloud-init, ssh-generator's
-//     sockets, which the kernel command line and credentials turn off);
-//     on the Debian 13 root they add sshd-unix-local.socket.
+//     systemd-fstab-generator, systemd-ssh-generator and the generators
+//     of pkggen.go and sdgen.go. Their output depends on the running
+//     machine (getty on the console, the cloud data source for
+//     cloud-init, gpt-auto's partitions); on the Debian roots they add no
+//     start job. Of systemd-ssh-generator only the local AF_UNIX listener
+//     is run: its AF_VSOCK listener (when the machine has a vsock
+//     device), a container's unix-export socket and the listeners of
+//     systemd.ssh_listen= and the ssh.listen credential are left out.
 //     nfs-server-generator is not run either: it
 //     gives nfs-server.service RequiresMountsFor= the paths of
 //     /etc/exports, but only of the entries whose client host names

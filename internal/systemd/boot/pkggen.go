@@ -15,11 +15,12 @@ import (
 // output is a function of the image's files alone. The model runs its own
 // port of those, each only when the image has its executable (see
 // generatorPath), and writes what the generator would into the /run the
-// loader reads (genOut). systemd-fstab-generator (fstabgen.go) is run the
-// same way: its output is a function of the image's /etc/fstab and the
-// kernel command line its boot loader passes, for a boot on a virtual
-// machine or bare metal. Generators whose output depends on the running
-// machine (getty, cloud-init, gpt-auto, ssh, ...) are not run.
+// loader reads (genOut). systemd-fstab-generator (fstabgen.go) and
+// systemd-ssh-generator (sshgen.go) are run the same way: their output is
+// a function of the image (its /etc/fstab, its sshd) and the kernel
+// command line its boot loader passes, for a boot on a virtual machine or
+// bare metal. Generators whose output depends on the running machine
+// (getty, cloud-init, gpt-auto, ...) are not run.
 
 // pkgGenerator is one ported generator: its executable's name and its run.
 type pkgGenerator struct {
@@ -34,6 +35,7 @@ type pkgGenerator struct {
 // goes into the late one (argv[3]).
 var pkgGenerators = []pkgGenerator{
 	{fstabGeneratorName, genFstab},
+	{sshGeneratorName, genSSH},
 	{"postgresql-generator", genPostgresql},
 	{"openvpn-generator", genOpenvpn},
 	{"postfix-instance-generator", genPostfix},
