@@ -94,6 +94,28 @@ func compiledRules() []Rule {
 			Source: "embedded:avahi.yaml",
 		},
 		{
+			ID:        "boot-mount-instance-device",
+			Kind:      "generic",
+			Title:     "a mount the boot requires names a disk only some instances have",
+			Severity:  "high",
+			Rationale: "local-fs.target requires every local mount of /etc/fstab without nofail\n(systemd-fstab-generator links it into local-fs.target.requires/), and a\nmount unit installed with RequiredBy=local-fs.target is required the same\nway. When the mount's device names a disk the instance may not have, by\nits kernel name (/dev/xvdf, /dev/sdb, /dev/nvme1n1, /dev/vdb: a second\nvolume, named in attachment order, and named differently on Nitro\ninstance types, which expose every EBS volume as /dev/nvmeXn1) or by the\nid of one EBS volume or one instance-store disk, an instance launched\nwithout it waits for the device (DefaultDeviceTimeoutSec=, 90 s), the\nmount fails, local-fs.target fails and systemd isolates emergency.target:\na root shell on the console, no network, no SSH. The image boots on the\nbuild instance, which had the volume, and on no other.\n",
+			References: []string{
+				"https://www.freedesktop.org/software/systemd/man/systemd.mount.html#fstab",
+				"https://www.freedesktop.org/software/systemd/man/systemd.special.html#local-fs.target",
+				"https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/nvme-ebs-volumes.html",
+			},
+			Remediation: Remediation{
+				Action: "configure",
+				Text:   "Add nofail to the fstab entry (local-fs.target then only wants the\nmount; x-systemd.device-timeout=10s shortens the wait), name the\nfilesystem by UUID= or LABEL= instead of the disk's kernel name, or\nleave the entry out of the image and add it at launch (user data,\ncloud-init's mounts module). For a mount unit, use WantedBy= instead of\nRequiredBy=local-fs.target.\n",
+			},
+			Tags: []string{
+				"boot",
+				"reliability",
+				"image",
+			},
+			Source: "embedded:boot-mount-instance-device.yaml",
+		},
+		{
 			ID:        "boot-ordering-cycle",
 			Kind:      "generic",
 			Title:     "an ordering cycle among the boot transaction's jobs costs units their start at boot",

@@ -771,3 +771,38 @@ func TestErrorLineIsPrintable(t *testing.T) {
 		})
 	}
 }
+
+// TestScanMountInstanceDevice: a mount unit installed RequiredBy=
+// local-fs.target for /dev/xvdf, a second disk by its kernel name, is a
+// high finding with the chain through local-fs.target; the same unit
+// WantedBy= (what nofail does for an fstab entry) is none.
+func TestScanMountInstanceDevice(t *testing.T) {
+	for _, tc := range []struct {
+		dir  string
+		want bool
+	}{{"local-fs.target.requires", true}, {"local-fs.target.wants", false}} {
+		t.Run(tc.dir, func(t *testing.T) {
+			dir := materialize(t, "dlami")
+			sys := filepath.Join(dir, "etc/systemd/system")
+			require.NoError(t, os.WriteFile(filepath.Join(sys, "data.mount"), []byte("[Mount]\nWhat=/dev/xvdf\nWhere=/data\nType=ext4\n"), 0o644))
+			require.NoError(t, os.MkdirAll(filepath.Join(sys, tc.dir), 0o755))
+			require.NoError(t, os.Symlink("/etc/systemd/system/data.mount", filepath.Join(sys, tc.dir, "data.mount")))
+
+			code, rep, stderr := scanJSON(t, dir)
+			require.Equal(t, ExitFindings, code, stderr)
+			i := slices.IndexFunc(rep.Findings, func(f finding.Finding) bool { return f.RuleID == "boot-mount-instance-device" })
+			if !tc.want {
+				assert.Equal(t, -1, i, "findings: %v", rep.Findings)
+				return
+			}
+			require.GreaterOrEqual(t, i, 0, "findings: %v", rep.Findings)
+			f := rep.Findings[i]
+			assert.Equal(t, finding.High, f.Severity)
+			assert.Equal(t, "data.mount", f.Unit)
+			assert.Contains(t, f.Message, "data.mount mounts /dev/xvdf, a second disk by its kernel name")
+			assert.Contains(t, f.Message, "through /etc/systemd/system/local-fs.target.requires/data.mount")
+			require.NotEmpty(t, f.Chain)
+			assert.Equal(t, "local-fs.target", f.Chain[len(f.Chain)-1].From)
+		})
+	}
+}

@@ -30,8 +30,8 @@ func membersOf(m map[string]prune) prune { return prune{members: m} }
 // unreadByCatalog is what of the facts document the built-in catalog
 // never reads: of every unit, the 81 security checks of a service (most
 // of the document; the catalog reads units.NAME.security's exposure,
-// level and top), the directives but Install's DefaultInstance, and the
-// members no catalog module names. TestCatalogReadsNoneOfWhatItIsNotGiven
+// level and top), the directives but Install's DefaultInstance and
+// Mount's What and Where, and the members no catalog module names. TestCatalogReadsNoneOfWhatItIsNotGiven
 // holds the catalog to it. When the catalog is all an engine evaluates,
 // its input leaves them out; a user's policy (--policy) gets the whole
 // document. It is built on first use, not at every program start.
@@ -48,6 +48,7 @@ var unreadByCatalog = sync.OnceValue(func() prune {
 		"security": membersOf(map[string]prune{"checks": dropped, "notes": dropped}),
 		"directives": membersOf(map[string]prune{
 			"Install": membersOf(map[string]prune{"DefaultInstance": whole, "*": dropped}),
+			"Mount":   membersOf(map[string]prune{"What": whole, "Where": whole, "*": dropped}),
 			"*":       dropped,
 		}),
 		"fragment":          dropped,

@@ -6,8 +6,10 @@
 #   default.target cannot be loaded (input.boot.fallback), ordering cycles
 #   cost units their start job (input.boot.ordering_cycles), or the image
 #   ships files under /run/systemd (input.image.runtime_files), which PID 1
-#   never sees at boot. None of them is judged on a live host, which
-#   booted, and whose /run is its own.
+#   never sees at boot, or local-fs.target requires a mount of a disk only
+#   some instances have (units.*.directives.Mount.What and the chain).
+#   None of them is judged on a live host, which booted, and whose /run is
+#   its own.
 # scope: package
 # custom:
 #   rule_ids:
@@ -15,6 +17,7 @@
 #     - boot-rescue-fallback
 #     - boot-ordering-cycle
 #     - runtime-files-shipped
+#     - boot-mount-instance-device
 package amilint.rules.boot
 
 import data.amilint.lib
@@ -126,3 +129,63 @@ findings contains f if {
 examples(files) := concat(", ", array.slice(files, 0, 3)) if count(files) <= 3
 
 examples(files) := sprintf("%s, …", [concat(", ", array.slice(files, 0, 3))]) if count(files) > 3
+
+# A mount local-fs.target requires (an /etc/fstab entry without nofail, a
+# mount unit RequiredBy=local-fs.target) whose device is a disk only some
+# instances have: when it is missing, local-fs.target fails and systemd
+# isolates emergency.target.
+findings contains f if {
+	rule := data.rules["boot-mount-instance-device"]
+	lib.applies(rule)
+	not_live
+	some name, u in input.units
+	u.unit_type == "mount"
+	u.starts_at_boot
+	count(u.chain) > 0
+	last := u.chain[count(u.chain) - 1]
+	last.from == "local-fs.target"
+	last.kind in required_kinds
+	what := mount_what(u)
+	kind := instance_disk(what)
+	f := image_finding(
+		"boot-mount-instance-device", name,
+		sprintf("%s mounts %s, %s, and local-fs.target requires it (%s): an instance launched without that disk, or on a type that names it differently, waits for it (90 s by default), the mount fails and systemd boots to emergency.target, with no network and no SSH", [name, what, kind, required_how(last)]),
+		u.chain, {"what": what, "where": mount_where(u, name), "required_by": last.source},
+	)
+}
+
+# The edge kinds by which a unit requires the next.
+required_kinds := {"Requires", ".requires", "BindsTo", "Requisite"}
+
+# The last What= of the unit's [Mount] section.
+mount_what(u) := whats[count(whats) - 1] if {
+	whats := object.get(u, ["directives", "Mount", "What"], [])
+	count(whats) > 0
+}
+
+mount_where(u, name) := wheres[count(wheres) - 1] if {
+	wheres := object.get(u, ["directives", "Mount", "Where"], [])
+	count(wheres) > 0
+} else := name
+
+# instance_disk says how a device path names a disk that depends on the
+# instance: a second disk by its kernel name, or one EBS volume or
+# instance-store disk by its id. Undefined for anything else (the root
+# disk, UUID=, LABEL=, a network file system).
+instance_disk(what) := "a second disk by its kernel name, which the instance's attachments and type decide" if {
+	regex.match(`^/dev/(xvd[b-z][a-z]?|sd[b-z][a-z]?|vd[b-z][a-z]?|hd[b-z]|nvme[1-9][0-9]*n[0-9]+)(p?[0-9]+)?$`, what)
+}
+
+instance_disk(what) := "one EBS volume by its id, which no other instance has" if {
+	startswith(what, "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol")
+}
+
+instance_disk(what) := "an instance-store disk, which only some instance types have" if {
+	startswith(what, "/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_")
+}
+
+# systemd-fstab-generator links an fstab entry without nofail into
+# local-fs.target.requires/ of the generator directory amilint runs it into.
+required_how(last) := "an /etc/fstab entry without nofail" if {
+	startswith(last.source, "/run/systemd/generator/")
+} else := sprintf("through %s", [last.source])

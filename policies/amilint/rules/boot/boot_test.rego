@@ -7,6 +7,7 @@ rules := {
 	"boot-rescue-fallback": {"id": "boot-rescue-fallback", "severity": "critical", "title": "r", "remediation": {"action": "configure", "text": "y"}},
 	"runtime-files-shipped": {"id": "runtime-files-shipped", "severity": "low", "title": "f", "remediation": {"action": "configure", "text": "z"}},
 	"boot-ordering-cycle": {"id": "boot-ordering-cycle", "severity": "high", "title": "c", "remediation": {"action": "configure", "text": "w"}},
+	"boot-mount-instance-device": {"id": "boot-mount-instance-device", "severity": "high", "title": "m", "remediation": {"action": "configure", "text": "v"}},
 }
 
 test_ordering_cycle_certain if {
@@ -124,4 +125,84 @@ test_not_on_a_live_host if {
 
 test_rules_missing_from_catalog_no_finding if {
 	count(boot.findings) == 0 with input as failing with data.rules as {}
+}
+
+# mount is the facts of a mount unit of What= what that local-fs.target
+# pulls in by kind, from an fstab entry (the generator's output) or not.
+mount(name, what, kind, fstab) := {
+	"unit_type": "mount",
+	"starts_at_boot": true,
+	"directives": {"Mount": {"What": ["/dev/old", what], "Where": ["/data"]}},
+	"chain": [
+		{"from": "default.target", "to": "multi-user.target", "kind": "alias", "source": "/lib/systemd/system/default.target"},
+		{"from": "multi-user.target", "to": "basic.target", "kind": "Requires", "source": "/lib/systemd/system/multi-user.target"},
+		{"from": "basic.target", "to": "sysinit.target", "kind": "Requires", "source": "/lib/systemd/system/basic.target"},
+		{"from": "sysinit.target", "to": "local-fs.target", "kind": "Wants", "source": "/lib/systemd/system/sysinit.target"},
+		{"from": "local-fs.target", "to": name, "kind": kind, "source": sprintf("%s/local-fs.target.%s/%s", [dir(fstab), trim_prefix(kind, "."), name])},
+	],
+}
+
+dir(true) := "/run/systemd/generator"
+
+dir(false) := "/etc/systemd/system"
+
+instance_devices := [
+	"/dev/xvdf", "/dev/xvdf1", "/dev/sdb", "/dev/sdb1", "/dev/vdb", "/dev/nvme1n1", "/dev/nvme1n1p2", "/dev/nvme12n1",
+	"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0",
+	"/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS1234",
+]
+
+image_devices := [
+	"/dev/xvda1", "/dev/sda1", "/dev/nvme0n1p1", "/dev/vda2", "/dev/disk/by-label/UEFI",
+	"/dev/disk/by-uuid/0a1b2c3d-0000-4000-8000-000000000000", "fs-0123.efs.us-east-1.amazonaws.com:/",
+	"tmpfs", "/dev/xvdf/x", "/dev/sdb-x", "/dev/mapper/vg-data",
+]
+
+test_required_instance_disk if {
+	every d in instance_devices {
+		fs := boot.findings with input as {"units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+		count(fs) == 1
+		some f in fs
+		f.rule_id == "boot-mount-instance-device"
+		f.severity == "high"
+		f.unit == "data.mount"
+		f.evidence == {"what": d, "where": "/data", "required_by": "/run/systemd/generator/local-fs.target.requires/data.mount"}
+		contains(f.message, sprintf("data.mount mounts %s, ", [d]))
+		contains(f.message, "(an /etc/fstab entry without nofail)")
+		contains(f.message, "emergency.target")
+	}
+}
+
+test_required_instance_disk_unit_file if {
+	fs := boot.findings with input as {"units": {"data.mount": mount("data.mount", "/dev/xvdf", ".requires", false)}} with data.rules as rules
+	some f in fs
+	contains(f.message, "(through /etc/systemd/system/local-fs.target.requires/data.mount)")
+	contains(f.message, "a second disk by its kernel name")
+}
+
+test_image_disks_are_not_instance_disks if {
+	every d in image_devices {
+		count(boot.findings) == 0 with input as {"units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+	}
+}
+
+test_wanted_mount_is_no_hazard if {
+	# nofail: local-fs.target only wants the mount.
+	count(boot.findings) == 0 with input as {"units": {"data.mount": mount("data.mount", "/dev/xvdf", ".wants", true)}} with data.rules as rules
+}
+
+test_mount_not_at_boot_is_no_hazard if {
+	m := object.union(mount("data.mount", "/dev/xvdf", ".requires", true), {"starts_at_boot": false})
+	count(boot.findings) == 0 with input as {"units": {"data.mount": m}} with data.rules as rules
+}
+
+test_mount_required_by_another_unit_is_no_hazard if {
+	# A service's RequiresMountsFor= fails that service, not local-fs.target.
+	m := mount("data.mount", "/dev/xvdf", ".requires", true)
+	chain := array.concat(array.slice(m.chain, 0, 4), [{"from": "app.service", "to": "data.mount", "kind": "Requires", "source": "/etc/systemd/system/app.service"}])
+	count(boot.findings) == 0 with input as {"units": {"data.mount": object.union(m, {"chain": chain})}} with data.rules as rules
+}
+
+test_instance_disk_not_on_a_live_host if {
+	count(boot.findings) == 0 with input as {"live": {"hostname": "h"}, "units": {"data.mount": mount("data.mount", "/dev/xvdf", ".requires", true)}} with data.rules as rules
 }
