@@ -116,6 +116,27 @@ func compiledRules() []Rule {
 			Source: "embedded:boot-mount-instance-device.yaml",
 		},
 		{
+			ID:        "boot-offline-update",
+			Kind:      "generic",
+			Title:     "the image boots into systemd's offline-update mode",
+			Severity:  "medium",
+			Rationale: "When /system-update exists (or, from systemd 254 on, /etc/system-update;\na dangling link counts), systemd-system-update-generator points\ndefault.target at system-update.target: PID 1 boots into the offline\nupdate mode of systemd.offline-updates(7), with only the update services\nand none of the image's normal services, no network target and no SSH.\nThe update service (PackageKit's, dnf's) applies the updates it prepared\nand reboots; with none, systemd-system-update-cleanup.service removes the\nflag and reboots. Either way every instance launched from the image\nboots twice, installs whatever was pending on the build machine, or\nneither and only reboots. An image captured while an offline update was\nscheduled carries the flag to every instance.\n",
+			References: []string{
+				"https://www.freedesktop.org/software/systemd/man/systemd.offline-updates.html",
+				"https://www.freedesktop.org/software/systemd/man/systemd-system-update-generator.html",
+			},
+			Remediation: Remediation{
+				Action: "configure",
+				Text:   "Apply or cancel the pending offline update in the image build (for\nPackageKit `pkcon offline-cancel`, for dnf `dnf offline clean` or\n`dnf system-upgrade clean`) and remove the flag:\n`rm -f /system-update /etc/system-update` before the snapshot.\n",
+			},
+			Tags: []string{
+				"boot",
+				"reliability",
+				"image",
+			},
+			Source: "embedded:boot-offline-update.yaml",
+		},
+		{
 			ID:        "boot-ordering-cycle",
 			Kind:      "generic",
 			Title:     "an ordering cycle among the boot transaction's jobs costs units their start at boot",

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -803,6 +804,47 @@ func TestScanMountInstanceDevice(t *testing.T) {
 			assert.Contains(t, f.Message, "through /etc/systemd/system/local-fs.target.requires/data.mount")
 			require.NotEmpty(t, f.Chain)
 			assert.Equal(t, "local-fs.target", f.Chain[len(f.Chain)-1].From)
+		})
+	}
+}
+
+// TestScanOfflineUpdate: an image with /system-update and
+// systemd-system-update-generator boots into system-update.target; scan
+// says so (medium), naming the generator's link, and without the flag
+// says nothing.
+func TestScanOfflineUpdate(t *testing.T) {
+	for _, flag := range []bool{true, false} {
+		t.Run(strconv.FormatBool(flag), func(t *testing.T) {
+			dir := materialize(t, "dlami")
+			lib := filepath.Join(dir, "lib/systemd")
+			files := map[string]string{
+				"system/system-update.target":                       "[Unit]\nRequires=sysinit.target\nAfter=sysinit.target\nAllowIsolate=yes\nWants=system-update-pre.target system-update-cleanup.service\n",
+				"system/system-update-pre.target":                   "[Unit]\nBefore=system-update.target\n",
+				"system/system-update-cleanup.service":              "[Unit]\nDefaultDependencies=no\nAfter=system-update.target\nSuccessAction=reboot\n[Service]\nType=oneshot\nExecStart=rm -fv /system-update\n",
+				"system-generators/systemd-system-update-generator": "\x7fELF",
+			}
+			for name, data := range files {
+				require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(lib, name)), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(lib, name), []byte(data), 0o755))
+			}
+			if flag {
+				require.NoError(t, os.Symlink("/var/lib/PackageKit", filepath.Join(dir, "system-update")))
+			}
+			code, rep, stderr := scanJSON(t, dir)
+			require.Contains(t, []int{ExitOK, ExitFindings}, code, stderr)
+			i := slices.IndexFunc(rep.Findings, func(f finding.Finding) bool { return f.RuleID == "boot-offline-update" })
+			if !flag {
+				assert.Equal(t, -1, i, "findings: %v", rep.Findings)
+				return
+			}
+			require.GreaterOrEqual(t, i, 0, "findings: %v", rep.Findings)
+			f := rep.Findings[i]
+			assert.Equal(t, finding.Medium, f.Severity)
+			assert.Equal(t, "system-update.target", f.Unit)
+			assert.Contains(t, f.Message, "the image ships the offline-update flag")
+			assert.Equal(t, "/run/systemd/generator.early/default.target", f.Evidence["source"])
+			// The image's services do not start in the offline-update boot.
+			assert.False(t, slices.ContainsFunc(rep.Findings, func(f finding.Finding) bool { return f.RuleID == "ecs-agent-unconfigured" }))
 		})
 	}
 }

@@ -9,7 +9,8 @@
 #   never sees at boot, or local-fs.target requires a mount of a disk only
 #   some instances have (units.*.directives.Mount.What and the chain).
 #   None of them is judged on a live host, which booted, and whose /run is
-#   its own.
+#   its own; or the image boots into the offline-update mode
+#   (input.boot.default_target is system-update.target).
 # scope: package
 # custom:
 #   rule_ids:
@@ -18,6 +19,7 @@
 #     - boot-ordering-cycle
 #     - runtime-files-shipped
 #     - boot-mount-instance-device
+#     - boot-offline-update
 package amilint.rules.boot
 
 import data.amilint.lib
@@ -189,3 +191,28 @@ instance_disk(what) := "an instance-store disk, which only some instance types h
 required_how(last) := "an /etc/fstab entry without nofail" if {
 	startswith(last.source, "/run/systemd/generator/")
 } else := sprintf("through %s", [last.source])
+
+# default.target is system-update.target: systemd-system-update-generator
+# found /system-update (or /etc/system-update), or the image set it so.
+findings contains f if {
+	rule := data.rules["boot-offline-update"]
+	lib.applies(rule)
+	not_live
+	object.get(input, ["boot", "default_target"], "") == "system-update.target"
+	chain := object.get(input, ["units", "system-update.target", "chain"], [])
+	f := image_finding(
+		"boot-offline-update", "system-update.target",
+		sprintf("default.target is system-update.target (%s): every instance boots first into systemd's offline-update mode, with none of the image's services, no network and no SSH, runs the update services, if any, and reboots", [update_how(chain)]),
+		chain, {"default_target": "system-update.target", "source": update_source(chain)},
+	)
+}
+
+update_source(chain) := chain[0].source if count(chain) > 0
+
+else := ""
+
+update_how(chain) := "the image ships the offline-update flag /system-update or /etc/system-update, and systemd-system-update-generator links default.target to it" if {
+	startswith(update_source(chain), "/run/systemd/generator.early/")
+} else := sprintf("through %s", [update_source(chain)]) if {
+	update_source(chain) != ""
+} else := "the image sets it"

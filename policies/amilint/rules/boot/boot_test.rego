@@ -7,6 +7,7 @@ rules := {
 	"boot-rescue-fallback": {"id": "boot-rescue-fallback", "severity": "critical", "title": "r", "remediation": {"action": "configure", "text": "y"}},
 	"runtime-files-shipped": {"id": "runtime-files-shipped", "severity": "low", "title": "f", "remediation": {"action": "configure", "text": "z"}},
 	"boot-ordering-cycle": {"id": "boot-ordering-cycle", "severity": "high", "title": "c", "remediation": {"action": "configure", "text": "w"}},
+	"boot-offline-update": {"id": "boot-offline-update", "severity": "medium", "title": "u", "remediation": {"action": "configure", "text": "o"}},
 	"boot-mount-instance-device": {"id": "boot-mount-instance-device", "severity": "high", "title": "m", "remediation": {"action": "configure", "text": "v"}},
 }
 
@@ -205,4 +206,38 @@ test_mount_required_by_another_unit_is_no_hazard if {
 
 test_instance_disk_not_on_a_live_host if {
 	count(boot.findings) == 0 with input as {"live": {"hostname": "h"}, "units": {"data.mount": mount("data.mount", "/dev/xvdf", ".requires", true)}} with data.rules as rules
+}
+
+update_chain(source) := [
+	{"from": "default.target", "to": "system-update.target", "kind": "alias", "source": source},
+]
+
+test_offline_update_flag if {
+	src := "/run/systemd/generator.early/default.target"
+	fs := boot.findings with input as {
+		"boot": {"default_target": "system-update.target", "target": "system-update.target"},
+		"units": {"system-update.target": {"chain": update_chain(src)}},
+	}
+		with data.rules as rules
+	count(fs) == 1
+	some f in fs
+	f.rule_id == "boot-offline-update"
+	f.severity == "medium"
+	f.unit == "system-update.target"
+	contains(f.message, "the image ships the offline-update flag")
+	f.evidence == {"default_target": "system-update.target", "source": src}
+}
+
+test_offline_update_set_default if {
+	fs := boot.findings with input as {
+		"boot": {"default_target": "system-update.target", "target": "system-update.target"},
+		"units": {"system-update.target": {"chain": update_chain("/etc/systemd/system/default.target")}},
+	}
+		with data.rules as rules
+	some f in fs
+	contains(f.message, "(through /etc/systemd/system/default.target)")
+}
+
+test_normal_default_is_no_offline_update if {
+	count(boot.findings) == 0 with input as {"boot": {"default_target": "graphical.target", "target": "graphical.target"}, "units": {}} with data.rules as rules
 }
