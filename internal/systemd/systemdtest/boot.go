@@ -78,7 +78,9 @@ func (s Systemd) Boot(tb testing.TB, upper string) Transaction {
 // that boots.
 type Machine struct {
 	// CmdLine, when set, is bind-mounted over /proc/cmdline: the kernel
-	// command line the generators read (else the host's).
+	// command line PID 1 and the generators read. Unset, they read an
+	// empty one, as the model does of an image without a boot loader
+	// configuration (the Debian roots), never the test machine's own.
 	CmdLine *string
 	// Container mounts /sys read-only, which systemd takes for a
 	// container: it supports no device units, and
@@ -100,12 +102,13 @@ func (s Systemd) BootWith(tb testing.TB, upper string, m Machine) Transaction {
 	if upper != "" {
 		lowers = `"$upper:$lower"`
 	}
-	cmdline, sysOpts := "", ""
+	sysOpts, text := "", ""
 	if m.CmdLine != nil {
-		cmdline = filepath.Join(tmp, "cmdline")
-		if err := os.WriteFile(cmdline, []byte(*m.CmdLine+"\n"), 0o644); err != nil {
-			tb.Fatalf("systemd %d: %v", s.Version, err)
-		}
+		text = *m.CmdLine
+	}
+	cmdline := filepath.Join(tmp, "cmdline")
+	if err := os.WriteFile(cmdline, []byte(text+"\n"), 0o644); err != nil {
+		tb.Fatalf("systemd %d: %v", s.Version, err)
 	}
 	if m.Container {
 		sysOpts = "-o ro"
@@ -121,7 +124,7 @@ mount -t proc proc "$r/proc"
 mount -t sysfs ` + sysOpts + ` sysfs "$r/sys"
 mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
 mount -t tmpfs tmpfs "$r/run"
-if [ -n "$cmdline" ]; then mount --bind "$cmdline" "$r/proc/cmdline"; fi
+mount --bind "$cmdline" "$r/proc/cmdline"
 mount --bind "$console" "$r/dev/console"
 exec chroot --userspec=65534:65534 "$r" "$@"`
 	o := s.namespace(tb, script, []string{merged, lower, upper, rw, cmdline},
