@@ -848,3 +848,36 @@ func TestScanOfflineUpdate(t *testing.T) {
 		})
 	}
 }
+
+// TestScanFstabInstanceDevice: the DLAMI fixture with an Ubuntu cloud
+// image's /etc/fstab, a data volume by its kernel name and a scratch
+// volume with nofail, and systemd-fstab-generator: only the data volume's
+// mount is a finding, named as an fstab entry; the image's own partitions
+// (LABEL=) and the nofail entry are none.
+func TestScanFstabInstanceDevice(t *testing.T) {
+	dir := materialize(t, "dlami")
+	gen := filepath.Join(dir, "lib/systemd/system-generators/systemd-fstab-generator")
+	require.NoError(t, os.MkdirAll(filepath.Dir(gen), 0o755))
+	require.NoError(t, os.WriteFile(gen, []byte("\x7fELF"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/fstab"), []byte(
+		"LABEL=cloudimg-rootfs\t/\t ext4\tdiscard,errors=remount-ro\t0 1\n"+
+			"LABEL=UEFI\t/boot/efi\tvfat\tumask=0077\t0 1\n"+
+			"/dev/xvdf /data ext4 defaults 0 2\n"+
+			"/dev/nvme2n1 /scratch xfs defaults,nofail 0 2\n"), 0o644))
+
+	code, rep, stderr := scanJSON(t, dir)
+	require.Equal(t, ExitFindings, code, stderr)
+	var got []finding.Finding
+	for _, f := range rep.Findings {
+		if f.RuleID == "boot-mount-instance-device" {
+			got = append(got, f)
+		}
+	}
+	require.Len(t, got, 1, "findings: %v", rep.Findings)
+	f := got[0]
+	assert.Equal(t, "data.mount", f.Unit)
+	assert.Contains(t, f.Message, "data.mount mounts /dev/xvdf, a second disk by its kernel name")
+	assert.Contains(t, f.Message, "(an /etc/fstab entry without nofail)")
+	assert.Equal(t, "/run/systemd/generator/local-fs.target.requires/data.mount", f.Evidence["required_by"])
+	assert.Equal(t, "/data", f.Evidence["where"])
+}
