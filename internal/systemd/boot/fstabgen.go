@@ -301,14 +301,6 @@ type fstabRun struct {
 	cmd fstabCmdline
 }
 
-// unitDir is SYSTEM_DATA_UNIT_DIR of the Debian builds.
-func (f fstabRun) unitDir() string {
-	if f.version >= 255 {
-		return "/usr/lib/systemd/system"
-	}
-	return "/lib/systemd/system"
-}
-
 // genFstab is run_generator outside the initrd.
 func genFstab(r genRun) {
 	f := fstabRun{genRun: r, cmd: parseFstabCmdline(r.cmdline, r.version)}
@@ -322,7 +314,7 @@ func genFstab(r genRun) {
 			f.parseOne("/etc/fstab", e, true)
 		}
 		// generator_enable_remount_fs_service
-		f.addSymlink(genDirNormal, "local-fs.target", "wants", f.unitDir()+"/systemd-remount-fs.service")
+		f.addSymlink(genDirNormal, "local-fs.target", "wants", dataUnitDir(f.version)+"/systemd-remount-fs.service")
 	}
 	for _, e := range f.cmd.extra {
 		// add_mounts_from_cmdline: passno -1, swaps kept whatever
@@ -823,7 +815,7 @@ func (f fstabRun) fsckDeps(u *unitFile, dir, what, where, fstype string) bool {
 	}
 	if where == "/" {
 		const dst = "local-fs.target.wants"
-		ok := f.out.symlink(f.unitDir()+"/systemd-fsck-root.service", dir+"/"+dst, "systemd-fsck-root.service", f.exe)
+		ok := f.out.symlink(dataUnitDir(f.version)+"/systemd-fsck-root.service", dir+"/"+dst, "systemd-fsck-root.service", f.exe)
 		return ok || f.version >= fstabV257
 	}
 	dep := "Requires"
@@ -976,7 +968,7 @@ func (f fstabRun) hookUpGrowfs(dir, where, target string) bool {
 			if target != "" && !f.addOrdering(dir, target, "systemd-growfs-root.service") {
 				return false
 			}
-			f.addSymlink(dir, whereUnit, "wants", f.unitDir()+"/systemd-growfs-root.service")
+			f.addSymlink(dir, whereUnit, "wants", dataUnitDir(f.version)+"/systemd-growfs-root.service")
 			return true
 		}
 		inst, ok := f.pathEscape(where)
@@ -986,7 +978,7 @@ func (f fstabRun) hookUpGrowfs(dir, where, target string) bool {
 		if target != "" && !f.addOrdering(dir, target, "systemd-growfs@"+inst+".service") {
 			return false
 		}
-		f.out.symlink(f.unitDir()+"/systemd-growfs@.service", dir+"/"+whereUnit+".wants", "systemd-growfs@"+inst+".service", f.exe)
+		f.out.symlink(dataUnitDir(f.version)+"/systemd-growfs@.service", dir+"/"+whereUnit+".wants", "systemd-growfs@"+inst+".service", f.exe)
 		return true
 	}
 	name, ok := f.instanceUnitName("systemd-growfs", where, ".service")
@@ -1022,8 +1014,8 @@ func (f fstabRun) hookUpQuota(dir, where, fstype, target string) {
 		return
 	}
 	if where == "/" {
-		f.addSymlink(dir, "local-fs.target", "wants", f.unitDir()+"/systemd-quotacheck-root.service")
-		f.addSymlink(dir, "local-fs.target", "wants", f.unitDir()+"/quotaon-root.service")
+		f.addSymlink(dir, "local-fs.target", "wants", dataUnitDir(f.version)+"/systemd-quotacheck-root.service")
+		f.addSymlink(dir, "local-fs.target", "wants", dataUnitDir(f.version)+"/quotaon-root.service")
 		return
 	}
 	inst, ok := f.pathEscape(where)
@@ -1035,7 +1027,7 @@ func (f fstabRun) hookUpQuota(dir, where, fstype, target string) {
 		if target != "" && !f.addOrdering(dir, target, t+inst+".service") {
 			return
 		}
-		f.out.symlink(f.unitDir()+"/"+t+".service", dir+"/"+whereUnit+".wants", t+inst+".service", f.exe)
+		f.out.symlink(dataUnitDir(f.version)+"/"+t+".service", dir+"/"+whereUnit+".wants", t+inst+".service", f.exe)
 	}
 }
 
@@ -1134,24 +1126,10 @@ func fstabFilter(opts string, names ...string) string {
 // named is the first.
 func fstabYesNo(opts, yes, no string) bool {
 	last := ""
-	for word := opts; ; {
-		end := 0
-		for end < len(word) && word[end] != ',' {
-			if word[end] == '\\' && end+1 < len(word) {
-				end++
-			}
-			end++
+	for word := range fstabOptionWords(opts) {
+		if n := fstabOptionName(word, yes, no); n != "" {
+			last = n
 		}
-		for _, n := range []string{yes, no} {
-			if len(word) >= len(n) && word[:len(n)] == n && (len(word) == len(n) || word[len(n)] == '=' || word[len(n)] == ',') {
-				last = n
-				break
-			}
-		}
-		if end >= len(word) {
-			break
-		}
-		word = word[end+1:]
 	}
 	return last == yes
 }

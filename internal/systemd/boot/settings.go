@@ -2,6 +2,7 @@ package boot
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -408,26 +409,44 @@ func lastPrintf(u *Unit, sec, name, requested string, version int) (string, bool
 }
 
 // fstabTestOption is fstab_test_option: whether a mount option string
-// names one of names, alone, before "=" or before a comma. Options are
-// split at commas a backslash does not escape; the escapes stay in the
-// words compared, as fstab_filter_options leaves them when it only tests.
+// names one of names (fstabOptionName).
 func fstabTestOption(opts string, names ...string) bool {
-	for word := opts; ; {
-		end := 0
-		for end < len(word) && word[end] != ',' {
-			if word[end] == '\\' && end+1 < len(word) {
+	for word := range fstabOptionWords(opts) {
+		if fstabOptionName(word, names...) != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// fstabOptionWords yields the words of a mount option string as
+// fstab_filter_options splits it when it only tests: at commas a
+// backslash does not escape, the escapes left in the words.
+func fstabOptionWords(opts string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for word := opts; ; {
+			end := 0
+			for end < len(word) && word[end] != ',' {
+				if word[end] == '\\' && end+1 < len(word) {
+					end++
+				}
 				end++
 			}
-			end++
-		}
-		for _, n := range names {
-			if len(word) >= len(n) && word[:len(n)] == n && (len(word) == len(n) || word[len(n)] == '=' || word[len(n)] == ',') {
-				return true
+			if !yield(word[:end]) || end >= len(word) {
+				return
 			}
+			word = word[end+1:]
 		}
-		if end >= len(word) {
-			return false
-		}
-		word = word[end+1:]
 	}
+}
+
+// fstabOptionName is the first of names a mount option word names: the
+// word is the name alone or the name before "=". "" when none is.
+func fstabOptionName(word string, names ...string) string {
+	for _, n := range names {
+		if strings.HasPrefix(word, n) && (len(word) == len(n) || word[len(n)] == '=') {
+			return n
+		}
+	}
+	return ""
 }
