@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -249,8 +250,13 @@ func variants(t *testing.T) map[string][]op {
 		"bad-settings":    badSettingOps(),
 		"verify":          verifyOps(),
 		"implicit-mounts": implicitMountOps(),
-		"listen":          listenOps(),
-		"apivfs-workdir":  mountNSOps(),
+		// fstab_is_extrinsic: mounts of /, /usr and /etc themselves, below
+		// /proc, /sys, /dev and /run/initramfs, and with x-initrd.mount
+		// get no default ordering (local-fs-pre.target, local-fs.target);
+		// below /usr or /etc they do.
+		"extrinsic-mounts": extrinsicMountOps(),
+		"listen":           listenOps(),
+		"apivfs-workdir":   mountNSOps(),
 		"unclean-utf8": {
 			// A line that is not UTF-8 clean (a stray byte, a noncharacter,
 			// in a value or a section name) fails the unit file, wherever
@@ -507,4 +513,41 @@ func TestOracleLoadErrors(t *testing.T) {
 			})
 		}
 	}
+}
+
+// extrinsicMountOps are tmpfs mounts multi-user.target wants, each where
+// fstab_is_extrinsic does or does not leave it out of the default
+// ordering.
+func extrinsicMountOps() []op {
+	var ops []op
+	for name, opts := range map[string]string{
+		"proc-fs-x.mount":       "",
+		"sys-kernel-x.mount":    "",
+		"dev-x.mount":           "",
+		"run-initramfs-x.mount": "",
+		"etc.mount":             "",
+		"usr.mount":             "",
+		"usr-local.mount":       "",
+		"etc-x.mount":           "",
+		"srv-initrd.mount":      "Options=x-initrd.mount\n",
+		"srv-plain.mount":       "Options=mode=0755\n",
+		"procx.mount":           "",
+		"mnt-nfs.mount":         "",
+		"proc-nfs.mount":        "",
+	} {
+		where := "/" + strings.ReplaceAll(strings.TrimSuffix(name, ".mount"), "-", "/")
+		if name == "etc.mount" || name == "usr.mount" || name == "procx.mount" {
+			where = "/" + strings.TrimSuffix(name, ".mount")
+		}
+		// A network mount wants network-online.target by default, an
+		// extrinsic one does not.
+		what, fstype := "tmpfs", "tmpfs"
+		if strings.Contains(name, "nfs") {
+			what, fstype = "srv:/export", "nfs"
+		}
+		ops = append(ops,
+			file("/etc/systemd/system/"+name, "[Mount]\nWhat="+what+"\nWhere="+where+"\nType="+fstype+"\n"+opts),
+			link("/etc/systemd/system/multi-user.target.wants/"+name, "/etc/systemd/system/"+name))
+	}
+	return ops
 }

@@ -162,14 +162,14 @@ func logsToJournal(u *Unit, sec, name string, def bool) bool {
 // local-fs.target (remote-fs.target for a network mount) unless nofail,
 // after local-fs-pre.target (remote-fs-pre.target), a network mount after
 // network.target and network-online.target, a tmpfs after swap.target.
-// Mounts of /, /usr and below /run/initramfs are left alone
-// (mount_is_extrinsic).
+// Extrinsic mounts are left alone (mount_is_extrinsic: fstabIsExtrinsic,
+// the mounts of /, /usr and /etc, those below the API file systems and
+// /run/initramfs, and x-initrd.mount ones).
 func (g *Graph) mountOrdering(u *Unit, o *order) {
-	where := namePath(u.Name)
-	if where == "/" || where == "/usr" || pathBelow(where, "/usr") || pathBelow(where, "/run/initramfs") {
+	opts, _ := lastPrintf(u, "Mount", "Options", u.Name, g.version)
+	if fstabIsExtrinsic(namePath(u.Name), opts) {
 		return
 	}
-	opts, _ := lastPrintf(u, "Mount", "Options", u.Name, g.version)
 	fstype, _ := lastPrintf(u, "Mount", "Type", u.Name, g.version)
 	network := fstabTestOption(opts, "_netdev") || slices.Contains(networkFS, strings.TrimPrefix(fstype, "fuse."))
 	before, after := "local-fs.target", "local-fs-pre.target"
