@@ -3,7 +3,9 @@ package boot
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"iter"
 	"path"
 	"slices"
 	"strconv"
@@ -211,47 +213,70 @@ type fstabCmdline struct {
 	extra         []mntEntry // 257: systemd.mount-extra=, systemd.swap-extra=
 }
 
-// parseFstabCmdline reads the words of the kernel command line as
-// proc_cmdline_parse does (extract_first_word, unquoting; words starting
-// "rd." are the initrd's and skipped).
-func parseFstabCmdline(cmdline string, version int) fstabCmdline {
-	c := fstabCmdline{fstab: true, swap: true}
-	for w := range unit.Words(cmdline, true, true) {
-		if strings.HasPrefix(w, "rd.") {
-			continue // proc_cmdline_extract_first: for the initrd only
-		}
-		key, value, hasValue := strings.Cut(w, "=")
-		boolean := func(dst *bool) {
-			if !hasValue {
-				*dst = true
+// cmdlineArg is one word of the kernel command line, split at its first
+// "=".
+type cmdlineArg struct {
+	key, value string
+	hasValue   bool
+}
+
+// cmdlineArgs yields the words of the kernel command line a generator
+// outside the initrd parses, as proc_cmdline_parse hands them over
+// (extract_first_word, unquoting; words starting "rd." are the initrd's
+// and skipped).
+func cmdlineArgs(cmdline string) iter.Seq[cmdlineArg] {
+	return func(yield func(cmdlineArg) bool) {
+		for w := range unit.Words(cmdline, true, true) {
+			if strings.HasPrefix(w, "rd.") {
+				continue // proc_cmdline_extract_first: for the initrd only
+			}
+			key, value, hasValue := strings.Cut(w, "=")
+			if !yield(cmdlineArg{key, value, hasValue}) {
 				return
 			}
-			if b, ok := unit.ParseBoolean(value); ok {
-				*dst = b
-			}
 		}
-		switch key {
+	}
+}
+
+// setBool is a generator's boolean switch: a bare key turns it on, a
+// value parse_boolean takes sets it, any other value leaves it.
+func (a cmdlineArg) setBool(dst *bool) {
+	if !a.hasValue {
+		*dst = true
+		return
+	}
+	if b, ok := unit.ParseBoolean(a.value); ok {
+		*dst = b
+	}
+}
+
+// parseFstabCmdline is parse_proc_cmdline_item over the kernel command
+// line outside the initrd.
+func parseFstabCmdline(cmdline string, version int) fstabCmdline {
+	c := fstabCmdline{fstab: true, swap: true}
+	for a := range cmdlineArgs(cmdline) {
+		switch a.key {
 		case "fstab":
-			boolean(&c.fstab)
+			a.setBool(&c.fstab)
 		case "systemd.swap":
-			boolean(&c.swap)
+			a.setBool(&c.swap)
 		case "systemd.volatile":
 			// volatile_mode_from_string: a boolean is yes or no.
 			switch {
-			case !hasValue:
+			case !a.hasValue:
 				c.volatileState = false
-			case value == "state":
+			case a.value == "state":
 				c.volatileState = true
 			default:
-				if _, ok := unit.ParseBoolean(value); ok || value == "overlay" {
+				if _, ok := unit.ParseBoolean(a.value); ok || a.value == "overlay" {
 					c.volatileState = false
 				}
 			}
 		case "systemd.mount-extra", "systemd.swap-extra":
-			if version < fstabV257 || !hasValue {
+			if version < fstabV257 || !a.hasValue {
 				continue
 			}
-			if e, ok := mountExtra(value, key == "systemd.swap-extra"); ok {
+			if e, ok := mountExtra(a.value, a.key == "systemd.swap-extra"); ok {
 				c.extra = append(c.extra, e)
 			}
 		}
@@ -327,8 +352,7 @@ func genFstab(r genRun) {
 // readFstab reads /etc/fstab (setmntent follows links; a missing or
 // unreadable file has no entries), at most maxFstab bytes of it.
 func readFstab(fsys *rootfs.FS) []byte {
-	fi, err := fsys.Stat("etc/fstab")
-	if err != nil || !fi.Mode().IsRegular() {
+	if fi, err := fsys.Stat("etc/fstab"); err != nil || !fi.Mode().IsRegular() {
 		return nil
 	}
 	file, err := fsys.Open("etc/fstab")
@@ -336,16 +360,8 @@ func readFstab(fsys *rootfs.FS) []byte {
 		return nil
 	}
 	defer file.Close()
-	buf := make([]byte, min(fi.Size(), maxFstab))
-	n := 0
-	for n < len(buf) {
-		k, err := file.Read(buf[n:])
-		n += k
-		if err != nil || k == 0 {
-			break
-		}
-	}
-	return buf[:n]
+	b, _ := io.ReadAll(io.LimitReader(file, maxFstab))
+	return b
 }
 
 // parseOne is the body of parse_fstab's loop (252) or parse_fstab_one
@@ -562,10 +578,11 @@ func (f fstabRun) openUnit(dir, name string) (*unitFile, bool) {
 func (u *unitFile) printf(format string, a ...any) { fmt.Fprintf(&u.b, format, a...) }
 func (u *unitFile) flush()                         { u.f.out.writeFile(u.name, []byte(u.b.String()), u.f.exe) }
 
-// addSymlink is generator_add_symlink: a link dir/dst.type/BASE to src (a
-// relative "../src" for a bare name). A dst with a "/" would make a
-// directory no unit is read from: it is left out.
-func (f fstabRun) addSymlink(dir, dst, typ, src string) {
+// addSymlink is generator_add_symlink, shared by the ported generators: a
+// link dir/dst.type/BASE to src (a relative "../src" for a bare name). A
+// dst with a "/" would make a directory no unit is read from: it is left
+// out.
+func (f genRun) addSymlink(dir, dst, typ, src string) {
 	if strings.Contains(dst, "/") || dst == "" || dst == "." || dst == ".." {
 		return
 	}
@@ -578,7 +595,7 @@ func (f fstabRun) addSymlink(dir, dst, typ, src string) {
 }
 
 // writeDropIn is write_drop_in: dir/UNIT.d/50-NAME.conf, replaced.
-func (f fstabRun) writeDropIn(dir, u, name, text string) {
+func (f genRun) writeDropIn(dir, u, name, text string) {
 	f.out.writeFile(dir+"/"+u+".d/50-"+name+".conf", []byte(text), f.exe)
 }
 

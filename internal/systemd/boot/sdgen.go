@@ -49,9 +49,7 @@ func genRCLocal(r genRun) {
 	if p == "" || !accessExec(r.fsys, p) {
 		return
 	}
-	want := genDirNormal + "/multi-user.target.wants"
-	r.out.mkdirAll(want)
-	r.out.symlink(dataUnitDir(r.version)+"/rc-local.service", want, "rc-local.service", r.exe)
+	r.addSymlink(genDirNormal, "multi-user.target", "wants", dataUnitDir(r.version)+"/rc-local.service")
 }
 
 // maxPath is PATH_MAX: no longer string is a path the generator checks.
@@ -134,7 +132,6 @@ func genSystemUpdate(r genRun) {
 		if _, err := r.fsys.Lstat(f); err != nil {
 			continue
 		}
-		r.out.mkdirAll(genDirEarly)
 		r.out.symlink(dataUnitDir(r.version)+"/system-update.target", genDirEarly, DefaultTarget, r.exe)
 		return
 	}

@@ -28,19 +28,10 @@ const sshGeneratorName = "systemd-ssh-generator"
 // genSSH is run with the vsock, container and extra listeners left out.
 func genSSH(r genRun) {
 	auto := true
-	for w := range unit.Words(r.cmdline, true, true) {
-		if strings.HasPrefix(w, "rd.") {
-			continue
-		}
-		key, value, hasValue := strings.Cut(w, "=")
+	for a := range cmdlineArgs(r.cmdline) {
 		// proc_cmdline_key_streq: "-" and "_" are the same.
-		if strings.ReplaceAll(key, "-", "_") != "systemd.ssh_auto" {
-			continue
-		}
-		if !hasValue {
-			auto = true
-		} else if b, ok := unit.ParseBoolean(value); ok {
-			auto = b
+		if strings.ReplaceAll(a.key, "-", "_") == "systemd.ssh_auto" {
+			a.setBool(&auto)
 		}
 	}
 	if !auto || !findExecutable(r.fsys, "sshd") {
@@ -69,7 +60,7 @@ func genSSH(r genRun) {
 		"[Socket]\nListenStream=/run/ssh-unix-local/socket\nAccept=yes\nPollLimitIntervalSec=30s\nPollLimitBurst=50\n")}) {
 		return
 	}
-	fstabRun{genRun: r}.addSymlink(genDirNormal, "sockets.target", "wants", "sshd-unix-local.socket")
+	r.addSymlink(genDirNormal, "sockets.target", "wants", "sshd-unix-local.socket")
 }
 
 // findExecutable is find_executable on the generators' PATH: the first
