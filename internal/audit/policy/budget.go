@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 	"github.com/open-policy-agent/opa/v1/types"
 )
 
@@ -192,23 +192,26 @@ func (p *progress) running() string {
 	return ""
 }
 
-func markFunction() func(*rego.Rego) {
-	return rego.Function1(&rego.Function{
+// markBuiltin is the mark built-in's implementation: it records the
+// family named in the evaluation's progress and calls markHook.
+var markBuiltin = &topdown.Builtin{
+	Decl: &ast.Builtin{
 		Name:             markName,
 		Decl:             types.NewFunction(types.Args(types.S), types.B),
 		Nondeterministic: true,
-	}, func(bctx rego.BuiltinContext, a *ast.Term) (*ast.Term, error) {
+	},
+	Func: func(bctx topdown.BuiltinContext, ops []*ast.Term, iter func(*ast.Term) error) error {
 		if p, ok := bctx.Context.Value(progressKey{}).(*progress); ok {
-			if s, ok := a.Value.(ast.String); ok {
+			if s, ok := ops[0].Value.(ast.String); ok {
 				name := string(s)
 				p.at.Store(&name)
 			}
 		}
 		if hook := markHook.Load(); hook != nil {
-			(*hook)(bctx.Context, a)
+			(*hook)(bctx.Context, ops[0])
 		}
-		return ast.BooleanTerm(true), nil
-	})
+		return iter(ast.BooleanTerm(true))
+	},
 }
 
 // budget is how an Engine bounds and explains its evaluations.

@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/amilint/amilint/internal/audit/finding"
 	"github.com/amilint/amilint/internal/systemd/unit"
@@ -27,10 +26,6 @@ import (
 // without rule_id or message, …), which then goes the whole way, so every
 // error, and every odd finding a user's policy may return, is judged by
 // encoding/json as before.
-
-// keepTerm is the result converter an evaluation runs with: it hands the
-// result's terms over as they are, for directFindings.
-func keepTerm(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }
 
 // maxDirectDepth bounds the nesting directFindings follows (encoding/json
 // refuses nesting deeper than 10,000).

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -218,37 +217,6 @@ func TestMemoryGarbageIsNoHeadroom(t *testing.T) {
 
 // garbage keeps the compiler from dropping the test's allocations.
 var garbage []byte
-
-// TestMemoryNamesTheTestThatTookIt: of a test holding 1 GiB and a slow
-// one holding little, policy tests under a budget name the first, in
-// whichever order the tester takes them (it runs tests side by side
-// unless a budget is set).
-func TestMemoryNamesTheTestThatTookIt(t *testing.T) {
-	hog := strings.Replace(doubling(), "package amilint.rules.hog", "package hog_test", 1) +
-		"\ntest_hog if count(findings) > 0\n"
-	slow := `package slow_test
-
-test_slow if {
-	every i in numbers.range(1, 1000) {
-		every j in numbers.range(1, 500) {
-			i + j > 0
-		}
-	}
-}
-`
-	for range 3 {
-		res, err := RunTests(context.Background(), []Module{{Name: "hog_test.rego", Source: hog}, {Name: "slow_test.rego", Source: slow}}, Config{Memory: 32 << 20})
-		require.NoError(t, err)
-		var named []string
-		for _, r := range res {
-			var me *MemoryError
-			if errors.As(r.Err, &me) {
-				named = append(named, me.Package)
-			}
-		}
-		assert.Equal(t, []string{"test data.hog_test.test_hog"}, named, "%+v", res)
-	}
-}
 
 // TestMemoryAmplifiersAreSizedFirst: built-ins that build in one call a
 // result far larger than what the policy holds (an array holding one

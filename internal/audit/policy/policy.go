@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/util"
@@ -91,7 +90,7 @@ type Engine struct {
 	// united: the marked query (markedQuery) alone, or for the entry point
 	// of the built-in catalog alone on a machine of several cores, its
 	// families in parts (splitQueries).
-	parts   []rego.PreparedEvalQuery
+	parts   []*preparedQuery
 	modules int
 	budget
 	// catalogOnly: the input leaves out what the catalog does not read.
@@ -310,19 +309,12 @@ func (p *Compiled) Engine(ctx context.Context, cfg Config) (*Engine, error) {
 	query, b := markedQuery(cfg.Query, cfg.Without, p.compiler)
 	b.timeout, b.memory = cfg.Timeout, memoryBudget(cfg.Memory)
 	store := newStore(data)
-	prepare := func(query string) (rego.PreparedEvalQuery, error) {
-		pq, err := rego.New(
-			rego.Query(query),
-			rego.Compiler(p.compiler),
-			rego.Store(store),
-			rego.SetRegoVersion(ast.RegoV1),
-			rego.StrictBuiltinErrors(true),
-			markFunction(),
-		).PrepareForEval(ctx)
+	prepare := func(src string) (*preparedQuery, error) {
+		q, err := prepareQuery(p.compiler, store, src)
 		if err != nil {
-			return pq, fmt.Errorf("prepare policies: %w", err)
+			return nil, fmt.Errorf("prepare policies: %w", err)
 		}
-		return pq, nil
+		return q, nil
 	}
 	e := &Engine{modules: len(p.compiler.Modules), budget: b, catalogOnly: p.catalogOnly}
 	var parts []string
@@ -581,11 +573,11 @@ func (e *Engine) result(ctx context.Context, v ast.Value) (*ast.Term, error) {
 	return ast.NewTerm(union), nil
 }
 
-// partResult is result of one query: its result's term, as it is
-// (keepTerm), nil when it has none.
-func (e *Engine) partResult(ctx context.Context, pq rego.PreparedEvalQuery, v ast.Value) (*ast.Term, error) {
-	rs, err := bounded(ctx, func() (rego.ResultSet, error) {
-		return pq.Eval(ctx, rego.EvalParsedInput(v), rego.EvalGenerateJSON(keepTerm))
+// partResult is the result of one query: its result's term, as it is,
+// nil when it has none.
+func (e *Engine) partResult(ctx context.Context, q *preparedQuery, v ast.Value) (*ast.Term, error) {
+	t, err := bounded(ctx, func() (*ast.Term, error) {
+		return q.eval(ctx, v)
 	}, func(err error) error { return e.failed(ctx, err) })
 	if err != nil {
 		if IsStuck(err) {
@@ -593,17 +585,7 @@ func (e *Engine) partResult(ctx context.Context, pq rego.PreparedEvalQuery, v as
 		}
 		return nil, e.failed(ctx, err)
 	}
-	if len(rs) == 0 {
-		return nil, nil
-	}
-	val, ok := rs[0].Bindings[resultVar]
-	if !ok {
-		if len(rs[0].Expressions) == 0 {
-			return nil, nil
-		}
-		val = rs[0].Expressions[0].Value
-	}
-	return val.(*ast.Term), nil // what keepTerm hands over
+	return t, nil
 }
 
 // inputValue converts input to the Rego value of its JSON form: Go values

@@ -3,10 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
-	"fmt"
-	"maps"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -247,45 +244,4 @@ func TestWithoutNamesThePackage(t *testing.T) {
 	fs, err := none.Evaluate(context.Background(), map[string]any{})
 	require.NoError(t, err)
 	assert.Empty(t, fs)
-}
-
-// TestPendingTestsAreNamed: what policy test names when it gives a run
-// up: the tests the filter selected that have no result yet, and where.
-func TestPendingTestsAreNamed(t *testing.T) {
-	mods, err := ParseModules([]Module{{Name: "a.rego", Source: "package p\n\ntest_a if true\n\ntest_b if true\n\nnot_a_test if true\n"}, {Name: "b.rego", Source: "package q\n\ntest_c if true\n"}})
-	require.NoError(t, err)
-	pending := testsOf(mods, "")
-	assert.Equal(t, map[string]string{"data.p.test_a": "a.rego:3", "data.p.test_b": "a.rego:5", "data.q.test_c": "b.rego:3"}, pending)
-	assert.Equal(t, map[string]string{"data.q.test_c": "b.rego:3"}, testsOf(mods, "q\\."))
-	which, files := pendingTests(pending)
-	assert.Equal(t, "one of the tests data.p.test_a, data.p.test_b, data.q.test_c", which)
-	assert.Equal(t, []string{"a.rego:3", "a.rego:5", "b.rego:3"}, files)
-	delete(pending, "data.p.test_a")
-	delete(pending, "data.q.test_c")
-	which, files = pendingTests(pending)
-	assert.Equal(t, "test data.p.test_b", which)
-	assert.Equal(t, []string{"a.rego:5"}, files)
-	many := map[string]string{}
-	for i := range 7 {
-		many[fmt.Sprintf("data.p.test_%d", i)] = "a.rego"
-	}
-	which, files = pendingTests(many)
-	assert.Equal(t, "one of the tests data.p.test_0, data.p.test_1, data.p.test_2, data.p.test_3, data.p.test_4 and 2 more", which)
-	assert.Len(t, files, 5)
-}
-
-// TestPendingTestsAreTheRunnersTests: the tests testsOf finds are the
-// tests OPA's runner reports, by the same names, whatever their form.
-func TestPendingTestsAreTheRunnersTests(t *testing.T) {
-	src := "package p\n\ntest_a if true\n\na.test_b if true\n\ntodo_test_c if true\n\nnot_a_test if true\n"
-	res, err := RunTests(context.Background(), []Module{{Name: "p.rego", Source: src}}, Config{})
-	require.NoError(t, err)
-	mods, err := ParseModules([]Module{{Name: "p.rego", Source: src}})
-	require.NoError(t, err)
-	found := testsOf(mods, "")
-	var reported []string
-	for _, r := range res {
-		reported = append(reported, r.Name)
-	}
-	assert.ElementsMatch(t, slices.Collect(maps.Keys(found)), reported)
 }

@@ -1,3 +1,5 @@
+//go:build !amilint_guest
+
 package policy
 
 import (
