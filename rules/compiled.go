@@ -307,6 +307,33 @@ func compiledRules() []Rule {
 			Source: "embedded:cups.yaml",
 		},
 		{
+			ID:        "debug-shell",
+			Kind:      "unit",
+			Title:     "a root shell without a password starts at boot on a virtual terminal",
+			Severity:  "high",
+			Rationale: "systemd's debug-shell.service runs /bin/bash as root on /dev/tty9 (the\nterminal is a build option; 257 also takes systemd.debug_shell=TTY),\nwith no login and no password, from early boot on, and restarts it when\nit exits. It is meant for debugging a boot that hangs and says so in its\ndescription. It starts when it is enabled (sysinit.target.wants), or\nwhen the kernel command line has systemd.debug_shell, which\nsystemd-debug-generator turns into a start at boot. Whoever reaches the\nmachine's console then has root: a hypervisor's or cloud provider's\ngraphical or serial console, a KVM switch, anyone at the rack. An image\nbuilt while someone debugged its boot carries the shell to every\ninstance.\n",
+			References: []string{
+				"https://www.freedesktop.org/software/systemd/man/systemd-debug-generator.html",
+				"https://www.freedesktop.org/software/systemd/man/kernel-command-line.html",
+			},
+			Units: []string{
+				"debug-shell.service",
+			},
+			Remediation: Remediation{
+				Action: "mask",
+				Units: []string{
+					"debug-shell.service",
+				},
+				Text: "Mask debug-shell.service, which stops it whether it is enabled or\nasked for on the kernel command line, and remove systemd.debug_shell\nfrom the boot loader configuration (GRUB_CMDLINE_LINUX in\n/etc/default/grub, then update-grub, or the kernel-command-line of\nthe image's boot loader entries).\n",
+			},
+			Tags: []string{
+				"security",
+				"console",
+				"image",
+			},
+			Source: "embedded:debug-shell.yaml",
+		},
+		{
 			ID:        "ecs-agent-unconfigured",
 			Kind:      "unit",
 			Title:     "Amazon ECS agent starts at boot on a host that is in no ECS cluster",

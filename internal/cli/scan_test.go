@@ -887,3 +887,63 @@ func TestScanFstabInstanceDevice(t *testing.T) {
 	assert.Equal(t, "/run/systemd/generator/local-fs.target.requires/data.mount", f.Evidence["required_by"])
 	assert.Equal(t, "/data", f.Evidence["where"])
 }
+
+// debugShellUnit is systemd's debug-shell.service (252 and 257 alike in
+// what the model reads).
+const debugShellUnit = `[Unit]
+Description=Early root shell on /dev/tty9 FOR DEBUGGING ONLY
+Documentation=man:systemd-debug-generator(8)
+DefaultDependencies=no
+IgnoreOnIsolate=yes
+ConditionPathExists=/dev/tty9
+
+[Service]
+Environment=TERM=linux
+ExecStart=/bin/bash
+Restart=always
+RestartSec=0
+StandardInput=tty
+TTYPath=/dev/tty9
+TTYReset=yes
+TTYVHangup=yes
+KillMode=process
+IgnoreSIGPIPE=no
+KillSignal=SIGHUP
+
+[Install]
+WantedBy=sysinit.target
+`
+
+// TestScanDebugShell: the DLAMI fixture with systemd's debug-shell.service
+// installed is no finding; enabled (as `systemctl enable debug-shell`
+// leaves it) it is a high debug-shell finding on the unit, which fix
+// masks, after which a scan finds it no more.
+func TestScanDebugShell(t *testing.T) {
+	dir := materialize(t, "dlami")
+	unitPath := filepath.Join(dir, "lib/systemd/system/debug-shell.service")
+	require.NoError(t, os.WriteFile(unitPath, []byte(debugShellUnit), 0o644))
+	code, rep, stderr := scanJSON(t, dir)
+	require.Contains(t, []int{ExitOK, ExitFindings}, code, stderr)
+	assert.Nil(t, ruleFinding(rep, "debug-shell"), "installed, not enabled")
+
+	wants := filepath.Join(dir, "etc/systemd/system/sysinit.target.wants")
+	require.NoError(t, os.MkdirAll(wants, 0o755))
+	require.NoError(t, os.Symlink("/lib/systemd/system/debug-shell.service", filepath.Join(wants, "debug-shell.service")))
+	code, rep, stderr = scanJSON(t, dir)
+	require.Equal(t, ExitFindings, code, stderr)
+	f := ruleFinding(rep, "debug-shell")
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	assert.Equal(t, finding.High, f.Severity)
+	assert.Equal(t, "debug-shell.service", f.Unit)
+	assert.Contains(t, f.Message, "debug-shell.service starts at boot")
+	assert.Contains(t, f.Message, "sysinit.target")
+
+	code, out, stderr := runCLI(t, "fix", dir)
+	require.Equal(t, ExitOK, code, "%s\n%s", out, stderr)
+	target, err := os.Readlink(filepath.Join(dir, "etc/systemd/system/debug-shell.service"))
+	require.NoError(t, err, "fix masks debug-shell.service:\n%s", out)
+	assert.Equal(t, "/dev/null", target)
+	_, rep, stderr = scanJSON(t, dir)
+	require.NotNil(t, rep, stderr)
+	assert.Nil(t, ruleFinding(rep, "debug-shell"), "masked")
+}
