@@ -222,11 +222,11 @@ type cmdlineArg struct {
 
 // cmdlineArgs yields the words of the kernel command line a generator
 // outside the initrd parses, as proc_cmdline_parse hands them over
-// (extract_first_word, unquoting; words starting "rd." are the initrd's
+// (unit.CmdlineWords; words starting "rd." are the initrd's
 // and skipped).
 func cmdlineArgs(cmdline string) iter.Seq[cmdlineArg] {
 	return func(yield func(cmdlineArg) bool) {
-		for w := range unit.Words(cmdline, true, true) {
+		for w := range unit.CmdlineWords(cmdline) {
 			if strings.HasPrefix(w, "rd.") {
 				continue // proc_cmdline_extract_first: for the initrd only
 			}

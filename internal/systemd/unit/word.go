@@ -27,6 +27,9 @@ const (
 	// WordDontCoalesce is EXTRACT_DONT_COALESCE_SEPARATORS: each
 	// separator ends a word, so two in a row enclose an empty one.
 	WordDontCoalesce
+	// WordRelax is EXTRACT_RELAX: an unbalanced quote or a trailing
+	// backslash ends the last word instead of failing.
+	WordRelax
 )
 
 // Words yields the words of s as ExtractWord reads them, one after the
@@ -37,6 +40,22 @@ func Words(s string, unquote, retainEscape bool) iter.Seq[string] {
 	return func(yield func(string) bool) {
 		for {
 			w, rest, ok, err := ExtractWord(s, unquote, retainEscape)
+			if err != nil || !ok || !yield(w) {
+				return
+			}
+			s = rest
+		}
+	}
+}
+
+// CmdlineWords yields the words of a kernel command line as
+// proc_cmdline_parse splits it: extract_first_word with EXTRACT_UNQUOTE,
+// EXTRACT_RELAX and EXTRACT_RETAIN_ESCAPE, so an unbalanced quote ends
+// the last word rather than the line.
+func CmdlineWords(s string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for {
+			w, rest, _, ok, err := ExtractWordSep(s, whitespace, WordUnquote|WordRetainEscape|WordRelax)
 			if err != nil || !ok || !yield(w) {
 				return
 			}
@@ -86,7 +105,7 @@ func ExtractWordSep(s, seps string, f WordFlags) (word, rest string, sep byte, o
 	backslash := false
 	for ; ; i++ {
 		if i >= len(s) {
-			if backslash || quote != 0 {
+			if (backslash || quote != 0) && f&WordRelax == 0 {
 				return "", "", 0, false, ErrWordSyntax
 			}
 			return string(b), "", 0, true, nil

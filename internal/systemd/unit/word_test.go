@@ -94,7 +94,7 @@ func FuzzExtractWordSep(f *testing.F) {
 		if len(s) > 4096 {
 			return
 		}
-		fl := WordFlags(flags) & (WordUnquote | WordRetainEscape | WordDontCoalesce)
+		fl := WordFlags(flags) & (WordUnquote | WordRetainEscape | WordDontCoalesce | WordRelax)
 		w, rest, sep, ok, err := ExtractWordSep(s, ":"+whitespace, fl)
 		if err != nil {
 			return
@@ -142,5 +142,24 @@ func TestWords(t *testing.T) {
 	for w := range Words("a b c", false, false) {
 		assert.Equal(t, "a", w, "a break ends the words")
 		break
+	}
+}
+
+// TestCmdlineWords: a kernel command line keeps its backslashes, and an
+// unbalanced quote ends the last word (EXTRACT_RELAX) rather than the
+// line, as the generators' oracle shows.
+func TestCmdlineWords(t *testing.T) {
+	for in, want := range map[string][]string{
+		`a "b c" d`:              {"a", "b c", "d"},
+		`a x="b c`:               {"a", "x=b c"},
+		`a 'b`:                   {"a", "b"},
+		`a "`:                    {"a", ""},
+		`a\ b c\`:                {`a\`, "b", `c\`},
+		"x=\"1\n2\" y":           {"x=1\n2", "y"},
+		"":                       nil,
+		" \t\n":                  nil,
+		`systemd.run="echo 'a'"`: {"systemd.run=echo 'a'"},
+	} {
+		assert.Equal(t, want, slices.Collect(CmdlineWords(in)), "%q", in)
 	}
 }
