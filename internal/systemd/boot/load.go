@@ -34,7 +34,7 @@
 //
 //   - Generators other than systemd-sysv-generator,
 //     systemd-fstab-generator, systemd-ssh-generator and the generators
-//     of pkggen.go and sdgen.go. Their output depends on the running
+//     of pkggen.go, sdgen.go and cmdgen.go. Their output depends on the running
 //     machine (getty on the console, the cloud data source for
 //     cloud-init, gpt-auto's partitions); on the Debian roots they add no
 //     start job. Of systemd-ssh-generator only the local AF_UNIX listener
@@ -69,7 +69,19 @@
 //     (any execute bit, or a directory: the oracle, run as nobody, sees
 //     only files executable by all). Like every default.target here,
 //     systemd-system-update-generator's ignores the kernel command line
-//     (systemd.unit=, a runlevel), which overrides it at boot.
+//     (systemd.unit=, a runlevel), which overrides it at boot, and so
+//     does systemd-run-generator's; systemd-debug-generator puts the
+//     systemd.wants= links into the wants of the unit systemd.unit= (or a
+//     runlevel) names, as it does, but the model's boot still starts
+//     default.target. Of systemd-debug-generator, the unit credentials of
+//     256 and later (systemd.extra-unit.*, systemd.unit-dropin.*) are the
+//     machine's and left out; a systemd.mask= or systemd.wants= path too
+//     long for a unit name, which systemd names by a hash, is skipped;
+//     DEBUGTTY is read from its executable (tty9 when it names none).
+//     systemd-run-generator matches systemd.run= exactly from 253 on, "-"
+//     and "_" alike before (the oracle shows 252 and 257; the version in
+//     between is assumed). The kernel command line of every generator is
+//     the one above: 257's EFI SystemdOptions variable is assumed absent.
 //   - Outcomes systemd itself picks in hash-table order, which change from
 //     run to run: two merely wanted units in Conflicts=, and which other
 //     Requires= of a unit were added before one of them failed (and so

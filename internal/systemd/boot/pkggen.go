@@ -19,7 +19,9 @@ import (
 // systemd-ssh-generator (sshgen.go) are run the same way: their output is
 // a function of the image (its /etc/fstab, its sshd) and the kernel
 // command line its boot loader passes, for a boot on a virtual machine or
-// bare metal. Generators whose output depends on the running machine
+// bare metal, and so are systemd-debug-generator and
+// systemd-run-generator (cmdgen.go), which write what the command line
+// asks for. Generators whose output depends on the running machine
 // (getty, cloud-init, gpt-auto, ...) are not run.
 
 // pkgGenerator is one ported generator: its executable's name and its run.
@@ -30,7 +32,8 @@ type pkgGenerator struct {
 
 // pkgGenerators are the ported generators, systemd's own of sdgen.go
 // included. Each writes only into the normal directory (argv[1]) but
-// systemd-system-update-generator, which writes into the early one, and
+// systemd-system-update-generator and systemd-debug-generator, which
+// write into the early one, and
 // systemd-fstab-generator's tmpfs on /var (systemd.volatile=state), which
 // goes into the late one (argv[3]).
 var pkgGenerators = []pkgGenerator{
@@ -42,6 +45,8 @@ var pkgGenerators = []pkgGenerator{
 	{"rpc-pipefs-generator", genRPCPipefs},
 	{"systemd-rc-local-generator", genRCLocal},
 	{"systemd-system-update-generator", genSystemUpdate},
+	{debugGeneratorName, genDebug},
+	{runGeneratorName, genRunCmd},
 }
 
 // genRun is one generator's run: the image as generators see it at boot
