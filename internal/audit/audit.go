@@ -421,9 +421,11 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 	})
 	wg.Go(func() {
 		// The generators read the kernel command line the user
-		// assumes, else the image's boot loader's.
+		// assumes, else the image's boot loader's, and the
+		// virtualization the user assumes.
 		var bo boot.Options
 		bo.CmdLine, bo.CmdLineSet = opts.Assume.KernelCommandLine()
+		bo.Virtualization, _ = opts.Assume.Virtualization()
 		g, loadErr = boot.LoadWith(fsys, sv.Major, bo)
 		if loadErr != nil {
 			graph <- nil

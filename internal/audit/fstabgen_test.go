@@ -46,3 +46,34 @@ func TestFstabFollowsTheAssumedCommandLine(t *testing.T) {
 	on, _ = starts(a)
 	assert.False(t, on)
 }
+
+// TestGettyFollowsTheAssumedVirtualization: systemd-getty-generator starts
+// a serial getty on Xen's hvc0 only when --assume virtualization=xen says
+// the machine is a Xen guest, and on the boot loader's serial console.
+func TestGettyFollowsTheAssumedVirtualization(t *testing.T) {
+	tree := fstest.MapFS{
+		"lib/systemd/system-generators/systemd-getty-generator": {Data: []byte("\x7fELF"), Mode: 0o755},
+		"etc/kernel/cmdline":                       {Data: []byte("console=tty0 console=ttyS0,115200\n")},
+		"lib/systemd/system/default.target":        {Data: []byte("[Unit]\nWants=getty.target\n")},
+		"lib/systemd/system/getty.target":          {Data: []byte("[Unit]\nDescription=g\n")},
+		"lib/systemd/system/serial-getty@.service": {Data: []byte("[Service]\nExecStart=/sbin/agetty %I\n")},
+		"lib/systemd/system/rescue.target":         {Data: []byte("[Unit]\nDescription=r\n")},
+	}
+	starts := func(assume condition.Assumptions) map[string]bool {
+		inv, err := audit.Model(rootfs.New(tree), audit.ModelOptions{Assume: assume})
+		require.NoError(t, err)
+		on := map[string]bool{}
+		for _, u := range inv.Units {
+			on[u.Name] = u.StartsAtBoot
+		}
+		return on
+	}
+	on := starts(condition.Assumptions{})
+	assert.True(t, on["serial-getty@ttyS0.service"])
+	assert.False(t, on["serial-getty@hvc0.service"])
+	a := condition.Assumptions{}
+	require.NoError(t, a.Set("virtualization=xen"))
+	on = starts(a)
+	assert.True(t, on["serial-getty@ttyS0.service"])
+	assert.True(t, on["serial-getty@hvc0.service"])
+}

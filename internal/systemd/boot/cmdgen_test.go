@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -96,6 +97,12 @@ func realGenerator(t *testing.T, sd systemdtest.Systemd, name, cmdline string) g
 	o := sd.Run(t, tree, "env", "SYSTEMD_PROC_CMDLINE="+cmdline, "SYSTEMD_LOG_LEVEL=debug",
 		"/lib/systemd/system-generators/"+name, systemdtest.Tree+"/normal", systemdtest.Tree+"/early", systemdtest.Tree+"/late")
 	t.Logf("%s %q: exit %d\n%s%s", name, cmdline, o.ExitCode(), o.Stderr, o.Stdout)
+	return walkGenFiles(t, tree)
+}
+
+// walkGenFiles is what the generator wrote into tree's three directories.
+func walkGenFiles(t *testing.T, tree string) genFiles {
+	t.Helper()
 	got := genFiles{}
 	for _, d := range []string{"normal", "early", "late"} {
 		root := filepath.Join(tree, d)
@@ -134,6 +141,11 @@ func modelGenerator(t *testing.T, fsys *rootfs.FS, version int, name string, run
 	exe := generatorPath(fsys, name)
 	require.NotEmpty(t, exe, "the root has no %s", name)
 	run(genRun{fsys: fsys, out: out, exe: exe, version: version, cmdline: cmdline})
+	return genOutFiles(out)
+}
+
+// genOutFiles is what the model wrote into out's three directories.
+func genOutFiles(out *genOut) genFiles {
 	got := genFiles{}
 	for p, n := range out.nodes {
 		for d, short := range genDirNames {
@@ -229,7 +241,7 @@ func TestCmdlineGeneratorsModel(t *testing.T) {
 		"usr/lib/systemd/system-generators/" + runGeneratorName:   gen,
 	}
 	cmdline := "systemd.debug_shell=ttyS0 systemd.mask=ssh.service systemd.run=/bin/true"
-	out := runGenerators(rootfs.New(m), 257, cmdline)
+	out := runGenerators(rootfs.New(m), 257, cmdline, "")
 	for _, n := range []string{
 		genDirEarly + "/default.target.wants/debug-shell.service",
 		genDirEarly + "/debug-shell.service.d/50-tty.conf",
@@ -245,16 +257,20 @@ func TestCmdlineGeneratorsModel(t *testing.T) {
 	assert.Equal(t, "/usr/lib/systemd/system/debug-shell.service", target)
 	delete(m, "usr/lib/systemd/system-generators/"+debugGeneratorName)
 	delete(m, "usr/lib/systemd/system-generators/"+runGeneratorName)
-	out = runGenerators(rootfs.New(m), 257, cmdline)
+	out = runGenerators(rootfs.New(m), 257, cmdline, "")
 	assert.Len(t, out.nodes, 1, "no generator, no output")
 }
 
 // FuzzCmdlineGenerators runs the ported generators over arbitrary command
-// lines: they never panic, write only into the generator directories, and
-// their output loads.
+// lines (systemd-getty-generator on a Xen guest): they never panic, write
+// only into the generator directories, a console is one the command line
+// names, and their output loads.
 func FuzzCmdlineGenerators(f *testing.F) {
 	for _, c := range append(append([]string{}, debugCmdlines...), runCmdlines...) {
 		f.Add(c)
+	}
+	for _, c := range gettyCases {
+		f.Add(c.cmdline)
 	}
 	f.Fuzz(func(t *testing.T, cmdline string) {
 		if len(cmdline) > 8<<10 {
@@ -263,6 +279,7 @@ func FuzzCmdlineGenerators(f *testing.F) {
 		fsys := mapRoot(map[string]string{
 			"usr/lib/systemd/system-generators/" + debugGeneratorName: "\x00/dev/tty9\x00",
 			"usr/lib/systemd/system-generators/" + runGeneratorName:   "x",
+			"usr/lib/systemd/system-generators/" + gettyGeneratorName: "x",
 		})
 		for p, mf := range fsys.Source().(fstest.MapFS) {
 			if strings.HasPrefix(p, "usr/") {
@@ -270,9 +287,14 @@ func FuzzCmdlineGenerators(f *testing.F) {
 			}
 		}
 		for _, v := range []int{252, 257} {
-			g, err := LoadWith(fsys, v, Options{CmdLine: cmdline, CmdLineSet: true})
+			g, err := LoadWith(fsys, v, Options{CmdLine: cmdline, CmdLineSet: true, Virtualization: "xen"})
 			if err != nil {
 				t.Fatal(err)
+			}
+			for _, tty := range kernelConsoles(cmdline) {
+				if !strings.Contains(cmdline, tty[:len(tty)-1]) && !strings.HasPrefix(tty, "ttyS") {
+					t.Fatalf("console %q not named in %q", tty, cmdline)
+				}
 			}
 			for name := range g.gen.nodes {
 				if name != RunDir && name != "run/systemd" && !strings.HasPrefix(name, "run/systemd/generator") {
@@ -339,6 +361,152 @@ func FuzzMangleUnitName(f *testing.F) {
 			if unit.Valid(s) && n != s {
 				t.Fatalf("%q: mangled to %q", s, n)
 			}
+		}
+	})
+}
+
+// gettyCase is a kernel command line and assumed virtualization for the
+// model, and the machine the real systemd-getty-generator sees for them:
+// /sys/class/tty/console/active as the kernel writes it, and the tty
+// devices under /dev (opened by verify_tty, or only checked to exist).
+type gettyCase struct {
+	cmdline, virt string
+	active        string
+	devs          []string
+}
+
+// gettyCases state the model's assumptions about the kernel: one
+// registered console per driver (the first console= naming it), the
+// virtual terminals listed but skipped, Xen's hvc0.
+var gettyCases = []gettyCase{
+	{cmdline: "", active: "tty0"},
+	{cmdline: "ro console=ttyS0,115200n8", active: "ttyS0", devs: []string{"ttyS0"}},
+	{cmdline: "console=tty0 console=ttyS0,115200 earlyprintk=ttyS0,115200", active: "tty0 ttyS0", devs: []string{"ttyS0"}},
+	{cmdline: "console=ttyS0 console=ttyS1", active: "ttyS0", devs: []string{"ttyS0", "ttyS1"}},
+	{cmdline: "console=ttyS1 console=tty1 console=ttyS0", active: "ttyS1 tty1", devs: []string{"ttyS0", "ttyS1"}},
+	{cmdline: "console=hvc0", virt: "xen", active: "hvc0", devs: []string{"hvc0"}},
+	{cmdline: "console=tty0", virt: "xen", active: "tty0", devs: []string{"hvc0"}},
+	{cmdline: "console=tty0", virt: "kvm", active: "tty0"},
+	{cmdline: "systemd.getty_auto=0 console=ttyS0", virt: "xen", active: "ttyS0", devs: []string{"ttyS0", "hvc0"}},
+	{cmdline: "systemd.getty-auto=no systemd.getty_auto console=ttyS0", active: "ttyS0", devs: []string{"ttyS0"}},
+	{cmdline: "systemd.getty_auto=bogus console=ttyS0", active: "ttyS0", devs: []string{"ttyS0"}},
+	{cmdline: "rd.systemd.getty_auto=0 console=ttyAMA0,115200 console=tty1", active: "ttyAMA0 tty1", devs: []string{"ttyAMA0"}},
+	{cmdline: "console=0,9600", active: "ttyS0", devs: []string{"ttyS0"}},
+	{cmdline: "console=ttyS", active: "ttyS0", devs: []string{"ttyS0"}},
+	{cmdline: "console=ttyS0 console=ttyS0,9600 \"console=hvc1\"", active: "ttyS0 hvc1", devs: []string{"ttyS0", "hvc1"}},
+	{cmdline: "console=ttyS0 -- console=ttyS1 systemd.getty_auto=0", active: "ttyS0", devs: []string{"ttyS0"}},
+	{cmdline: "console=null console=lp0 console=netcon0", active: ""},
+	{cmdline: "console=uart8250,io,0x3f8,115200", active: ""},
+}
+
+// TestOracleGetty runs the real systemd-getty-generator of each version
+// as PID 1 of a new PID namespace with $container empty (detect_container:
+// no container, whatever the test host is), with each case's kernel
+// consoles and devices, and compares the links it writes with the
+// model's.
+func TestOracleGetty(t *testing.T) {
+	// In the chroot: a /sys and /dev of the case's own, a devpts for the
+	// tty devices (each a ptmx node: it opens as a terminal).
+	const script = `set -e
+active=$1 devs=$2 cmdline=$3
+mount -t tmpfs tmpfs /sys
+mkdir -p /sys/class/tty/console
+printf '%s\n' "$active" > /sys/class/tty/console/active
+mount -t tmpfs tmpfs /dev
+mknod /dev/null c 1 3
+mkdir /dev/pts
+mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
+for d in $devs; do mkdir -p "$(dirname "/dev/$d")"; mknod "/dev/$d" c 5 2; done
+exec unshare --pid --fork env -i container= SYSTEMD_PROC_CMDLINE="$cmdline" SYSTEMD_LOG_LEVEL=debug \
+	/lib/systemd/system-generators/systemd-getty-generator ` + systemdtest.TreeMount + `/normal ` + systemdtest.TreeMount + `/early ` + systemdtest.TreeMount + `/late`
+	for _, sd := range systemdtest.Versions() {
+		fsys := sd.View(t, "")
+		for i, c := range gettyCases {
+			t.Run(fmt.Sprintf("%s/%02d", sd.Name(), i), func(t *testing.T) {
+				t.Parallel()
+				tree := t.TempDir()
+				for _, d := range []string{"normal", "early", "late"} {
+					require.NoError(t, os.Mkdir(filepath.Join(tree, d), 0o755))
+				}
+				o := sd.Run(t, tree, "sh", "-c", script, "sh", c.active, strings.Join(c.devs, " "), c.cmdline)
+				t.Logf("%q: exit %d\n%s%s", c.cmdline, o.ExitCode(), o.Stderr, o.Stdout)
+				require.NoError(t, o.Err)
+				if !strings.Contains(string(o.Stderr), "Disabled, exiting.") {
+					require.Contains(t, string(o.Stderr), "Found container virtualization none")
+				}
+				want := walkGenFiles(t, tree)
+				out := newGenOut()
+				for d := range genDirNames {
+					out.mkdirAll(d)
+				}
+				exe := generatorPath(fsys, gettyGeneratorName)
+				require.NotEmpty(t, exe)
+				genGetty(genRun{fsys: fsys, out: out, exe: exe, version: sd.Version, cmdline: c.cmdline, virt: c.virt})
+				assert.Equal(t, want, genOutFiles(out), "%q on %q", c.cmdline, c.virt)
+			})
+		}
+	}
+}
+
+// TestKernelConsoles checks the kernel's parameter split and console
+// names on the forms it meets.
+func TestKernelConsoles(t *testing.T) {
+	assert.Equal(t, []string{"a", "b=c d", "e=f", "g"}, kernelParams(` a b="c d" "e=f" "g" -- x=y`))
+	assert.Equal(t, []string{"h=i --  x"}, kernelParams(`h="i --  x`))
+	assert.Equal(t, []string{"x=a\"b"}, kernelParams(`x="a"b"`))
+	assert.Equal(t, []string{"ttyS0", "hvc0", "ttyAMA1"},
+		kernelConsoles("console=tty0 console=ttyS0,115200 console=hvc0 console=ttyS1 console=ttyAMA1 console=x:0.0 console=brl,ttyS2 console=ttyS99999"))
+	assert.Empty(t, kernelConsoles("console=tty1 console="+strings.Repeat("t", 20)+"0"))
+	// MAX_CMDLINECONSOLES: the ninth distinct console is not registered.
+	assert.Equal(t, []string{"ttyA0", "ttyB0", "ttyC0", "ttyD0", "ttyE0", "ttyF0", "ttyG0", "ttyH0"},
+		kernelConsoles("console=ttyA console=ttyB console=ttyC console=ttyD console=ttyE console=ttyF console=ttyG console=ttyH console=ttyI"))
+}
+
+// TestGettyBoot: on a Debian root, the serial consoles of the command line
+// and Xen's hvc0 start a getty at boot (getty.target is wanted by
+// multi-user.target), unless systemd.getty_auto=no.
+func TestGettyBoot(t *testing.T) {
+	for _, sd := range systemdtest.Versions() {
+		fsys := sd.View(t, "")
+		boot := func(cmdline, virt string) *Boot {
+			g, err := LoadWith(fsys, sd.Version, Options{CmdLine: cmdline, CmdLineSet: true, Virtualization: virt})
+			require.NoError(t, err)
+			b := g.Boot()
+			require.NoError(t, b.Err)
+			return b
+		}
+		b := boot("console=tty0 console=ttyS0,115200n8", "xen")
+		assert.True(t, b.StartsAtBoot("serial-getty@ttyS0.service"), "systemd %d", sd.Version)
+		assert.True(t, b.StartsAtBoot("serial-getty@hvc0.service"), "systemd %d", sd.Version)
+		assert.False(t, b.StartsAtBoot("serial-getty@tty0.service"), "systemd %d", sd.Version)
+		b = boot("console=ttyS0 systemd.getty_auto=no", "xen")
+		assert.False(t, b.StartsAtBoot("serial-getty@ttyS0.service"), "systemd %d", sd.Version)
+		assert.False(t, b.StartsAtBoot("serial-getty@hvc0.service"), "systemd %d", sd.Version)
+		b = boot("quiet", "")
+		assert.False(t, b.StartsAtBoot("serial-getty@hvc0.service"), "systemd %d", sd.Version)
+	}
+}
+
+// FuzzKernelConsoles: the kernel's parameter split and console names never
+// panic, give no parameter longer than the line, and at most
+// maxCmdlineConsoles serial consoles, each once.
+func FuzzKernelConsoles(f *testing.F) {
+	for _, c := range gettyCases {
+		f.Add(c.cmdline)
+	}
+	f.Add(`"console=ttyS0" x="a b" "y -- console=0`)
+	f.Fuzz(func(t *testing.T, cmdline string) {
+		if len(cmdline) > 8<<10 {
+			return
+		}
+		for _, p := range kernelParams(cmdline) {
+			if len(p) > len(cmdline) || p == "--" {
+				t.Fatalf("%q: parameter %q", cmdline, p)
+			}
+		}
+		cons := kernelConsoles(cmdline)
+		if len(cons) > maxCmdlineConsoles || len(slices.Compact(slices.Sorted(slices.Values(cons)))) != len(cons) {
+			t.Fatalf("%q: consoles %q", cmdline, cons)
 		}
 	})
 }

@@ -34,12 +34,19 @@
 //
 //   - Generators other than systemd-sysv-generator,
 //     systemd-fstab-generator, systemd-ssh-generator and the generators
-//     of pkggen.go, sdgen.go and cmdgen.go. Their output depends on the running
-//     machine (getty on the console, the cloud data source for
+//     of pkggen.go, sdgen.go, cmdgen.go and gettygen.go. Their output
+//     depends on the running machine (the cloud data source for
 //     cloud-init, gpt-auto's partitions); on the Debian roots they add no
-//     start job. Of systemd-ssh-generator only the local AF_UNIX listener
-//     is run: its AF_VSOCK listener (when the machine has a vsock
-//     device), a container's unix-export socket and the listeners of
+//     start job. systemd-getty-generator runs with the consoles the model
+//     assumes the kernel registers from the command line's console=
+//     words (the first per serial driver, the machine having the device;
+//     none from the firmware) and, of the virtualizer consoles, a Xen
+//     guest's hvc0 (--assume virtualization=xen), none for any other or
+//     an unknown machine (gettygen.go); $SYSTEMD_GETTY_AUTO and the
+//     getty.ttys.* credentials are assumed unset. Of
+//     systemd-ssh-generator only the local AF_UNIX listener is run: its
+//     AF_VSOCK listener (when the machine has a vsock device), a
+//     container's unix-export socket and the listeners of
 //     systemd.ssh_listen= and the ssh.listen credential are left out.
 //     nfs-server-generator is not run either: it
 //     gives nfs-server.service RequiresMountsFor= the paths of
@@ -282,6 +289,10 @@ type Options struct {
 	// (condition.BootCmdLine).
 	CmdLine    string
 	CmdLineSet bool
+	// Virtualization is the machine's, as detect_virtualization names it
+	// (--assume virtualization=), "" when unknown: systemd-getty-generator
+	// reads it for the virtualizer consoles.
+	Virtualization string
 }
 
 // LoadWith is Load for a boot with opts.
@@ -297,7 +308,7 @@ func LoadWith(fsys *rootfs.FS, sdVersion int, opts Options) (*Graph, error) {
 	if !opts.CmdLineSet {
 		cmdline = condition.BootCmdLine(fsys)
 	}
-	gen := runGenerators(rootfs.New(atBoot{src: fsys.Raw(), run: newGenOut()}), sdVersion, cmdline)
+	gen := runGenerators(rootfs.New(atBoot{src: fsys.Raw(), run: newGenOut()}), sdVersion, cmdline, opts.Virtualization)
 	img := rootfs.New(atBoot{src: fsys.Raw(), run: gen})
 	g, err := loadGraph(img, sdVersion, unit.SearchPathOf(sdVersion))
 	if err != nil {

@@ -21,8 +21,10 @@ import (
 // command line its boot loader passes, for a boot on a virtual machine or
 // bare metal, and so are systemd-debug-generator and
 // systemd-run-generator (cmdgen.go), which write what the command line
-// asks for. Generators whose output depends on the running machine
-// (getty, cloud-init, gpt-auto, ...) are not run.
+// asks for, and systemd-getty-generator (gettygen.go), for the consoles
+// the command line names and the assumed virtualization's. Generators
+// whose output depends on the running machine alone (cloud-init,
+// gpt-auto, ...) are not run.
 
 // pkgGenerator is one ported generator: its executable's name and its run.
 type pkgGenerator struct {
@@ -47,6 +49,7 @@ var pkgGenerators = []pkgGenerator{
 	{"systemd-system-update-generator", genSystemUpdate},
 	{debugGeneratorName, genDebug},
 	{runGeneratorName, genRunCmd},
+	{gettyGeneratorName, genGetty},
 }
 
 // genRun is one generator's run: the image as generators see it at boot
@@ -58,14 +61,17 @@ type genRun struct {
 	version int
 	// cmdline is the kernel command line of the boot.
 	cmdline string
+	// virt is the machine's virtualization, as detect_virtualization
+	// names it, "" when unknown.
+	virt string
 }
 
 // runGenerators runs the ported generators the image ships over fsys (the
 // image at boot, /run empty) for a boot with the kernel command line
-// cmdline and returns the tmpfs they leave at /run: empty when none ran,
+// cmdline on a machine of virtualization virt and returns the tmpfs they leave at /run: empty when none ran,
 // else with the generator directories PID 1 creates and what the
 // generators wrote.
-func runGenerators(fsys *rootfs.FS, version int, cmdline string) *genOut {
+func runGenerators(fsys *rootfs.FS, version int, cmdline, virt string) *genOut {
 	t := newGenOut()
 	ran := false
 	for _, pg := range pkgGenerators {
@@ -79,7 +85,7 @@ func runGenerators(fsys *rootfs.FS, version int, cmdline string) *genOut {
 				t.mkdirAll(d)
 			}
 		}
-		pg.run(genRun{fsys: fsys, out: t, exe: exe, version: version, cmdline: cmdline})
+		pg.run(genRun{fsys: fsys, out: t, exe: exe, version: version, cmdline: cmdline, virt: virt})
 	}
 	return t
 }

@@ -97,6 +97,9 @@ func (a Assumptions) get(key string) (string, bool) {
 	return v, ok
 }
 
+// Virtualization is the virtualization --assume states, if it does.
+func (a Assumptions) Virtualization() (string, bool) { return a.get("virtualization") }
+
 // KernelCommandLine is the kernel command line --assume states, if it
 // does.
 func (a Assumptions) KernelCommandLine() (string, bool) { return a.get("kernelcommandline") }
