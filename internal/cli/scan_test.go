@@ -947,3 +947,34 @@ func TestScanDebugShell(t *testing.T) {
 	require.NotNil(t, rep, stderr)
 	assert.Nil(t, ruleFinding(rep, "debug-shell"), "masked")
 }
+
+// TestScanDebugShellFromCmdline: systemd.debug_shell on the boot loader's
+// kernel command line starts debug-shell.service through
+// systemd-debug-generator's link, a high finding whose chain starts at
+// default.target; --assume kernel-command-line= without it has none, and
+// fix's mask stops it.
+func TestScanDebugShellFromCmdline(t *testing.T) {
+	dir := materialize(t, "dlami")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lib/systemd/system/debug-shell.service"), []byte(debugShellUnit), 0o644))
+	gen := filepath.Join(dir, "lib/systemd/system-generators/systemd-debug-generator")
+	require.NoError(t, os.MkdirAll(filepath.Dir(gen), 0o755))
+	require.NoError(t, os.WriteFile(gen, []byte("\x7fELF\x00/dev/tty9\x00/dev/null\x00"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/kernel"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/kernel/cmdline"), []byte("ro quiet systemd.debug_shell\n"), 0o644))
+	code, rep, stderr := scanJSON(t, dir)
+	require.Equal(t, ExitFindings, code, stderr)
+	f := ruleFinding(rep, "debug-shell")
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	assert.Equal(t, finding.High, f.Severity)
+	assert.Equal(t, "debug-shell.service", f.Unit)
+
+	_, rep, stderr = scanJSON(t, "--assume", "kernel-command-line=ro quiet", dir)
+	require.NotNil(t, rep, stderr)
+	assert.Nil(t, ruleFinding(rep, "debug-shell"), "not on the assumed command line")
+
+	code, out, stderr := runCLI(t, "fix", dir)
+	require.Equal(t, ExitOK, code, "%s\n%s", out, stderr)
+	_, rep, stderr = scanJSON(t, dir)
+	require.NotNil(t, rep, stderr)
+	assert.Nil(t, ruleFinding(rep, "debug-shell"), "masked")
+}
