@@ -57,6 +57,12 @@ type Partition struct {
 	Type string
 	// Name is the GPT partition name ("" for MBR).
 	Name string
+	// UUID is the partition's PARTUUID as udev and blkid spell it (its
+	// /dev/disk/by-partuuid link): a GPT entry's unique GUID in lower
+	// case, or for MBR the disk signature and the partition number,
+	// "SSSSSSSS-NN" in lower-case hex ("" when the MBR's signature is 0,
+	// which blkid leaves without one).
+	UUID string
 }
 
 // Table is a disk's partition table.
@@ -141,7 +147,7 @@ func ReadWith(r io.ReaderAt, size int64, check *integrity.Checker) (*Table, erro
 			return readGPT(r, size, check)
 		}
 	}
-	return readMBR(r, size, entries)
+	return readMBR(r, size, entries, binary.LittleEndian.Uint32(mbr[440:]))
 }
 
 type mbrEntry struct {
@@ -173,7 +179,10 @@ func mbrEntries(b []byte) ([4]mbrEntry, bool) {
 
 func isExtended(typ byte) bool { return typ == 0x05 || typ == 0x0F || typ == 0x85 }
 
-func readMBR(r io.ReaderAt, size int64, entries [4]mbrEntry) (*Table, error) {
+// readMBR reads an MBR's partitions; signature is the disk signature at
+// byte 440, which names them in PARTUUIDs (blkid's dos_partlist does so:
+// "%08x-%02x" of the signature and the partition number).
+func readMBR(r io.ReaderAt, size int64, entries [4]mbrEntry, signature uint32) (*Table, error) {
 	t := &Table{Scheme: MBR}
 	add := func(n int, start, length int64, typ byte) error {
 		if length == 0 {
@@ -182,7 +191,11 @@ func readMBR(r io.ReaderAt, size int64, entries [4]mbrEntry) (*Table, error) {
 		if start <= 0 || start+length > size {
 			return corruptf("MBR partition %d (bytes %d..%d) lies outside the disk (%d bytes)", n, start, start+length, size)
 		}
-		t.Partitions = append(t.Partitions, Partition{Number: n, Start: start, Size: length, Type: fmt.Sprintf("0x%02X", typ)})
+		uuid := ""
+		if signature != 0 {
+			uuid = fmt.Sprintf("%08x-%02x", signature, n)
+		}
+		t.Partitions = append(t.Partitions, Partition{Number: n, Start: start, Size: length, Type: fmt.Sprintf("0x%02X", typ), UUID: uuid})
 		return nil
 	}
 	var ext *mbrEntry
@@ -376,7 +389,7 @@ func readGPTAt(r io.ReaderAt, size, sector, lba int64, ignoreCRC bool) (*Table, 
 		name := strings.TrimRight(string(utf16.Decode(u)), "\x00")
 		t.Partitions = append(t.Partitions, Partition{
 			Number: int(i + 1), Start: first * sector, Size: (last - first + 1) * sector,
-			Type: guidString(e[:16]), Name: name,
+			Type: guidString(e[:16]), Name: name, UUID: strings.ToLower(guidString(e[16:32])),
 		})
 	}
 	return t, alt, nil

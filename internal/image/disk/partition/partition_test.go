@@ -59,6 +59,8 @@ func runStdin(t testing.TB, stdin string, name string, args ...string) {
 func sfdiskTable(t *testing.T, p string) []partition.Partition {
 	var out struct {
 		Partitiontable struct {
+			Label      string
+			ID         string
 			Sectorsize int64
 			Partitions []struct {
 				Node  string
@@ -66,6 +68,7 @@ func sfdiskTable(t *testing.T, p string) []partition.Partition {
 				Size  int64
 				Type  string
 				Name  string
+				UUID  string
 			}
 		}
 	}
@@ -82,7 +85,16 @@ func sfdiskTable(t *testing.T, p string) []partition.Partition {
 			require.NoError(t, err)
 			typ = fmt.Sprintf("0x%02X", v)
 		}
-		ps = append(ps, partition.Partition{Number: n, Start: q.Start * 512, Size: q.Size * 512, Type: typ, Name: q.Name})
+		// A GPT entry's unique GUID, or the MBR signature and number, as
+		// udev's by-partuuid link spells them (blkid: lower case).
+		uuid := strings.ToLower(q.UUID)
+		if out.Partitiontable.Label == "dos" {
+			var sig uint32
+			_, err := fmt.Sscanf(out.Partitiontable.ID, "0x%x", &sig)
+			require.NoError(t, err)
+			uuid = fmt.Sprintf("%08x-%02x", sig, n)
+		}
+		ps = append(ps, partition.Partition{Number: n, Start: q.Start * 512, Size: q.Size * 512, Type: typ, Name: q.Name, UUID: uuid})
 	}
 	return ps
 }
