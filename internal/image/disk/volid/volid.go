@@ -1,0 +1,323 @@
+// Package volid reads the identity of the filesystem on a volume (a
+// partition, a logical volume, a whole disk): its type, UUID and label, as
+// udev's blkid builtin reports them and names the /dev/disk/by-uuid and
+// /dev/disk/by-label links after them. It reads the superblocks only, in
+// one bounded read (and, for FAT, one more of its root directory), and
+// treats every byte as hostile: a superblock it cannot make sense of is no
+// filesystem it recognises, never a panic.
+//
+// It follows util-linux's libblkid probes (superblocks/ext.c, xfs.c,
+// swap.c, btrfs.c, vfat.c) for the fields udev uses, not for every check
+// they make: a volume volid names is one blkid names the same way.
+package volid
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// window is how much of a volume's start Read reads: up to the end of a
+// btrfs superblock (64 KiB in, 4 KiB long), which covers every other
+// superblock and the swap signature for pages up to 64 KiB.
+const window = 0x10000 + 0x1000
+
+// maxFATDir bounds the FAT root directory read for the volume label.
+const maxFATDir = 64 << 10
+
+// ID is a filesystem's identity.
+type ID struct {
+	// Type is blkid's name for the filesystem ("ext4", "xfs", "vfat",
+	// "swap", "btrfs"); "" when volid recognises none.
+	Type string
+	// UUID is the filesystem's UUID as udev names its by-uuid link
+	// (lower-case 8-4-4-4-12 hex; FAT's volume id as "XXXX-XXXX"); ""
+	// when it has none.
+	UUID string
+	// Label is the filesystem's label as blkid reads it (up to its first
+	// NUL, trailing white space cut); "" when it has none. LabelLink is
+	// how udev names its by-label link.
+	Label string
+	// LabelUnread is set when the label lies where volid does not read (a
+	// FAT root directory past its bound): the filesystem may have one.
+	LabelUnread bool
+	// Blank reports a volume whose first bytes are all zero: nothing was
+	// ever written to it (Type is then "").
+	Blank bool
+}
+
+// Read reads the identity of the filesystem on the volume r of size
+// bytes. A volume holding no filesystem volid recognises yields an ID
+// whose Type is ""; an error is a failed read, not a strange volume.
+func Read(r io.ReaderAt, size int64) (ID, error) {
+	n := min(max(size, 0), window)
+	b := make([]byte, n)
+	if got, err := r.ReadAt(b, 0); got < len(b) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return ID{}, fmt.Errorf("read superblocks: %w", err)
+	}
+	switch {
+	case isExt(b):
+		return ext(b), nil
+	case isXFS(b):
+		return xfs(b), nil
+	case isBtrfs(b):
+		return btrfs(b), nil
+	case swapPage(b) > 0:
+		return swap(b), nil
+	case isFAT(b):
+		return fat(r, size, b)
+	}
+	for _, c := range b {
+		if c != 0 {
+			return ID{}, nil
+		}
+	}
+	return ID{Blank: true}, nil
+}
+
+var le = binary.LittleEndian
+
+// uuid formats 16 bytes as blkid_unparse_uuid does; "" for all zeros
+// (blkid_uuid_is_empty: no UUID).
+func uuid(b []byte) string {
+	if allZero(b) {
+		return ""
+	}
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// label is blkid_probe_set_label: the bytes up to the first NUL, trailing
+// white space cut (blkid_rtrim_whitespace).
+func label(b []byte) string {
+	if i := strings.IndexByte(string(b), 0); i >= 0 {
+		b = b[:i]
+	}
+	return strings.TrimRight(string(b), " \t\n\r\v\f")
+}
+
+// ext2/3/4: struct ext2_super_block at 1024 (superblocks/ext.c).
+const (
+	extSB         = 1024
+	extHasJournal = 0x4 // s_feature_compat
+	extJournalDev = 0x8 // s_feature_incompat
+	// The features ext3 supports (EXT3_FEATURE_RO_COMPAT_SUPP: sparse
+	// super, large file, btree dir; EXT3_FEATURE_INCOMPAT_SUPP: filetype,
+	// recover, meta_bg): any other makes blkid call it ext4.
+	ext3RoCompat = 0x7
+	ext3Incompat = 0x16
+)
+
+func isExt(b []byte) bool {
+	return len(b) >= extSB+0x100 && le.Uint16(b[extSB+0x38:]) == 0xEF53
+}
+
+// ext follows probe_ext2/3/4: a journal device is "jbd", a journal makes
+// ext3, features ext3 lacks make ext4.
+func ext(b []byte) ID {
+	sb := b[extSB:]
+	compat, incompat, roCompat := le.Uint32(sb[0x5C:]), le.Uint32(sb[0x60:]), le.Uint32(sb[0x64:])
+	typ := "ext2"
+	switch {
+	case incompat&extJournalDev != 0:
+		typ = "jbd"
+	case incompat&^ext3Incompat != 0 || roCompat&^ext3RoCompat != 0:
+		typ = "ext4"
+	case compat&extHasJournal != 0:
+		typ = "ext3"
+	}
+	return ID{Type: typ, UUID: uuid(sb[0x68:0x78]), Label: label(sb[0x78:0x88])}
+}
+
+// xfs: struct xfs_super_block at 0 (superblocks/xfs.c): sb_uuid (not
+// sb_meta_uuid) and sb_fname.
+func isXFS(b []byte) bool { return len(b) >= 0x78 && string(b[:4]) == "XFSB" }
+
+func xfs(b []byte) ID {
+	return ID{Type: "xfs", UUID: uuid(b[0x20:0x30]), Label: label(b[0x6C:0x78])}
+}
+
+// btrfs: struct btrfs_super_block at 64 KiB (superblocks/btrfs.c): fsid
+// and label.
+const btrfsSB = 0x10000
+
+func isBtrfs(b []byte) bool {
+	return len(b) >= btrfsSB+0x12B+256 && string(b[btrfsSB+0x40:btrfsSB+0x48]) == "_BHRfS_M"
+}
+
+func btrfs(b []byte) ID {
+	sb := b[btrfsSB:]
+	return ID{Type: "btrfs", UUID: uuid(sb[0x20:0x30]), Label: label(sb[0x12B : 0x12B+256])}
+}
+
+// swap: the signature ends the first page, of 4 to 64 KiB
+// (superblocks/swap.c); version 1's header (swap_header_v1_2, after the
+// 1 KiB boot block) holds the UUID and label.
+func swapPage(b []byte) int {
+	for page := 4096; page <= 65536 && page <= len(b); page *= 2 {
+		if s := string(b[page-10 : page]); s == "SWAPSPACE2" || s == "SWAP-SPACE" || s == "S1SUSPEND" {
+			return page
+		}
+	}
+	return 0
+}
+
+func swap(b []byte) ID {
+	page := swapPage(b)
+	id := ID{Type: "swap"}
+	if string(b[page-10:page]) == "SWAP-SPACE" {
+		return id // version 0: no UUID, no label
+	}
+	if le.Uint32(b[1024:]) != 1 && binary.BigEndian.Uint32(b[1024:]) != 1 {
+		return ID{} // swap_get_info: only version 1 is a swap area blkid names
+	}
+	id.UUID, id.Label = uuid(b[1024+12:1024+28]), label(b[1024+28:1024+44])
+	return id
+}
+
+// FAT: the boot sector (superblocks/vfat.c). FAT32 keeps its volume id
+// and boot-sector label at 67 and 71, FAT12/16 at 39 and 43.
+func isFAT(b []byte) bool {
+	if len(b) < 512 || b[510] != 0x55 || b[511] != 0xAA {
+		return false
+	}
+	return string(b[82:90]) == "FAT32   " || string(b[54:62]) == "FAT16   " || string(b[54:62]) == "FAT12   "
+}
+
+// fat names the volume id as blkid does ("%02X%02X-%02X%02X" of its bytes
+// from the last) and takes the label from the root directory's volume
+// label entry, as blkid does since util-linux 2.23 (the boot sector's
+// copy is LABEL_FATBOOT, which udev does not link); "NO NAME" is none.
+func fat(r io.ReaderAt, size int64, b []byte) (ID, error) {
+	fat32 := string(b[82:90]) == "FAT32   "
+	idAt := 39
+	if fat32 {
+		idAt = 67
+	}
+	id := ID{Type: "vfat"}
+	v := b[idAt : idAt+4]
+	id.UUID = fmt.Sprintf("%02X%02X-%02X%02X", v[3], v[2], v[1], v[0])
+	sector := int64(le.Uint16(b[11:]))
+	perCluster := int64(b[13])
+	reserved := int64(le.Uint16(b[14:]))
+	fats := int64(b[16])
+	rootEntries := int64(le.Uint16(b[17:]))
+	fatSize := int64(le.Uint16(b[22:]))
+	if fat32 {
+		fatSize = int64(le.Uint32(b[36:]))
+	}
+	if sector < 512 || sector > 4096 || sector&(sector-1) != 0 || perCluster == 0 || fats == 0 {
+		id.LabelUnread = true
+		return id, nil
+	}
+	var dirAt, dirLen int64
+	if fat32 {
+		cluster := int64(le.Uint32(b[44:]))
+		if cluster < 2 {
+			id.LabelUnread = true
+			return id, nil
+		}
+		dirAt = (reserved+fats*fatSize)*sector + (cluster-2)*perCluster*sector
+		dirLen = perCluster * sector
+	} else {
+		dirAt = (reserved + fats*fatSize) * sector
+		dirLen = rootEntries * 32
+	}
+	complete := dirLen <= maxFATDir
+	dirLen = min(dirLen, maxFATDir)
+	if dirAt <= 0 || dirLen <= 0 || dirAt > size-dirLen {
+		id.LabelUnread = true
+		return id, nil
+	}
+	dir := make([]byte, dirLen)
+	if n, err := r.ReadAt(dir, dirAt); n < len(dir) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return ID{}, fmt.Errorf("read FAT root directory: %w", err)
+	}
+	lbl, found, ended := fatLabel(dir)
+	switch {
+	case found:
+		id.Label = lbl
+	case !ended && (fat32 || !complete):
+		// The directory goes on past what was read (a FAT32 root spans
+		// clusters the FAT chains): the label may be further.
+		id.LabelUnread = true
+	}
+	return id, nil
+}
+
+// fatLabel finds the volume label entry of a directory (search_fat_label:
+// attribute volume id, not a long name, not deleted); ended reports the
+// end-of-directory entry was met first.
+func fatLabel(dir []byte) (lbl string, found, ended bool) {
+	for i := 0; i+32 <= len(dir); i += 32 {
+		e := dir[i : i+32]
+		if e[0] == 0 {
+			return "", false, true
+		}
+		if e[0] == 0xE5 {
+			continue
+		}
+		const attrLongName, attrVolume, attrDir = 0x0F, 0x08, 0x10
+		if e[11]&attrLongName == attrLongName || e[11]&(attrVolume|attrDir) != attrVolume ||
+			le.Uint16(e[20:]) != 0 || le.Uint16(e[26:]) != 0 {
+			continue // a long name, a file, or an entry with clusters
+		}
+		n := make([]byte, 11)
+		copy(n, e[:11])
+		if n[0] == 0x05 {
+			n[0] = 0xE5
+		}
+		if string(n) == "NO NAME    " {
+			return "", true, false
+		}
+		return label(n), true, false
+	}
+	return "", false, false
+}
+
+// Encode is how udev names a by-uuid or by-label link after a value
+// (blkid_encode_string, as encode_devnode_name): whole valid UTF-8
+// characters of two bytes or more and ASCII letters, digits and "#+-.:=@_"
+// are kept, every other byte, a backslash included, becomes \xNN.
+func Encode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if s[i] >= utf8.RuneSelf {
+			if r, n := utf8.DecodeRuneInString(s[i:]); n > 1 && unicharValid(r) {
+				b.WriteString(s[i : i+n])
+				i += n
+				continue
+			}
+		}
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("#+-.:=@_", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "\\x%02x", c)
+		}
+		i++
+	}
+	return b.String()
+}
+
+// unicharValid is unichar_is_valid: not a surrogate, not a non-character.
+func unicharValid(r rune) bool {
+	return r < 0x110000 && (r < 0xD800 || r > 0xDFFF) && (r < 0xFDD0 || r > 0xFDEF) && r&0xFFFE != 0xFFFE
+}

@@ -1,0 +1,193 @@
+package volid_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/disk/volid"
+	"github.com/amilint/amilint/internal/image/disktest"
+)
+
+// blkid is what `blkid -p` (low-level probing, no cache) says of the
+// filesystem in the file img: its TYPE, UUID, LABEL and LABEL_ENC, the
+// values udev's blkid builtin sets and names the links after.
+func blkid(t *testing.T, img string) map[string]string {
+	t.Helper()
+	out := disktest.Run(t, "blkid", "-p", "-o", "udev", img)
+	kv := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		k, v, ok := strings.Cut(l, "=")
+		if ok {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+func read(t *testing.T, img string) volid.ID {
+	t.Helper()
+	f, err := os.Open(img)
+	require.NoError(t, err)
+	defer f.Close()
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	id, err := volid.Read(f, fi.Size())
+	require.NoError(t, err)
+	return id
+}
+
+// fatImage writes a FAT16 or FAT32 boot sector and a root directory whose
+// first entry is the volume label, as mkfs.fat -n lays them out.
+func fatImage(t *testing.T, fat32 bool, serial uint32, bootLabel, dirLabel string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fat.img")
+	require.NoError(t, os.WriteFile(p, fatBytes(4<<20, fat32, serial, bootLabel, dirLabel), 0o644))
+	return p
+}
+
+// fatBytes is fatImage's volume of size bytes.
+func fatBytes(size int, fat32 bool, serial uint32, bootLabel, dirLabel string) []byte {
+	b := make([]byte, size)
+	le := binary.LittleEndian
+	copy(b[0:], "\xEB\x3C\x90mkfs.fat")
+	le.PutUint16(b[11:], 512)
+	b[13] = 4 // sectors a cluster
+	le.PutUint16(b[14:], 4)
+	b[16] = 2
+	b[21] = 0xF8
+	le.PutUint16(b[24:], 32)
+	le.PutUint16(b[26:], 64)
+	var dirAt int
+	if fat32 {
+		le.PutUint32(b[32:], uint32(len(b)/512))
+		le.PutUint32(b[36:], 16) // sectors a FAT
+		le.PutUint32(b[44:], 2)  // root cluster
+		b[66] = 0x29
+		le.PutUint32(b[67:], serial)
+		copy(b[71:82], bootLabel+strings.Repeat(" ", 11-len(bootLabel)))
+		copy(b[82:], "FAT32   ")
+		dirAt = (4 + 2*16) * 512
+	} else {
+		le.PutUint16(b[17:], 512) // root entries
+		le.PutUint16(b[19:], uint16(len(b)/512))
+		le.PutUint16(b[22:], 16)
+		b[38] = 0x29
+		le.PutUint32(b[39:], serial)
+		copy(b[43:54], bootLabel+strings.Repeat(" ", 11-len(bootLabel)))
+		copy(b[54:], "FAT16   ")
+		dirAt = (4 + 2*16) * 512
+	}
+	b[510], b[511] = 0x55, 0xAA
+	b[4*512], b[4*512+1], b[4*512+2] = 0xF8, 0xFF, 0xFF
+	if dirLabel != "" {
+		copy(b[dirAt:dirAt+11], dirLabel+strings.Repeat(" ", 11-len(dirLabel)))
+		b[dirAt+11] = 0x08
+	}
+	return b
+}
+
+// TestMatchesBlkid reads filesystems the standard tools made and checks
+// each identity against blkid's, and the link name against its LABEL_ENC.
+func TestMatchesBlkid(t *testing.T) {
+	tree := disktest.Tree(t)
+	mk := func(name string, args ...string) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "fs.img")
+			disktest.Run(t, "truncate", "-s", "64M", p)
+			disktest.Run(t, name, append(args, p)...)
+			return p
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T) string
+	}{
+		{"ext4 with a label", mk("mke2fs", "-q", "-F", "-t", "ext4", "-L", "cloudimg-rootfs", "-d", tree)},
+		{"ext4 with spaces and a backslash", mk("mke2fs", "-q", "-F", "-t", "ext4", "-L", `my data\1`)},
+		{"ext4 with UTF-8", mk("mke2fs", "-q", "-F", "-t", "ext4", "-L", "données")},
+		{"ext4 without a label", mk("mke2fs", "-q", "-F", "-t", "ext4")},
+		{"ext3", mk("mke2fs", "-q", "-F", "-t", "ext3", "-L", "old")},
+		{"ext2", mk("mke2fs", "-q", "-F", "-t", "ext2")},
+		{"swap", mk("mkswap", "-L", "swap space")},
+		{"swap without a label", mk("mkswap")},
+		{"xfs", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "fs.img")
+			disktest.Run(t, "truncate", "-s", "300M", p)
+			disktest.Run(t, "mkfs.xfs", "-q", "-f", "-L", "data", p)
+			return p
+		}},
+		{"fat32", func(t *testing.T) string { return fatImage(t, true, 0x1A2B3C4D, "BOOTSECT", "EFI SYS") }},
+		{"fat32 named only in its boot sector", func(t *testing.T) string { return fatImage(t, true, 0xDEADBEEF, "BOOTSECT", "") }},
+		{"fat16", func(t *testing.T) string { return fatImage(t, false, 0x00C0FFEE, "NO NAME", "ESP") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			img := tc.make(t)
+			want := blkid(t, img)
+			got := read(t, img)
+			assert.Equal(t, want["ID_FS_TYPE"], got.Type)
+			assert.Equal(t, want["ID_FS_UUID_ENC"], got.UUID)
+			assert.Equal(t, want["ID_FS_LABEL_ENC"], volid.Encode(got.Label))
+			assert.False(t, got.LabelUnread)
+		})
+	}
+}
+
+func TestBlankAndUnknown(t *testing.T) {
+	id, err := volid.Read(bytes.NewReader(make([]byte, 1<<20)), 1<<20)
+	require.NoError(t, err)
+	assert.Equal(t, volid.ID{Blank: true}, id)
+	b := make([]byte, 1<<20)
+	copy(b[4096:], "something else")
+	id, err = volid.Read(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	assert.Equal(t, volid.ID{}, id)
+	// A read that comes short is an error, not a strange volume.
+	_, err = volid.Read(bytes.NewReader(b[:100]), 1<<20)
+	require.Error(t, err)
+}
+
+func TestEncode(t *testing.T) {
+	for in, want := range map[string]string{
+		"cloudimg-rootfs": "cloudimg-rootfs",
+		"my data":         `my\x20data`,
+		`a\b`:             `a\x5cb`,
+		"a/b":             `a\x2fb`,
+		"données":         "données",
+		"\xff":            `\xff`,
+	} {
+		assert.Equal(t, want, volid.Encode(in), in)
+	}
+}
+
+// FuzzRead runs the superblock parsers on arbitrary volumes, seeded with
+// the start of each filesystem the tests build: never a panic, and a
+// UUID and label udev could name a link after.
+func FuzzRead(f *testing.F) {
+	for _, seed := range []string{"ext4", "xfs", "swap"} {
+		b, err := os.ReadFile(filepath.Join("testdata", seed+".head"))
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	// The root directory of these lies at 18 KiB.
+	f.Add(fatBytes(20<<10, true, 0x1A2B3C4D, "BOOTSECT", "EFI SYS"))
+	f.Add(fatBytes(20<<10, false, 0x00C0FFEE, "NO NAME", "ESP"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, err := volid.Read(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			return
+		}
+		if id.Type == "" && (id.UUID != "" || id.Label != "") {
+			t.Fatalf("identity without a type: %+v", id)
+		}
+		if strings.ContainsRune(id.Label, 0) {
+			t.Fatalf("label with a NUL: %q", id.Label)
+		}
+	})
+}
