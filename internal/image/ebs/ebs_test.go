@@ -167,6 +167,28 @@ func TestRootSnapshotOfAMI(t *testing.T) {
 	assert.Zero(t, srv.BadSigned)
 }
 
+// TestSnapshotsOfAMI: the AMI's other EBS volumes are listed beside its
+// root snapshot, its instance-store volumes are not.
+func TestSnapshotsOfAMI(t *testing.T) {
+	srv := &ebstest.Server{Images: map[string]ebstest.Image{
+		"ami-0abc": {RootDevice: "/dev/xvda", SnapshotID: "snap-9"},
+		"ami-0def": {RootDevice: "/dev/xvda", SnapshotID: "snap-9", Others: map[string]string{
+			"/dev/sdb": "ephemeral0", "/dev/sdf": "snap-data", "/dev/sdg": "",
+		}},
+	}}
+	url := srv.Start()
+	defer srv.Close()
+	client := ec2.NewFromConfig(config(ebstest.SecretKey), func(o *ec2.Options) { o.BaseEndpoint = aws.String(url) })
+	root, others, err := ebs.Snapshots(context.Background(), client, "ami-0abc")
+	require.NoError(t, err)
+	assert.Equal(t, "snap-9", root)
+	assert.Empty(t, others)
+	root, others, err = ebs.Snapshots(context.Background(), client, "ami-0def")
+	require.NoError(t, err)
+	assert.Equal(t, "snap-9", root)
+	assert.Equal(t, []string{"/dev/sdf snap-data", "/dev/sdg (a new empty volume)"}, others)
+}
+
 // TestConcurrentReadersFetchOnce: readers of one block at the same time
 // share one fetch.
 func TestConcurrentReadersFetchOnce(t *testing.T) {

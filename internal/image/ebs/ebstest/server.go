@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -74,6 +75,10 @@ func (s Snapshot) read(p []byte, off int64) {
 type Image struct {
 	RootDevice string
 	SnapshotID string
+	// Others are further block device mappings: device name to an EBS
+	// snapshot id, "" for a new empty EBS volume, or "ephemeralN" for an
+	// instance-store volume.
+	Others map[string]string
 }
 
 // Server is the fake. Configure it before the first request.
@@ -356,9 +361,20 @@ func (s *Server) describeImages(w http.ResponseWriter, body []byte) {
 	id := q.Get("ImageId.1")
 	var items string
 	if im, ok := s.Images[id]; ok {
+		var others strings.Builder
+		for _, dev := range slices.Sorted(maps.Keys(im.Others)) {
+			switch v := im.Others[dev]; {
+			case strings.HasPrefix(v, "ephemeral"):
+				fmt.Fprintf(&others, `<item><deviceName>%s</deviceName><virtualName>%s</virtualName></item>`, dev, v)
+			case v == "":
+				fmt.Fprintf(&others, `<item><deviceName>%s</deviceName><ebs><volumeSize>8</volumeSize></ebs></item>`, dev)
+			default:
+				fmt.Fprintf(&others, `<item><deviceName>%s</deviceName><ebs><snapshotId>%s</snapshotId><volumeSize>8</volumeSize></ebs></item>`, dev, v)
+			}
+		}
 		items = fmt.Sprintf(`<item><imageId>%s</imageId><rootDeviceName>%s</rootDeviceName><rootDeviceType>ebs</rootDeviceType>`+
-			`<blockDeviceMapping><item><deviceName>%s</deviceName><ebs><snapshotId>%s</snapshotId><volumeSize>1</volumeSize></ebs></item></blockDeviceMapping></item>`,
-			id, im.RootDevice, im.RootDevice, im.SnapshotID)
+			`<blockDeviceMapping><item><deviceName>%s</deviceName><ebs><snapshotId>%s</snapshotId><volumeSize>1</volumeSize></ebs></item>%s</blockDeviceMapping></item>`,
+			id, im.RootDevice, im.RootDevice, im.SnapshotID, others.String())
 	}
 	w.Header().Set("Content-Type", "text/xml")
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><DescribeImagesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r-1</requestId><imagesSet>%s</imagesSet></DescribeImagesResponse>`, items)
