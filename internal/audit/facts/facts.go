@@ -179,6 +179,55 @@ type Image struct {
 	// was opened to allow it (--allow-corrupt); without that a mismatch
 	// stops the audit. It is filled after everything else was read.
 	Corrupt []string `json:"corrupt,omitempty"`
+	// Disk is what the image's disk holds: every filesystem a mount can
+	// name, when the target is a disk image; absent for a directory, a
+	// tarball or a container image, whose disk amilint never sees.
+	Disk *Disk `json:"disk,omitempty"`
+}
+
+// Disk is the filesystems of a disk image target, by the names udev gives
+// them under /dev/disk.
+type Disk struct {
+	// Known reports that the target is a disk image (a raw, qcow2, vmdk,
+	// vhd(x) image, an EBS snapshot, an AMI) whose every volume was read:
+	// always true where Disk is present.
+	Known bool `json:"known"`
+	// Volumes are the disk's partitions (or the whole disk) and logical
+	// volumes, in table order.
+	Volumes []DiskVolume `json:"volumes"`
+	// OtherVolumes lists, one line each, what the machine has beside them
+	// whose filesystems are unknown: an AMI's other EBS volumes ("/dev/sdb
+	// snap-…"), a volume amilint does not recognise or could not read.
+	// While there is one, a filesystem missing from Volumes may exist.
+	OtherVolumes []string `json:"other_volumes"`
+}
+
+// DiskVolume is one volume of the disk: its filesystem's type, UUID and
+// label, and its partition's PARTUUID and PARTLABEL, each as the
+// /dev/disk/by-uuid, by-label, by-partuuid and by-partlabel link names it
+// (lower-case UUIDs, a FAT volume id as XXXX-XXXX, a label encoded as
+// udev encodes it, a space as \x20); "" for what it lacks.
+type DiskVolume struct {
+	Where     string `json:"where"`
+	Type      string `json:"type"`
+	UUID      string `json:"uuid"`
+	Label     string `json:"label"`
+	PartUUID  string `json:"partuuid"`
+	PartLabel string `json:"partlabel"`
+}
+
+// readDisk turns what the view knows of its disk into the document's (nil
+// when it knows none).
+func readDisk(d *rootfs.Disk) *Disk {
+	if d == nil {
+		return nil
+	}
+	out := &Disk{Known: true, Volumes: []DiskVolume{}, OtherVolumes: []string{}}
+	for _, v := range d.Volumes {
+		out.Volumes = append(out.Volumes, DiskVolume(v))
+	}
+	out.OtherVolumes = append(out.OtherVolumes, d.Other...)
+	return out
 }
 
 // Manager holds the system manager defaults from system.conf and its
@@ -310,6 +359,7 @@ func Build(fsys *rootfs.FS, units []UnitInput, opts Options) (*Document, error) 
 		return nil, fmt.Errorf("build facts: %w", err)
 	}
 	d.Image.Machine = opts.Machine
+	d.Image.Disk = readDisk(fsys.Disk())
 	if d.Image.Machine.CmdLines == nil {
 		d.Image.Machine.CmdLines = []condition.CmdLine{}
 	}

@@ -19,7 +19,7 @@ func (f *FS) Memo() *FS {
 	if f.memo != nil {
 		return f
 	}
-	return &FS{src: f.src, remote: f.remote, memo: &memo{
+	return &FS{src: f.src, remote: f.remote, disk: f.disk, memo: &memo{
 		lstats: map[string]memoStat{}, links: map[string]memoLink{},
 		dirs: map[string]memoDir{}, files: map[string]memoFile{},
 	}}

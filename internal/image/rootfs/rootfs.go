@@ -33,6 +33,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 )
 
 // MaxHops is the number of symbolic links one resolution may follow, as in
@@ -79,6 +80,8 @@ type FS struct {
 	memo *memo
 	// remote is set by Remote.
 	remote bool
+	// disk is set by WithDisk.
+	disk func() *Disk
 }
 
 // New returns the chroot view of src.
@@ -96,6 +99,61 @@ func (f *FS) Remote() *FS {
 
 // IsRemote reports whether f is marked as remote (see Remote).
 func (f *FS) IsRemote() bool { return f.remote }
+
+// Disk is what a disk image target knows of the filesystems on its disk:
+// every volume it has, and the volumes it boots with whose filesystems it
+// cannot know.
+type Disk struct {
+	// Volumes are the disk's partitions (or the whole disk) and logical
+	// volumes, in table order.
+	Volumes []Volume
+	// Other lists, one line each, what the image boots with whose
+	// filesystems are unknown: another EBS volume of an AMI, a volume
+	// whose contents amilint does not recognise or could not read. While
+	// there is one, a filesystem missing from Volumes may still be there.
+	Other []string
+}
+
+// Volume is one volume of a disk and the names udev gives it under
+// /dev/disk: by-uuid and by-label after its filesystem, by-partuuid and
+// by-partlabel after its partition table entry ("" for what it lacks).
+type Volume struct {
+	// Where locates it: "whole disk", "partition 2", "LV vg/root in
+	// partition 3".
+	Where string
+	// Type is the filesystem's type as blkid names it ("ext4", "vfat",
+	// "swap"); "" when the volume holds no filesystem (blank, or a
+	// partition holding an LVM physical volume).
+	Type string
+	// UUID and Label are the filesystem's, spelled as udev names the
+	// by-uuid and by-label links (a label encoded, a space as \x20).
+	UUID, Label string
+	// PartUUID and PartLabel are the partition's (GPT unique GUID and
+	// name; MBR signature and number), spelled as udev names the links.
+	PartUUID, PartLabel string
+}
+
+// WithDisk returns the view of the same source whose disk is what disk
+// returns (called once, when first asked: a caller may still be reading
+// it).
+func (f *FS) WithDisk(disk func() *Disk) *FS {
+	c := *f
+	c.disk = sync.OnceValue(disk)
+	return &c
+}
+
+// Disk returns what the view's disk image holds, or nil when the view is
+// not read from a disk image (a directory, a tarball, a container image).
+func (f *FS) Disk() *Disk {
+	if f.disk == nil {
+		return nil
+	}
+	return f.disk()
+}
+
+// With returns the view of src marked as f is (Remote, WithDisk): src is
+// another reading of the same image (ostree's /usr/etc read as /etc).
+func (f *FS) With(src Source) *FS { return &FS{src: src, remote: f.remote, disk: f.disk} }
 
 // Source returns the raw tree under the view.
 func (f *FS) Source() Source { return f.src }

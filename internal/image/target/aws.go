@@ -57,7 +57,9 @@ func openAWS(ctx context.Context, spec string, opt Options) (im *Image, ok bool,
 	}
 	snapID := id
 	if kind == "ami" {
-		snapID, err = ebs.RootSnapshot(ctx, ec2.NewFromConfig(cfg), id)
+		// The AMI's other EBS volumes come with the same answer: their
+		// filesystems are unknown (rootfs.Disk.Other).
+		snapID, opt.otherVolumes, err = ebs.Snapshots(ctx, ec2.NewFromConfig(cfg), id)
 		if err != nil {
 			return nil, true, fmt.Errorf("open target %s: %w", spec, err)
 		}

@@ -72,6 +72,9 @@ type volume struct {
 	number int    // the partition it is in (0: the whole disk)
 	r      io.ReaderAt
 	size   int64
+	// err is set for a logical volume amilint cannot read (thin, RAID,
+	// on a PV missing from the image): no root, but a volume the disk has.
+	err error
 }
 
 // openFile opens a regular file or block device target: a tarball or a
@@ -148,8 +151,17 @@ func openArchiveDisks(spec string, a *archive.Archive, err error, opt Options) (
 		return nil, fmt.Errorf("open target %s: %w", spec, err)
 	}
 	var errs []error
-	for _, d := range a.Disks {
-		im, err := OpenDisk(spec, d.R, d.Size, opt)
+	for i, d := range a.Disks {
+		// The archive's other disks are volumes the machine boots with
+		// too: their filesystems are not this disk's.
+		dopt := opt
+		dopt.otherVolumes = nil
+		for j, o := range a.Disks {
+			if j != i {
+				dopt.otherVolumes = append(dopt.otherVolumes, fmt.Sprintf("%s member %s", a.Kind, o.Name))
+			}
+		}
+		im, err := OpenDisk(spec, d.R, d.Size, dopt)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -217,7 +229,16 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 	var notes []string
 	var errs []error
 	var fallback *Image // with --partition: the first readable filesystem
+	// Every volume's identity is read beside the root's search.
+	lvs := func() ([]volume, error) { return vols, nil }
+	if opt.Partition != 0 {
+		lvs = func() ([]volume, error) { return volumes(disk, tab, 0, check) }
+	}
+	ids := diskIdentity(disk, disk.Size(), tab, lvs, opt.otherVolumes)
 	for _, v := range vols {
+		if v.err != nil {
+			continue
+		}
 		src, fsName, err := openVolume(v, check)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", v.desc, err))
@@ -227,7 +248,7 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 			notes = append(notes, v.desc+": "+fsName)
 			continue
 		}
-		view := rootfs.New(src)
+		view := rootfs.New(src).WithDisk(ids)
 		im := &Image{Name: name, Kind: "disk", FS: view, check: check, Warnings: warnings,
 			Detail: fmt.Sprintf("%s image, %s table, %s, %s", format, tab.Scheme, v.desc, fsName)}
 		ok, err := hasOSRelease(view, check.Lenient())
@@ -372,10 +393,9 @@ func volumes(disk vdisk.Disk, tab *partition.Table, want int, check *integrity.C
 		}
 		for _, lv := range vg.LVs {
 			desc := fmt.Sprintf("LV %s/%s in %s", vg.Name, lv.Name, strings.Join(g.descs, " and "))
-			if lv.Err() != nil {
-				continue // thin, RAID or on a PV missing from the image: not a root we read
-			}
-			out = append(out, volume{desc: desc, number: number, r: lv, size: lv.Size()})
+			// A thin or RAID LV, or one on a PV missing from the image, is
+			// not a root we read; it is listed for the disk's identities.
+			out = append(out, volume{desc: desc, number: number, r: lv, size: lv.Size(), err: lv.Err()})
 		}
 	}
 	return out, nil

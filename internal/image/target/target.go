@@ -167,6 +167,10 @@ type Options struct {
 	// (a directory); where nothing can be read without it (a superblock)
 	// the target still fails.
 	AllowCorrupt bool
+
+	// otherVolumes are the volumes an AMI boots with beside its root
+	// snapshot's disk, whose filesystems are unknown (rootfs.Disk.Other).
+	otherVolumes []string
 }
 
 // checker returns the integrity.Checker of the target name: strict, or
@@ -189,7 +193,7 @@ func Open(ctx context.Context, spec string, opt Options) (*Image, error) {
 		return nil, fmt.Errorf("open target %s: --platform %s: %w (this target is a %s)", spec, opt.Platform, ErrImageOption, im.Kind)
 	}
 	if v, ok := ostree.View(im.FS.Source()); ok {
-		im.FS = rootfs.New(v)
+		im.FS = im.FS.With(v)
 		im.Detail = strings.TrimPrefix(im.Detail+"; /usr/etc read as /etc (ostree/bootc layout)", "; ")
 	}
 	return im, nil
