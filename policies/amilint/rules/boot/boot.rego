@@ -140,6 +140,42 @@ findings contains f if {
 	rule := data.rules["boot-mount-instance-device"]
 	lib.applies(rule)
 	not_live
+	some name, m in required_mounts
+	kind := instance_disk(m.what)
+	f := image_finding(
+		"boot-mount-instance-device", name,
+		sprintf("%s mounts %s, %s, and local-fs.target requires it (%s): an instance launched without that disk, or on a type that names it differently, waits for it (90 s by default), the mount fails and systemd boots to emergency.target, with no network and no SSH", [name, m.what, kind, required_how(m.last)]),
+		m.unit.chain, {"what": m.what, "where": mount_where(m.unit, name), "required_by": m.last.source},
+	)
+}
+
+# The same mount naming, by UUID, label, PARTUUID or PARTLABEL (the
+# /dev/disk/by-* link systemd-fstab-generator turns UUID= and the others
+# into), a filesystem that no volume of the image's disk has: a scratch
+# volume formatted while the image was built. Judged only when the target
+# is a disk image whose every volume was read (image.disk.known) and the
+# image boots with no volume whose filesystem is unknown (an AMI's other
+# EBS snapshots).
+findings contains f if {
+	rule := data.rules["boot-mount-instance-device"]
+	lib.applies(rule)
+	not_live
+	disk := object.get(input, ["image", "disk"], {})
+	object.get(disk, "known", false) == true
+	count(object.get(disk, "other_volumes", [])) == 0
+	some name, m in required_mounts
+	some field, value in disk_link(m.what)
+	not disk_has(disk, field, value)
+	f := image_finding(
+		"boot-mount-instance-device", name,
+		sprintf("%s mounts %s, a filesystem on no volume of the image's disk (%s), and local-fs.target requires it (%s): every instance launched from the image waits for it (90 s by default), the mount fails and systemd boots to emergency.target, with no network and no SSH", [name, m.what, disk_has_what(disk, field), required_how(m.last)]),
+		m.unit.chain, {"what": m.what, "where": mount_where(m.unit, name), "required_by": m.last.source, "disk_volumes": disk.volumes},
+	)
+}
+
+# required_mounts are the mount units starting at boot that
+# local-fs.target requires, with their last What= and the requiring edge.
+required_mounts[name] := {"unit": u, "what": what, "last": last} if {
 	some name, u in input.units
 	u.unit_type == "mount"
 	u.starts_at_boot
@@ -148,13 +184,31 @@ findings contains f if {
 	last.from == "local-fs.target"
 	last.kind in required_kinds
 	what := mount_what(u)
-	kind := instance_disk(what)
-	f := image_finding(
-		"boot-mount-instance-device", name,
-		sprintf("%s mounts %s, %s, and local-fs.target requires it (%s): an instance launched without that disk, or on a type that names it differently, waits for it (90 s by default), the mount fails and systemd boots to emergency.target, with no network and no SSH", [name, what, kind, required_how(last)]),
-		u.chain, {"what": what, "where": mount_where(u, name), "required_by": last.source},
-	)
 }
+
+# disk_link maps a /dev/disk/by-uuid, by-label, by-partuuid or
+# by-partlabel path to the volume field it names and the value.
+disk_link(what) := {field: value} if {
+	some field in ["uuid", "label", "partuuid", "partlabel"]
+	prefix := sprintf("/dev/disk/by-%s/", [field])
+	startswith(what, prefix)
+	value := substring(what, count(prefix), -1)
+	value != ""
+	not contains(value, "/")
+}
+
+disk_has(disk, field, value) if {
+	some v in disk.volumes
+	v[field] == value
+}
+
+# disk_has_what says what the disk's volumes are named by field.
+disk_has_what(disk, field) := sprintf("its volumes' %s: %s", [disk_field_names[field], concat(", ", names)]) if {
+	names := [sprintf("%s (%s)", [v[field], v.where]) | some v in disk.volumes; v[field] != ""]
+	count(names) > 0
+} else := "none of its volumes has one"
+
+disk_field_names := {"uuid": "filesystem UUIDs", "label": "filesystem labels", "partuuid": "PARTUUIDs", "partlabel": "PARTLABELs"}
 
 # The edge kinds by which a unit requires the next.
 required_kinds := {"Requires", ".requires", "BindsTo", "Requisite"}

@@ -208,6 +208,77 @@ test_instance_disk_not_on_a_live_host if {
 	count(boot.findings) == 0 with input as {"live": {"hostname": "h"}, "units": {"data.mount": mount("data.mount", "/dev/xvdf", ".requires", true)}} with data.rules as rules
 }
 
+# disk is a disk image's facts: an EFI partition and the root filesystem.
+disk := {"known": true, "other_volumes": [], "volumes": [
+	{"where": "partition 1", "type": "vfat", "uuid": "1A2B-3C4D", "label": "UEFI", "partuuid": "5b3f4b8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b", "partlabel": "EFI\\x20System"},
+	{"where": "partition 2", "type": "ext4", "uuid": "0a1b2c3d-0000-4000-8000-000000000000", "label": "cloudimg-rootfs", "partuuid": "6c4f5c9f-2d3e-4f60-9bac-1d2e3f4a5b6c", "partlabel": ""},
+]}
+
+missing_devices := [
+	"/dev/disk/by-uuid/0a1b2c3d-0000-4000-8000-ffffffffffff",
+	"/dev/disk/by-uuid/0A1B2C3D-0000-4000-8000-000000000000", # udev's link is lower case
+	"/dev/disk/by-label/data",
+	"/dev/disk/by-partuuid/00000000-02",
+	"/dev/disk/by-partlabel/data",
+]
+
+present_devices := [
+	"/dev/disk/by-uuid/0a1b2c3d-0000-4000-8000-000000000000",
+	"/dev/disk/by-uuid/1A2B-3C4D",
+	"/dev/disk/by-label/cloudimg-rootfs",
+	"/dev/disk/by-partuuid/6c4f5c9f-2d3e-4f60-9bac-1d2e3f4a5b6c",
+	"/dev/disk/by-partlabel/EFI\\x20System",
+]
+
+test_mount_of_a_filesystem_not_on_the_disk if {
+	every d in missing_devices {
+		fs := boot.findings with input as {"image": {"disk": disk}, "units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+		count(fs) == 1
+		some f in fs
+		f.rule_id == "boot-mount-instance-device"
+		f.severity == "high"
+		f.evidence.what == d
+		f.evidence.disk_volumes == disk.volumes
+		contains(f.message, sprintf("data.mount mounts %s, a filesystem on no volume of the image's disk", [d]))
+		contains(f.message, "(an /etc/fstab entry without nofail)")
+	}
+}
+
+test_mount_of_a_filesystem_not_on_the_disk_lists_the_disk if {
+	fs := boot.findings with input as {"image": {"disk": disk}, "units": {"data.mount": mount("data.mount", "/dev/disk/by-uuid/x", ".requires", true)}} with data.rules as rules
+	some f in fs
+	contains(f.message, "(its volumes' filesystem UUIDs: 1A2B-3C4D (partition 1), 0a1b2c3d-0000-4000-8000-000000000000 (partition 2))")
+	fs2 := boot.findings with input as {"image": {"disk": disk}, "units": {"data.mount": mount("data.mount", "/dev/disk/by-partlabel/x", ".requires", true)}} with data.rules as rules
+	some f2 in fs2
+	contains(f2.message, "(its volumes' PARTLABELs: EFI\\x20System (partition 1))")
+	nolabels := object.union(disk, {"volumes": [{"where": "whole disk", "type": "ext4", "uuid": "u", "label": "", "partuuid": "", "partlabel": ""}]})
+	fs3 := boot.findings with input as {"image": {"disk": nolabels}, "units": {"data.mount": mount("data.mount", "/dev/disk/by-label/x", ".requires", true)}} with data.rules as rules
+	some f3 in fs3
+	contains(f3.message, "(none of its volumes has one)")
+}
+
+test_mount_of_a_filesystem_on_the_disk if {
+	every d in present_devices {
+		count(boot.findings) == 0 with input as {"image": {"disk": disk}, "units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+	}
+}
+
+test_unknown_disk_is_not_judged if {
+	every d in missing_devices {
+		# A directory, a tarball, a container image: no disk.
+		count(boot.findings) == 0 with input as {"units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+		count(boot.findings) == 0 with input as {"image": {"disk": object.union(disk, {"known": false})}, "units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+
+		# An AMI with another EBS snapshot: its filesystems are unknown.
+		other := object.union(disk, {"other_volumes": ["/dev/sdb snap-0123"]})
+		count(boot.findings) == 0 with input as {"image": {"disk": other}, "units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+	}
+}
+
+test_missing_filesystem_wanted_is_no_hazard if {
+	count(boot.findings) == 0 with input as {"image": {"disk": disk}, "units": {"data.mount": mount("data.mount", "/dev/disk/by-label/data", ".wants", true)}} with data.rules as rules
+}
+
 update_chain(source) := [
 	{"from": "default.target", "to": "system-update.target", "kind": "alias", "source": source},
 ]

@@ -1,0 +1,75 @@
+//go:build !amilint_guest
+
+package target
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amilint/amilint/internal/image/disktest"
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+const diskUUID = "0a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d"
+
+func diskOf(t *testing.T, img string, opt Options) *rootfs.Disk {
+	t.Helper()
+	im, err := Open(context.Background(), img, opt)
+	require.NoError(t, err)
+	defer im.Close()
+	d := im.FS.Memo().Disk()
+	require.NotNil(t, d)
+	return d
+}
+
+// TestDiskIdentities: every volume of a disk image is listed with the
+// names udev gives it, whichever volume holds the root and whichever
+// --partition chose; what amilint cannot name makes the disk's filesystems
+// unknown.
+func TestDiskIdentities(t *testing.T) {
+	tree := disktest.Tree(t)
+	fsImg := disktest.Ext4(t, tree, "24M")
+	labelled := t.TempDir() + "/fs.ext4"
+	disktest.Run(t, "mke2fs", "-q", "-F", "-t", "ext4", "-U", diskUUID, "-L", "my root", "-d", tree, labelled, "20M")
+
+	t.Run("mbr with logical partitions", func(t *testing.T) {
+		img := disktest.MBRLogical(t, labelled)
+		for _, part := range []int{0, 5} {
+			d := diskOf(t, img, Options{Partition: part})
+			require.Len(t, d.Volumes, 3)
+			root := d.Volumes[1]
+			assert.Equal(t, "partition 5", root.Where)
+			assert.Equal(t, "ext4", root.Type)
+			assert.Equal(t, diskUUID, root.UUID)
+			assert.Equal(t, `my\x20root`, root.Label)
+			assert.Regexp(t, regexp.MustCompile(`^[0-9a-f]{8}-05$`), root.PartUUID)
+			assert.Empty(t, root.PartLabel)
+			// Partitions 1 and 6 were never written: blank, no filesystem.
+			assert.Equal(t, "", d.Volumes[0].Type)
+			assert.Empty(t, d.Other)
+		}
+	})
+	t.Run("lvm", func(t *testing.T) {
+		img := disktest.LVMDisk(t, labelled)
+		d := diskOf(t, img, Options{})
+		require.Len(t, d.Volumes, 3)
+		assert.Equal(t, rootfs.Volume{Where: "partition 1", PartUUID: d.Volumes[0].PartUUID}, d.Volumes[0], "the PV: no filesystem of its own")
+		assert.Regexp(t, `^LV amilint[0-9]+/root in partition 1$`, d.Volumes[1].Where)
+		assert.Equal(t, diskUUID, d.Volumes[1].UUID)
+		assert.Regexp(t, `^LV amilint[0-9]+/swap in partition 1$`, d.Volumes[2].Where)
+		assert.Empty(t, d.Other)
+	})
+	t.Run("unknown contents", func(t *testing.T) {
+		img := disktest.GPTRoot(t, fsImg)
+		junk := t.TempDir() + "/junk"
+		require.NoError(t, os.WriteFile(junk, []byte("not a filesystem"), 0o644))
+		disktest.Place(t, junk, img, 2048*512+4096)
+		d := diskOf(t, img, Options{})
+		assert.Equal(t, []string{"partition 1: no filesystem amilint recognises"}, d.Other)
+	})
+}
