@@ -34,8 +34,8 @@ type idVolume struct {
 // directory one more), all in flight at once, beside the root's reading:
 // on a remote snapshot they add no round trip the root's reading does not
 // outlast. lvs lists the disk's volumes, logical volumes included (every
-// one of them, whichever --partition chose); others are the volumes the image boots
-// with beyond this disk (an AMI's other EBS snapshots).
+// one of them, whichever --partition chose); others are the volumes the
+// image boots with beyond this disk (an AMI's other EBS snapshots).
 func diskIdentity(disk io.ReaderAt, size int64, tab *partition.Table, lvs func() ([]volume, error), others []string) func() *rootfs.Disk {
 	var d *rootfs.Disk
 	done := make(chan struct{})
@@ -49,6 +49,8 @@ func diskIdentity(disk io.ReaderAt, size int64, tab *partition.Table, lvs func()
 	}
 }
 
+// identifyAll reads the identity of every partition (or the whole disk)
+// and logical volume at once.
 func identifyAll(disk io.ReaderAt, size int64, tab *partition.Table, lvs func() ([]volume, error), others []string) *rootfs.Disk {
 	d := &rootfs.Disk{Volumes: []rootfs.Volume{}, Other: append([]string{}, others...)}
 	var vs []idVolume
