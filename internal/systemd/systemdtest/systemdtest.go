@@ -130,6 +130,42 @@ exec chroot "$r" "$@"`
 	return s.namespace(tb, script, []string{root, tree}, substitute(argv, TreeMount))
 }
 
+// RunOver is Run as root on the root with upper (a directory made by
+// [Systemd.Upper], or "" for none) stacked over it in an overlay whose
+// writable layer lives in a tmpfs of the command's own, as
+// [Systemd.BootWith] stacks it: a script of the root run this way sees
+// the variant's files and writes nowhere that outlives the command.
+func (s Systemd) RunOver(tb testing.TB, upper, tree string, argv ...string) Output {
+	tb.Helper()
+	lower := s.Path(tb)
+	tmp := tb.TempDir()
+	lowers := `"$lower"`
+	if upper != "" {
+		lowers = `"$upper:$lower"`
+	}
+	script := `set -e
+r=$1 lower=$2 upper=$3 rw=$4 tree=$5 console=$6
+shift 6
+mkdir -p "$r" "$rw"
+mount -t tmpfs tmpfs "$rw"
+mkdir "$rw/u" "$rw/w"
+mount -t overlay overlay -o lowerdir=` + lowers + `,upperdir="$rw/u",workdir="$rw/w" "$r"
+mount -t proc proc "$r/proc"
+mount -t tmpfs tmpfs "$r/run"
+mount -t tmpfs tmpfs "$r/tmp"
+mount --bind "$console" "$r/dev/console"
+if [ -n "$tree" ]; then mount --bind "$tree" "$r` + TreeMount + `"; fi
+exec chroot "$r" "$@"`
+	if tree != "" {
+		abs, err := filepath.Abs(tree)
+		if err != nil {
+			tb.Fatalf("systemd %d: tree %s: %v", s.Version, tree, err)
+		}
+		tree = abs
+	}
+	return s.namespace(tb, script, []string{filepath.Join(tmp, "merged"), lower, upper, filepath.Join(tmp, "rw"), tree}, substitute(argv, TreeMount))
+}
+
 // substitute replaces Tree in every argument by where the tree is seen.
 func substitute(argv []string, tree string) []string {
 	out := make([]string, len(argv))
