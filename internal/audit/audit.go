@@ -425,7 +425,11 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 		// virtualization the user assumes.
 		var bo boot.Options
 		bo.CmdLine, bo.CmdLineSet = opts.Assume.KernelCommandLine()
-		bo.Virtualization, _ = opts.Assume.Virtualization()
+		// getty-generator reads the virtualization, cloud-init-generator
+		// the cloud the machine offers.
+		bo.Machine.Virtualization, _ = opts.Assume.Virtualization()
+		bo.Machine.Datasource, _ = opts.Assume.Datasource()
+		bo.Machine.Architecture, _ = opts.Assume.Architecture()
 		g, loadErr = boot.LoadWith(fsys, sv.Major, bo)
 		if loadErr != nil {
 			graph <- nil

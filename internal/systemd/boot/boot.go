@@ -595,7 +595,7 @@ func (g *Graph) addJobs(root *Unit, in map[*Unit]bool, taken map[*Unit][]txEdge,
 // depEdges are the chain edges for u pulling in to through d: one edge, and
 // an alias edge when d names an alias of to.
 func (g *Graph) depEdges(u *Unit, d Dep, to *Unit) []unit.Edge {
-	e := []unit.Edge{{From: u.Name, To: d.Name, Kind: d.Kind, Source: d.Source}}
+	e := []unit.Edge{{From: u.Name, To: d.Name, Kind: d.Kind, Source: d.Source, Assumes: g.gen.assumes(d.Source)}}
 	if d.Name != to.Name && !unit.IsTemplate(d.Name) {
 		e = append(e, g.aliasEdge(d.Name, to))
 	}

@@ -241,7 +241,7 @@ func TestCmdlineGeneratorsModel(t *testing.T) {
 		"usr/lib/systemd/system-generators/" + runGeneratorName:   gen,
 	}
 	cmdline := "systemd.debug_shell=ttyS0 systemd.mask=ssh.service systemd.run=/bin/true"
-	out := runGenerators(rootfs.New(m), 257, cmdline, "")
+	out := runGenerators(rootfs.New(m), 257, cmdline, Machine{})
 	for _, n := range []string{
 		genDirEarly + "/default.target.wants/debug-shell.service",
 		genDirEarly + "/debug-shell.service.d/50-tty.conf",
@@ -257,7 +257,7 @@ func TestCmdlineGeneratorsModel(t *testing.T) {
 	assert.Equal(t, "/usr/lib/systemd/system/debug-shell.service", target)
 	delete(m, "usr/lib/systemd/system-generators/"+debugGeneratorName)
 	delete(m, "usr/lib/systemd/system-generators/"+runGeneratorName)
-	out = runGenerators(rootfs.New(m), 257, cmdline, "")
+	out = runGenerators(rootfs.New(m), 257, cmdline, Machine{})
 	assert.Len(t, out.nodes, 1, "no generator, no output")
 }
 
@@ -287,7 +287,7 @@ func FuzzCmdlineGenerators(f *testing.F) {
 			}
 		}
 		for _, v := range []int{252, 257} {
-			g, err := LoadWith(fsys, v, Options{CmdLine: cmdline, CmdLineSet: true, Virtualization: "xen"})
+			g, err := LoadWith(fsys, v, Options{CmdLine: cmdline, CmdLineSet: true, Machine: Machine{Virtualization: "xen"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -441,7 +441,7 @@ exec unshare --pid --fork env -i container= SYSTEMD_PROC_CMDLINE="$cmdline" SYST
 				}
 				exe := generatorPath(fsys, gettyGeneratorName)
 				require.NotEmpty(t, exe)
-				genGetty(genRun{fsys: fsys, out: out, exe: exe, version: sd.Version, cmdline: c.cmdline, virt: c.virt})
+				genGetty(genRun{fsys: fsys, out: out, exe: exe, version: sd.Version, cmdline: c.cmdline, machine: Machine{Virtualization: c.virt}})
 				assert.Equal(t, want, genOutFiles(out), "%q on %q", c.cmdline, c.virt)
 			})
 		}
@@ -469,7 +469,7 @@ func TestGettyBoot(t *testing.T) {
 	for _, sd := range systemdtest.Versions() {
 		fsys := sd.View(t, "")
 		boot := func(cmdline, virt string) *Boot {
-			g, err := LoadWith(fsys, sd.Version, Options{CmdLine: cmdline, CmdLineSet: true, Virtualization: virt})
+			g, err := LoadWith(fsys, sd.Version, Options{CmdLine: cmdline, CmdLineSet: true, Machine: Machine{Virtualization: virt}})
 			require.NoError(t, err)
 			b := g.Boot()
 			require.NoError(t, b.Err)

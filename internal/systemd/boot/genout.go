@@ -38,6 +38,8 @@ type genNode struct {
 	children []string // directories, sorted
 	// source is the generator that wrote the node, by image path.
 	source string
+	// assumes is what the model assumed of the machine to write it.
+	assumes string
 }
 
 func newGenOut() *genOut {
@@ -103,6 +105,18 @@ func (t *genOut) source(p string) string {
 	}
 	if n, ok := t.nodes[strings.TrimPrefix(p, "/")]; ok {
 		return n.source
+	}
+	return ""
+}
+
+// assumes returns what the model assumed of the machine to write the
+// image path p ("/run/…"), "" when nothing.
+func (t *genOut) assumes(p string) string {
+	if t == nil {
+		return ""
+	}
+	if n, ok := t.nodes[strings.TrimPrefix(p, "/")]; ok {
+		return n.assumes
 	}
 	return ""
 }

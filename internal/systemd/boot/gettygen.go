@@ -50,7 +50,7 @@ func genGetty(r genRun) {
 	if !auto {
 		return
 	}
-	for _, tty := range gettyConsoles(r.cmdline, r.virt) {
+	for _, tty := range gettyConsoles(r.cmdline, r.machine.Virtualization) {
 		// add_serial_getty: unit_name_from_path_instance; add_symlink
 		// ignores EEXIST (a console listed twice).
 		name, ok := gettyUnitName(r.version, tty)

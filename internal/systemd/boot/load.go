@@ -7,7 +7,8 @@
 // (fstabgen.go: systemd-fstab-generator; sshgen.go: systemd-ssh-generator;
 // pkggen.go: postgresql-generator, openvpn-generator,
 // postfix-instance-generator, rpc-pipefs-generator; sdgen.go:
-// systemd-rc-local-generator, systemd-system-update-generator),
+// systemd-rc-local-generator, systemd-system-update-generator;
+// cloudinitgen.go: cloud-init-generator, for an assumed cloud),
 // with /run a tmpfs holding only that output) and computes
 // the initial boot transaction: the units that get a start job when
 // default.target is isolated (or rescue.target, when default.target cannot
@@ -33,19 +34,37 @@
 // What the model leaves out, each measured or reasoned against systemd:
 //
 //   - Generators other than systemd-sysv-generator,
-//     systemd-fstab-generator, systemd-ssh-generator and the generators
-//     of pkggen.go, sdgen.go, cmdgen.go and gettygen.go. Their output
-//     depends on the running machine (the cloud data source for
-//     cloud-init, gpt-auto's partitions); on the Debian roots they add no
-//     start job. systemd-getty-generator runs with the consoles the model
+//     systemd-fstab-generator, systemd-ssh-generator, cloud-init-generator
+//     and the generators of pkggen.go, sdgen.go, cmdgen.go and
+//     gettygen.go. Their output depends on the running machine
+//     (gpt-auto's partitions); on the Debian roots they add no start job.
+//   - systemd-getty-generator runs with the consoles the model
 //     assumes the kernel registers from the command line's console=
 //     words (the first per serial driver, the machine having the device;
 //     none from the firmware) and, of the virtualizer consoles, a Xen
 //     guest's hvc0 (--assume virtualization=xen), none for any other or
 //     an unknown machine (gettygen.go); $SYSTEMD_GETTY_AUTO and the
-//     getty.ttys.* credentials are assumed unset. Of
-//     systemd-ssh-generator only the local AF_UNIX listener is run: its
-//     AF_VSOCK listener (when the machine has a vsock device), a
+//     getty.ttys.* credentials are assumed unset.
+//   - cloud-init-generator and its ds-identify (cloudinitgen.go) are run
+//     from the image's own scripts, for a virtual machine (not a
+//     container) with DMI: the image's side exactly (/etc/cloud's
+//     datasource_list, ds-identify.cfg, cloud-init.disabled and
+//     .enabled, the kernel command line, the seeds of NoCloud, Ec2,
+//     Azure, OVF, OpenNebula, AliYun, Bigstep and config drives, MAAS and
+//     NoCloud configuration), the machine's as Options.Machine says:
+//     the datasource it offers (--assume datasource=), found by its
+//     dscheck_ function whatever else it probes, and no other; without
+//     it, a datasource of the image's datasource_list — the boot on the
+//     cloud the image is built for — and the chain's edge says so
+//     (Edge.Assumes). Left out: datasources a machine answers "maybe"
+//     (a non-strict Ec2 on an unknown platform, with maybe=all),
+//     file systems labelled cidata or config-2 (the machine's), image
+//     files of the Vultr, Scaleway, AltCloud and SmartOS checks, and a
+//     container's /proc/1/cmdline. When the scripts are not ones the
+//     port knows, or ds-identify's compiled-in defaults cannot be read,
+//     or a ds-identify-env file would be sourced, nothing is written.
+//   - Of systemd-ssh-generator only the local AF_UNIX listener is run:
+//     its AF_VSOCK listener (when the machine has a vsock device), a
 //     container's unix-export socket and the listeners of
 //     systemd.ssh_listen= and the ssh.listen credential are left out.
 //     nfs-server-generator is not run either: it
@@ -289,10 +308,28 @@ type Options struct {
 	// (condition.BootCmdLine).
 	CmdLine    string
 	CmdLineSet bool
+	// Machine is what the generators assume of the machine beyond the
+	// image: its virtualization, the cloud it offers.
+	Machine Machine
+}
+
+// Machine is what the boot model assumes of the machine beyond the image:
+// its virtualization, for systemd-getty-generator, and for cloud-init's
+// ds-identify the datasource it offers and its architecture.
+type Machine struct {
 	// Virtualization is the machine's, as detect_virtualization names it
-	// (--assume virtualization=), "" when unknown: systemd-getty-generator
-	// reads it for the virtualizer consoles.
+	// (--assume virtualization=), "" when unknown:
+	// systemd-getty-generator reads it for the virtualizer consoles.
 	Virtualization string
+	// Datasource is the ds-identify name of the datasource the machine
+	// offers (Ec2, GCE, Azure, OpenStack, Oracle, NoCloud, ...), "none"
+	// for none; "" assumes the machine offers one of the image's
+	// datasource_list, the boot the image is built for.
+	Datasource string
+	// Architecture is the machine's, in systemd's names (x86-64, arm64):
+	// ds-identify's default policy depends on it. "" reads it from the
+	// image's binaries.
+	Architecture string
 }
 
 // LoadWith is Load for a boot with opts.
@@ -308,7 +345,7 @@ func LoadWith(fsys *rootfs.FS, sdVersion int, opts Options) (*Graph, error) {
 	if !opts.CmdLineSet {
 		cmdline = condition.BootCmdLine(fsys)
 	}
-	gen := runGenerators(rootfs.New(atBoot{src: fsys.Raw(), run: newGenOut()}), sdVersion, cmdline, opts.Virtualization)
+	gen := runGenerators(rootfs.New(atBoot{src: fsys.Raw(), run: newGenOut()}), sdVersion, cmdline, opts.Machine)
 	img := rootfs.New(atBoot{src: fsys.Raw(), run: gen})
 	g, err := loadGraph(img, sdVersion, unit.SearchPathOf(sdVersion))
 	if err != nil {

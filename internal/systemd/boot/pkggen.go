@@ -21,10 +21,12 @@ import (
 // command line its boot loader passes, for a boot on a virtual machine or
 // bare metal, and so are systemd-debug-generator and
 // systemd-run-generator (cmdgen.go), which write what the command line
-// asks for, and systemd-getty-generator (gettygen.go), for the consoles
-// the command line names and the assumed virtualization's. Generators
-// whose output depends on the running machine alone (cloud-init,
-// gpt-auto, ...) are not run.
+// asks for, systemd-getty-generator (gettygen.go), for the consoles
+// the command line names and the assumed virtualization's, and
+// cloud-init-generator (cloudinitgen.go), whose output is a function of
+// the image, the kernel command line and the cloud the machine offers,
+// which the model assumes (Machine). Generators whose output depends on
+// the running machine alone (gpt-auto, ...) are not run.
 
 // pkgGenerator is one ported generator: its executable's name and its run.
 type pkgGenerator struct {
@@ -34,8 +36,8 @@ type pkgGenerator struct {
 
 // pkgGenerators are the ported generators, systemd's own of sdgen.go
 // included. Each writes only into the normal directory (argv[1]) but
-// systemd-system-update-generator and systemd-debug-generator, which
-// write into the early one, and
+// systemd-system-update-generator, systemd-debug-generator and
+// cloud-init-generator, which write into the early one, and
 // systemd-fstab-generator's tmpfs on /var (systemd.volatile=state), which
 // goes into the late one (argv[3]).
 var pkgGenerators = []pkgGenerator{
@@ -50,6 +52,7 @@ var pkgGenerators = []pkgGenerator{
 	{debugGeneratorName, genDebug},
 	{runGeneratorName, genRunCmd},
 	{gettyGeneratorName, genGetty},
+	{cloudInitGeneratorName, genCloudInit},
 }
 
 // genRun is one generator's run: the image as generators see it at boot
@@ -61,9 +64,8 @@ type genRun struct {
 	version int
 	// cmdline is the kernel command line of the boot.
 	cmdline string
-	// virt is the machine's virtualization, as detect_virtualization
-	// names it, "" when unknown.
-	virt string
+	// machine is what the model assumes of the machine.
+	machine Machine
 }
 
 // runGenerators runs the ported generators the image ships over fsys (the
@@ -71,7 +73,7 @@ type genRun struct {
 // cmdline on a machine of virtualization virt and returns the tmpfs they leave at /run: empty when none ran,
 // else with the generator directories PID 1 creates and what the
 // generators wrote.
-func runGenerators(fsys *rootfs.FS, version int, cmdline, virt string) *genOut {
+func runGenerators(fsys *rootfs.FS, version int, cmdline string, m Machine) *genOut {
 	t := newGenOut()
 	ran := false
 	for _, pg := range pkgGenerators {
@@ -85,7 +87,7 @@ func runGenerators(fsys *rootfs.FS, version int, cmdline, virt string) *genOut {
 				t.mkdirAll(d)
 			}
 		}
-		pg.run(genRun{fsys: fsys, out: t, exe: exe, version: version, cmdline: cmdline, virt: virt})
+		pg.run(genRun{fsys: fsys, out: t, exe: exe, version: version, cmdline: cmdline, machine: m})
 	}
 	return t
 }

@@ -166,7 +166,7 @@ func TestSDGeneratorsModel(t *testing.T) {
 		}
 	}
 	run := func(m fstest.MapFS, version int) *genOut {
-		return runGenerators(rootfs.New(m), version, "", "")
+		return runGenerators(rootfs.New(m), version, "", Machine{})
 	}
 	wants := genDirNormal + "/multi-user.target.wants/rc-local.service"
 	early := genDirEarly + "/default.target"

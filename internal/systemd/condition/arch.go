@@ -45,6 +45,13 @@ func readArchitecture(fsys *rootfs.FS) (arch, source string, err error) {
 	return "", "", nil
 }
 
+// ImageArchitecture is the architecture of the image's binaries in
+// systemd's names ("x86-64", "arm64"), "" when none says.
+func ImageArchitecture(fsys *rootfs.FS) string {
+	arch, _, _ := readArchitecture(fsys)
+	return arch
+}
+
 // ELF machine numbers.
 const (
 	emSPARC     = 2

@@ -17,7 +17,7 @@ type Assumptions map[string]string
 var assumable = []string{
 	"virtualization", "architecture", "kernelcommandline", "kernelversion", "firstboot",
 	"memory", "cpus", "acpower", "host", "security", "firmware", "cpufeature", "capability",
-	"credential", "environment", "controlgroupcontroller",
+	"credential", "environment", "controlgroupcontroller", "datasource",
 }
 
 // normKey normalizes an assumption key or a condition kind:
@@ -103,3 +103,11 @@ func (a Assumptions) Virtualization() (string, bool) { return a.get("virtualizat
 // KernelCommandLine is the kernel command line --assume states, if it
 // does.
 func (a Assumptions) KernelCommandLine() (string, bool) { return a.get("kernelcommandline") }
+
+// Architecture is the architecture --assume states, if it does.
+func (a Assumptions) Architecture() (string, bool) { return a.get("architecture") }
+
+// Datasource is the cloud datasource --assume states the machine offers,
+// by cloud-init's ds-identify name (Ec2, GCE, Azure, ...), "none" for
+// none, if it does.
+func (a Assumptions) Datasource() (string, bool) { return a.get("datasource") }

@@ -10,4 +10,7 @@ type Edge struct {
 	To     string `json:"to"`
 	Kind   string `json:"kind"`
 	Source string `json:"source,omitempty"`
+	// Assumes is what the model assumed of the machine for this edge
+	// (a generator's output that depends on it), "" for nothing.
+	Assumes string `json:"assumes,omitempty"`
 }

@@ -1,0 +1,71 @@
+package boot
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/amilint/amilint/internal/image/rootfs"
+)
+
+// FuzzCloudInitConfig feeds hostile cloud.cfg.d files, ds-identify.cfg
+// files and command lines to both versions' readers and the decision:
+// nothing may panic, and the datasource list never holds an empty name.
+func FuzzCloudInitConfig(f *testing.F) {
+	f.Add("datasource_list: [ Ec2, None ]\n", "policy: search,found=all,maybe=none,notfound=enabled\n", "ci.ds=GCE")
+	f.Add("datasource_list:\n  - Ec2\n", "datasource: 'Ec2'\n", "cc:{'datasource_list': ['Ec2']} end_cc")
+	f.Add("\"datasource_list\" : [ 'a' ,, \"b\" ]\\\n", "policy:\\", "ds=nocloud;s=x cloud-init=disabled")
+	f.Add("NoCloud:\n  seedfrom: x\x00\n", "#policy: x\n", "ci.di.policy=,,found=")
+	f.Fuzz(func(t *testing.T, cfg, dicfg, cmdline string) {
+		m := fstest.MapFS{
+			"etc/cloud/cloud.cfg.d/99.cfg": {Data: []byte(cfg)},
+			"etc/cloud/cloud.cfg":          {Data: []byte(cfg + "\n" + dicfg)},
+			"etc/cloud/ds-identify.cfg":    {Data: []byte(dicfg)},
+		}
+		fsys := rootfs.New(m)
+		for _, di := range []dsIdentify{
+			{policy: "search,notfound=disabled", policyNoDMI: "search,notfound=enabled", dslist: "Ec2 None", checks: map[string]bool{"Ec2": true, "NoCloud": true}, nocloudCmdline: true},
+			{policy: "search", policyNoDMI: "x", dslist: "A", checks: map[string]bool{"MAAS": true}, isDisabled: true, dsKey: true, grepConfig: true, flowSeq: true, trimEnds: true, seedfrom: true},
+		} {
+			cfgs, _ := readConfigFiles(fsys)
+			for _, w := range ifsFields(di.readDatasourceList(cfgs, cmdline)) {
+				if w == "" {
+					t.Fatal("empty datasource name")
+				}
+			}
+			di.readConfig([]byte(dicfg))
+			parsePolicy(dicfg, parsePolicy(cfg, diPolicy{}))
+			for _, ds := range []string{"", "none", "Ec2"} {
+				rc, _, _ := di.main(fsys, shReadFirst(cmdline), Machine{Datasource: ds, Architecture: "x86-64"})
+				if rc < diFound || rc > diError {
+					t.Fatalf("rc %d", rc)
+				}
+			}
+		}
+	})
+}
+
+// FuzzCloudInitScripts feeds hostile generator and ds-identify scripts
+// to the extractors: nothing may panic, and a default read back never
+// holds an expansion.
+func FuzzCloudInitScripts(f *testing.F) {
+	f.Add("\nDI_DEFAULT_POLICY=\"search,notfound=${DI_DISABLED}\"\nDI_DSLIST_DEFAULT=\"A \\\nB\"\n")
+	f.Add("CLOUD_SYSTEM_TARGET=\"/x\"\n    dsidentify=\"/y\"\nCLOUD_TARGET_NAME=\"cloud-init.target\"\n")
+	f.Add("\nDI_DEFAULT_POLICY=\"\\")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, name := range []string{"DI_DEFAULT_POLICY", "DI_DEFAULT_POLICY_NO_DMI", "DI_DSLIST_DEFAULT"} {
+			if v := shDefault(s, name); strings.Contains(v, "${") {
+				t.Fatalf("%s=%q", name, v)
+			}
+		}
+		shAssign([]byte(s), "dsidentify")
+		m := fstest.MapFS{
+			"gen":                 {Data: []byte(s), Mode: 0o755},
+			"usr/lib/ds-identify": {Data: []byte(s), Mode: 0o755},
+		}
+		fsys := rootfs.New(m)
+		readCloudInitGenerator(fsys, "/gen")
+		readDSIdentify(fsys, "/usr/lib/ds-identify")
+		shReadLines([]byte(s))
+	})
+}
