@@ -35,7 +35,7 @@ const maxDirectDepth = 200
 // TestFindingFieldNames holds them to the structs' tags.
 var (
 	findingFields     = []string{"rule_id", "title", "severity", "unit", "message", "chain", "remediation", "waived", "waiver", "references", "evidence"}
-	edgeFields        = []string{"from", "to", "kind", "source"}
+	edgeFields        = []string{"from", "to", "kind", "source", "assumes"}
 	remediationFields = []string{"action", "units", "commands", "text"}
 	waiverFields      = []string{"reason", "expires"}
 )
@@ -257,6 +257,8 @@ func edges(v ast.Value) ([]unit.Edge, bool) {
 				e.Kind, ok = str(val)
 			case "source":
 				e.Source, ok = str(val)
+			case "assumes":
+				e.Assumes, ok = str(val)
 			}
 			return ok
 		}) {

@@ -384,36 +384,44 @@ func (di dsIdentify) main(fsys *rootfs.FS, cmdline string, m Machine) (rc int, n
 	if !ok {
 		return 0, "", false
 	}
-	// parse_policy: the default by uname -m.
+	// parse_policy: the default by uname -m. Unknown, both must agree.
 	arch := m.Architecture
 	if arch == "" {
 		arch = condition.ImageArchitecture(fsys)
 	}
-	def := di.policyNoDMI
 	switch arch {
 	case "x86", "x86-64", "x86_64", "amd64", "i386", "i486", "i586", "i686":
-		def = di.policy
+		rc, note = di.search(fsys, cfg, cmdline, dsname, policy, di.policy, m)
 	case "":
-		if di.policy != di.policyNoDMI {
+		rc, note = di.search(fsys, cfg, cmdline, dsname, policy, di.policy, m)
+		if rc2, _ := di.search(fsys, cfg, cmdline, dsname, policy, di.policyNoDMI, m); rc2 != rc {
 			return 0, "", false
 		}
+	default:
+		rc, note = di.search(fsys, cfg, cmdline, dsname, policy, di.policyNoDMI, m)
 	}
+	return rc, note, true
+}
+
+// search is the rest of _main under the default policy def: the mode,
+// the datasource named, the single entry, then the checks of the list.
+func (di dsIdentify) search(fsys *rootfs.FS, cfg [][]byte, cmdline, dsname, policy, def string, m Machine) (rc int, note string) {
 	p := parsePolicy(policy, parsePolicy(def, diPolicy{}))
 	switch p.mode {
 	case "disabled":
-		return diDisabled, "", true
+		return diDisabled, ""
 	case "enabled":
-		return diFound, "", true
+		return diFound, ""
 	}
 	if dsname != "" {
-		return diFound, "", true
+		return diFound, ""
 	}
 	if isRegular(fsys, "var/lib/cloud/instance/manual-clean") {
-		return diFound, "", true // manual_clean_and_existing
+		return diFound, "" // manual_clean_and_existing
 	}
 	list := ifsFields(di.readDatasourceList(cfg, cmdline))
 	if len(list) == 1 || len(list) == 2 && list[1] == "None" {
-		return diFound, "", true // single entry in datasource_list
+		return diFound, "" // single entry in datasource_list
 	}
 	onMachine := ""
 	for _, ds := range list {
@@ -421,7 +429,7 @@ func (di dsIdentify) main(fsys *rootfs.FS, cmdline string, m Machine) (rc int, n
 			continue // no check method
 		}
 		if di.imageFinds(fsys, cfg, cmdline, ds) {
-			return diFound, "", true
+			return diFound, ""
 		}
 		if onMachine == "" && machineOffers(fsys, m.Datasource, ds) {
 			onMachine = ds
@@ -429,19 +437,19 @@ func (di dsIdentify) main(fsys *rootfs.FS, cmdline string, m Machine) (rc int, n
 	}
 	if onMachine != "" {
 		if m.Datasource == "" {
-			return diFound, "assumed: cloud-init's ds-identify finds on the machine a datasource of the image's datasource_list, as on the cloud the image is built for (--assume datasource=NAME, or none, states the machine's)", true
+			return diFound, "assumed: cloud-init's ds-identify finds on the machine a datasource of the image's datasource_list, as on the cloud the image is built for (--assume datasource=NAME, or none, states the machine's)"
 		}
-		return diFound, "cloud-init's ds-identify finds datasource " + onMachine + " (--assume datasource=" + m.Datasource + ")", true
+		return diFound, "cloud-init's ds-identify finds datasource " + onMachine + " (--assume datasource=" + m.Datasource + ")"
 	}
 	// Nothing found: a maybe only comes from the machine's side, which
 	// finds what it offers.
 	switch p.mode + ":" + p.notfound {
 	case "report:disabled", "report:enabled", "search:enabled":
-		return diFound, "", true
+		return diFound, ""
 	case "search:disabled":
-		return diDisabled, "", true
+		return diDisabled, ""
 	}
-	return diError, "", true
+	return diError, ""
 }
 
 // machineOffers is the machine's side of dscheck_DS under the

@@ -29,12 +29,13 @@ const (
 
 // configDirs are where the systemd model and the rules read file contents:
 // unit files, drop-ins and presets, system.conf, os-release and
-// machine-id, /etc configuration, EnvironmentFile= targets and agent state
-// (/var/lib). Paths are tar member names, cleaned.
+// machine-id, /etc configuration, EnvironmentFile= targets, agent state
+// (/var/lib) and cloud-init's ds-identify, which the boot model reads as
+// cloud-init-generator runs it. Paths are tar member names, cleaned.
 var configDirs = []string{
 	"etc/", "run/", "var/lib/", "usr/local/etc/",
 	"usr/lib/systemd/", "lib/systemd/", "usr/local/lib/systemd/",
-	"usr/lib/os-release",
+	"usr/lib/os-release", "usr/lib/cloud-init/ds-identify",
 }
 
 // configExts are the extensions of configuration files wherever they are
