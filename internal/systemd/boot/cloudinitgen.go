@@ -19,9 +19,11 @@ import (
 // image's /etc/cloud, the kernel command line and the machine's DMI data.
 // The model ports both scripts' decision for a boot on a virtual machine
 // (no container): the image's side exactly, the machine's side as the
-// assumption of Options.Datasource — which datasource the machine offers,
+// assumption of Options.Machine — which datasource the machine offers,
 // or, by default, one of the image's datasource_list: the cloud the image
-// is built for. The scripts differ between cloud-init versions (22.4 in
+// is built for. The generator names ds-identify in its template section
+// (/usr/libexec/cloud-init/ds-identify on Fedora and RHEL and those
+// derived from them). The scripts differ between cloud-init versions (22.4 in
 // Debian 12: the generator reads cloud-init= and
 // /etc/cloud/cloud-init.{enabled,disabled} itself; 25.x in Debian 13:
 // ds-identify decides everything); the port reads the image's own scripts

@@ -309,6 +309,10 @@ func TestCloudInitRefuses(t *testing.T) {
 	assert.False(t, links(exe(d, strings.Replace(string(di), "\nDI_DSLIST_DEFAULT=", "\nDI_DSLIST_DEFAULT=$X\nX=", 1))))
 	assert.False(t, links(exe(d, strings.Replace(string(di), "\nDI_DEFAULT_POLICY=\"", "\nDI_DEFAULT_POLICY=\"$Y", 1))))
 	assert.False(t, links(file("/usr/libexec/ds-identify-env", "DI_MODE=disabled\n")))
+	// Fedora's and RHEL's template names ds-identify in /usr/libexec.
+	rhel := strings.Replace(string(gen), `dsidentify="/usr/lib/cloud-init/ds-identify"`, `dsidentify="/usr/libexec/cloud-init/ds-identify"`, 1)
+	assert.True(t, links(exe(g, rhel), exe("/usr/libexec/cloud-init/ds-identify", string(di))))
+	assert.False(t, links(exe(g, rhel)), "25.x runs a missing ds-identify: 127")
 	// A distribution's patched default list is honoured.
 	patched := strings.Replace(string(di), "\nDI_DSLIST_DEFAULT=\"", "\nDI_DSLIST_DEFAULT=\"Foo Bar \\\n", 1)
 	patched = patched[:strings.Index(patched, "\nDI_DSLIST_DEFAULT=")] + "\nDI_DSLIST_DEFAULT=\"Foo Bar\"\nDI_DSLIST_UNUSED=\"" +

@@ -35,7 +35,7 @@ const (
 var configDirs = []string{
 	"etc/", "run/", "var/lib/", "usr/local/etc/",
 	"usr/lib/systemd/", "lib/systemd/", "usr/local/lib/systemd/",
-	"usr/lib/os-release", "usr/lib/cloud-init/ds-identify",
+	"usr/lib/os-release", "usr/lib/cloud-init/ds-identify", "usr/libexec/cloud-init/ds-identify",
 }
 
 // configExts are the extensions of configuration files wherever they are
