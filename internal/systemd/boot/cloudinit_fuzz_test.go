@@ -25,7 +25,7 @@ func FuzzCloudInitConfig(f *testing.F) {
 		fsys := rootfs.New(m)
 		for _, di := range []dsIdentify{
 			{policy: "search,notfound=disabled", policyNoDMI: "search,notfound=enabled", dslist: "Ec2 None", checks: map[string]bool{"Ec2": true, "NoCloud": true}, nocloudCmdline: true},
-			{policy: "search", policyNoDMI: "x", dslist: "A", checks: map[string]bool{"MAAS": true}, isDisabled: true, dsKey: true, grepConfig: true, flowSeq: true, trimEnds: true, seedfrom: true},
+			{policy: "search", policyNoDMI: "x", dslist: "A", checks: map[string]bool{"MAAS": true}, isDisabled: true, dsKey: true, semicolon: true, grepConfig: true, flowSeq: true, trimEnds: true, seedfrom: true},
 		} {
 			cfgs, _ := readConfigFiles(fsys)
 			for _, w := range ifsFields(di.readDatasourceList(cfgs, cmdline)) {

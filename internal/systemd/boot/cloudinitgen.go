@@ -198,7 +198,7 @@ type dsIdentify struct {
 	// 25.x: is_disabled, the cmdline's ds= key and its ";" cut, a
 	// check_config that greps, datasource_list only as a flow sequence,
 	// a trim that keeps inner blanks, NoCloud's seedfrom.
-	isDisabled, dsKey, grepConfig, flowSeq, trimEnds, seedfrom bool
+	isDisabled, dsKey, semicolon, grepConfig, flowSeq, trimEnds, seedfrom bool
 	// 22.4: NoCloud's check of " ds=nocloud" on the command line.
 	nocloudCmdline bool
 }
@@ -234,6 +234,7 @@ func readDSIdentify(fsys *rootfs.FS, p string) (dsIdentify, bool) {
 		checks:         map[string]bool{},
 		isDisabled:     strings.Contains(s, "\nis_disabled() {"),
 		dsKey:          strings.Contains(s, `ds) _rc_dsname="$val";;`),
+		semicolon:      strings.Contains(s, "val=${val%%;*}"),
 		grepConfig:     strings.Contains(s, `out=$(grep "$key`),
 		flowSeq:        strings.Contains(s, `check_config "$key" && get_single_line_flow_sequence "$key" "$_RET"`),
 		trimEnds:       strings.Contains(s, `until tmp="${cur#[[:space:]]}"`),
@@ -372,7 +373,7 @@ func (di dsIdentify) main(fsys *rootfs.FS, cmdline string, m Machine) (rc int, n
 		if !found {
 			val = tok
 		}
-		if di.dsKey {
+		if di.semicolon {
 			val, _, _ = strings.Cut(val, ";")
 		}
 		switch {
@@ -407,7 +408,7 @@ func (di dsIdentify) main(fsys *rootfs.FS, cmdline string, m Machine) (rc int, n
 
 // search is the rest of _main under the default policy def: the mode,
 // the datasource named, the single entry, then the checks of the list.
-func (di dsIdentify) search(fsys *rootfs.FS, cfg [][]byte, cmdline, dsname, policy, def string, m Machine) (rc int, note string) {
+func (di dsIdentify) search(fsys *rootfs.FS, cfg []cfgFile, cmdline, dsname, policy, def string, m Machine) (rc int, note string) {
 	p := parsePolicy(policy, parsePolicy(def, diPolicy{}))
 	switch p.mode {
 	case "disabled":
@@ -505,7 +506,7 @@ func shUnquote(s string) string {
 // readDatasourceList is read_datasource_list (DI_DSNAME is empty here):
 // the command line's cc:...datasource_list[...], else the config files'
 // datasource_list, else DI_DSLIST_DEFAULT.
-func (di dsIdentify) readDatasourceList(cfg [][]byte, cmdline string) string {
+func (di dsIdentify) readDatasourceList(cfg []cfgFile, cmdline string) string {
 	list := ""
 	if i := strings.Index(cmdline, "cc:"); i >= 0 && strings.Contains(cmdline[i:], "datasource_list") {
 		t := cmdline[strings.LastIndex(cmdline, "datasource_list")+len("datasource_list"):]
@@ -553,7 +554,7 @@ func (di dsIdentify) parseYAMLArray(v string) string {
 // the glob /etc/cloud/cloud.cfg.d/*.cfg in the shell's order, those test
 // -f passes (22.4 skips the others; grep fails on them); false when they
 // are more than the port reads.
-func readConfigFiles(fsys *rootfs.FS) ([][]byte, bool) {
+func readConfigFiles(fsys *rootfs.FS) ([]cfgFile, bool) {
 	files := []string{"etc/cloud/cloud.cfg"}
 	if ents, err := fsys.ReadDir("etc/cloud/cloud.cfg.d"); err == nil {
 		var names []string
@@ -570,7 +571,7 @@ func readConfigFiles(fsys *rootfs.FS) ([][]byte, bool) {
 	if len(files) > maxConfigFiles {
 		return nil, false
 	}
-	var out [][]byte
+	var out []cfgFile
 	total := 0
 	for _, f := range files {
 		if !isRegular(fsys, f) {
@@ -580,21 +581,29 @@ func readConfigFiles(fsys *rootfs.FS) ([][]byte, bool) {
 		if total += len(data); !ok || total > maxConfig {
 			return nil, false
 		}
-		out = append(out, data)
+		out = append(out, cfgFile{"/" + f, data})
 	}
 	return out, true
+}
+
+// cfgFile is one of check_config's files: its path and content.
+type cfgFile struct {
+	path string
+	data []byte
 }
 
 // checkConfig is check_config(key): the value of the last line of the
 // config files that sets key, and whether one does. 22.4 reads each line
 // as read does and takes "key: value" or "key:" at its start; 25.x greps
-// for key["']*[[:space:]]*: anywhere in a line and takes what follows the
-// first ": " (a file with a NUL is binary: grep prints no line of it).
-func (di dsIdentify) checkConfig(cfg [][]byte, key string) (string, bool) {
+// for key["\']*[[:space:]]*: anywhere in a line (in the C locale) and
+// takes what follows the first ": " of grep's FILE:LINE once cut at its
+// first "#" and its file name (up to the first ":") removed; a file with
+// a NUL is binary, of which grep prints no line.
+func (di dsIdentify) checkConfig(cfg []cfgFile, key string) (string, bool) {
 	val, found := "", false
-	for _, data := range cfg {
+	for _, f := range cfg {
 		if !di.grepConfig {
-			for _, line := range shReadLines(data) {
+			for _, line := range shReadLines(f.data) {
 				line, _, _ = strings.Cut(line, "#")
 				if strings.HasPrefix(line, key+": ") || line == key+":" {
 					val, found = strings.TrimPrefix(line[len(key)+1:], " "), true
@@ -602,15 +611,16 @@ func (di dsIdentify) checkConfig(cfg [][]byte, key string) (string, bool) {
 			}
 			continue
 		}
-		if bytes.IndexByte(data, 0) >= 0 {
+		if bytes.IndexByte(f.data, 0) >= 0 {
 			continue
 		}
-		for _, line := range strings.Split(string(data), "\n") {
+		for _, line := range strings.Split(string(f.data), "\n") {
 			if !grepKey(line, key) {
 				continue
 			}
-			line, _, _ = strings.Cut(line, "#")
-			if line == "" {
+			line, _, _ = strings.Cut(f.path+":"+line, "#")
+			fn, _, _ := strings.Cut(line, ":")
+			if line = strings.TrimPrefix(line, fn+":"); line == "" {
 				continue
 			}
 			if _, after, ok := strings.Cut(line, ": "); ok {
@@ -622,7 +632,8 @@ func (di dsIdentify) checkConfig(cfg [][]byte, key string) (string, bool) {
 	return val, found
 }
 
-// grepKey is the match of grep "$key[\"\']*[[:space:]]*:".
+// grepKey is the match of grep "$key[\"\']*[[:space:]]*:", whose
+// bracket holds ", \ and '.
 func grepKey(line, key string) bool {
 	for i := 0; ; {
 		j := strings.Index(line[i:], key)
@@ -630,7 +641,7 @@ func grepKey(line, key string) bool {
 			return false
 		}
 		k := i + j + len(key)
-		for k < len(line) && (line[k] == '"' || line[k] == '\'') {
+		for k < len(line) && (line[k] == '"' || line[k] == '\'' || line[k] == '\\') {
 			k++
 		}
 		for k < len(line) && isBlank(line[k]) {
@@ -645,7 +656,7 @@ func grepKey(line, key string) bool {
 
 // imageFinds is the image's side of dscheck_DS: the seeds and
 // configuration it finds in the image whatever the machine.
-func (di dsIdentify) imageFinds(fsys *rootfs.FS, cfg [][]byte, cmdline, ds string) bool {
+func (di dsIdentify) imageFinds(fsys *rootfs.FS, cfg []cfgFile, cmdline, ds string) bool {
 	switch ds {
 	case "NoCloud":
 		if di.nocloudCmdline && strings.Contains(" "+cmdline+" ", " ds=nocloud") {
