@@ -35,6 +35,7 @@ unshare util-linux
 mount mount
 chroot coreutils
 sh dash
+dash dash
 sed sed
 git git
 tar tar
