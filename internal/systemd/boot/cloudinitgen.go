@@ -110,7 +110,7 @@ func readScript(fsys *rootfs.FS, p string) ([]byte, bool) {
 }
 
 // shAssign returns the value of the one line NAME="VALUE" of a script
-// (blanks and "local " before it allowed), "" when there is none, more
+// (blanks before it allowed), "" when there is none, more
 // than one, or a value the shell would expand.
 func shAssign(data []byte, name string) string {
 	val := ""
