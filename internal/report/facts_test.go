@@ -220,7 +220,7 @@ func TestFactsWritersKnowTheirTypes(t *testing.T) {
 			"sandboxing wants requires after wanted_by spawns_container directives problems,omitempty security,omitempty"},
 		{jsonMembers[facts.Exec](t), "path resolved,omitempty exists args prefixes raw error,omitempty"},
 		{jsonMembers[facts.EnvironmentFile](t), "path optional exists"},
-		{jsonMembers[unit.Edge](t), "from to kind source,omitempty"},
+		{jsonMembers[unit.Edge](t), "from to kind source,omitempty assumes,omitempty"},
 		{jsonMembers[condition.Check](t), "setting value trigger negate verdict reason"},
 		{jsonMembers[facts.Security](t), "exposure level,omitempty checks top notes,omitempty error,omitempty"},
 		{jsonMembers[facts.SecurityCheck](t), "name set exposure description"},

@@ -197,6 +197,9 @@ func appendEdge(b []byte, e unit.Edge, depth int) []byte {
 	if e.Source != "" {
 		b = appendString(key(b, false, d, "source"), e.Source)
 	}
+	if e.Assumes != "" {
+		b = appendString(key(b, false, d, "assumes"), e.Assumes)
+	}
 	return append(nl(b, depth), '}')
 }
 

@@ -175,7 +175,8 @@ func ChainSources(chain []unit.Edge) []string {
 }
 
 // Chain spells a chain on one line: "default.target → multi-user.target →
-// ecs.service  (via /etc/systemd/system/multi-user.target.wants/ecs.service)".
+// ecs.service  (via /etc/systemd/system/multi-user.target.wants/ecs.service)",
+// and what the model assumed of the machine for an edge of it, if it did.
 // It is "" for an empty chain.
 func Chain(chain []unit.Edge) string {
 	units := ChainUnits(chain)
@@ -185,6 +186,12 @@ func Chain(chain []unit.Edge) string {
 	s := strings.Join(units, " → ")
 	if src := ChainSources(chain); len(src) > 0 {
 		s += "  (via " + strings.Join(src, ", ") + ")"
+	}
+	for _, e := range chain {
+		if e.Assumes != "" {
+			s += "  (" + e.Assumes + ")"
+			break
+		}
 	}
 	return s
 }

@@ -328,6 +328,7 @@ func TestChain(t *testing.T) {
 	assert.Equal(t, "", Chain(nil))
 	assert.Equal(t, "default.target → multi-user.target → ecs.service  (via /lib/systemd/system/default.target, /etc/systemd/system/multi-user.target.wants/ecs.service)", Chain(ecsChain))
 	assert.Equal(t, "a.target → b.service", Chain([]unit.Edge{{From: "a.target", To: "b.service", Kind: "Wants"}}))
+	assert.Equal(t, "a.target → b.target  (assumed: a cloud)", Chain([]unit.Edge{{From: "a.target", To: "b.target", Kind: ".wants", Assumes: "assumed: a cloud"}}))
 }
 
 func TestJUnitParsesBack(t *testing.T) {
