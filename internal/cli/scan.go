@@ -148,7 +148,7 @@ type modelFlags struct {
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
 	m.opts.Assume = condition.Assumptions{}
-	fs.Func("assume", "state what the image cannot say about the machine that boots it, for Condition*= verdicts: `KEY=VALUE` (virtualization=amazon, memory=16G, cpus=4, kernel-command-line=..., architecture=arm64, first-boot=no, datasource=Ec2 (cloud-init's), ...); repeatable", m.opts.Assume.Set)
+	fs.Func("assume", "state what the image cannot say about the machine that boots it, for Condition*= verdicts and the generators that read it: `KEY=VALUE` (virtualization=amazon, memory=16G, cpus=4, kernel-command-line=..., architecture=arm64, first-boot=no, datasource=Ec2 (cloud-init's), ...); repeatable", m.opts.Assume.Set)
 	fs.Func("systemd-version", "model systemd `N` (e.g. 257) instead of the version the image ships", func(v string) error {
 		info, err := sdversion.Override(v)
 		if err != nil {
