@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/amilint/amilint/internal/image/disk/volid"
 	"github.com/amilint/amilint/internal/systemd/unit"
 )
 
@@ -468,7 +468,7 @@ func mountNode(u *Unit, sec, id string, version int) (string, bool) {
 // udevNode is fstab_node_to_udev_node: the fstab tags LABEL=, UUID=,
 // PARTUUID= and PARTLABEL= name their /dev/disk/by-* link, the tag's
 // value without one pair of enclosing quotes (unquote) and encoded as
-// udev encodes a device node name (encode_devnode_name); anything else is
+// udev encodes a device node name (encode_devnode_name, volid.Encode); anything else is
 // itself.
 func udevNode(p string) string {
 	for _, tag := range []string{"LABEL", "UUID", "PARTUUID", "PARTLABEL"} {
@@ -476,35 +476,10 @@ func udevNode(p string) string {
 			if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
 				v = v[1 : len(v)-1]
 			}
-			return "/dev/disk/by-" + strings.ToLower(tag) + "/" + encodeDevnode(v)
+			return "/dev/disk/by-" + strings.ToLower(tag) + "/" + volid.Encode(v)
 		}
 	}
 	return p
-}
-
-// encodeDevnode is encode_devnode_name: whole valid UTF-8 characters of
-// two bytes or more (utf8_encoded_valid_unichar) and the bytes of ASCII
-// letters, digits and "#+-.:=@_" (allow_listed_char_for_devnode) are
-// kept, every other byte, a backslash included, is written \xNN.
-func encodeDevnode(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		if s[i] >= utf8.RuneSelf {
-			if r, n := utf8.DecodeRuneInString(s[i:]); n > 1 && unicharValid(uint32(r)) {
-				b.WriteString(s[i : i+n])
-				i += n
-				continue
-			}
-		}
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("#+-.:=@_", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "\\x%02x", c)
-		}
-		i++
-	}
-	return b.String()
 }
 
 // namePath is unit_name_to_path: the path a unit name spells, or "" when

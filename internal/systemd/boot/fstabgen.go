@@ -508,47 +508,13 @@ func (f fstabRun) instanceUnitName(prefix, p, suffix string) (string, bool) {
 	return n, true
 }
 
-// mangle is unit_name_mangle_with_suffix(name, 0, ".mount"): a valid unit
-// name is itself, an absolute path names its device or mount unit, and
-// anything else is escaped, with the suffix when it has no unit type.
+// mangle is unit_name_mangle_with_suffix(name, 0, ".mount")
+// (mangleUnitName): a valid unit name is itself, an absolute path names
+// its device or mount unit, and anything else is escaped, with the suffix
+// when it has no unit type. A name systemd would hash is none.
 func (f fstabRun) mangle(name string) (string, bool) {
-	if name == "" {
-		return "", false
-	}
-	if unit.Valid(name) {
-		return name, true
-	}
-	if strings.HasPrefix(name, "/") {
-		n := unit.PathSimplify(f.version, name)
-		if isDevicePath(n) {
-			if u, ok := f.pathUnitName(n, ".device"); ok {
-				return u, true
-			}
-		}
-		if u, ok := f.pathUnitName(n, ".mount"); ok {
-			return u, true
-		}
-	}
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '/':
-			b.WriteByte('-')
-		case c == '@' || unit.ValidChar(c):
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "\\x%02x", c)
-		}
-	}
-	s := b.String()
-	if unit.Type(s) == "" {
-		s += ".mount"
-	}
-	if len(s) > unit.MaxNameLen {
-		return "", false
-	}
-	return s, true
+	n, res := mangleUnitName(f.version, name, ".mount")
+	return n, res == mangleOK
 }
 
 // specifierEscape is specifier_escape: "%" doubled.
