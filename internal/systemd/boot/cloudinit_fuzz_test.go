@@ -1,6 +1,10 @@
 package boot
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -68,5 +72,31 @@ func FuzzCloudInitScripts(f *testing.F) {
 		readCloudInitGenerator(fsys, "/gen")
 		readDSIdentify(fsys, "/usr/lib/ds-identify")
 		shReadLines([]byte(s))
+	})
+}
+
+// dscheckFuncRef is the regular expression dscheckNames replaces, kept as
+// its reference.
+var dscheckFuncRef = regexp.MustCompile(`(?m)^dscheck_([A-Za-z0-9_]+)\(\) \{`)
+
+// FuzzDSCheckNames: dscheckNames finds exactly the names the regular
+// expression does, in the same order.
+func FuzzDSCheckNames(f *testing.F) {
+	for _, root := range []string{"debian-root", "trixie-root"} {
+		if b, err := os.ReadFile(filepath.Join("..", "..", "..", ".cache", root, "usr/lib/cloud-init/ds-identify")); err == nil {
+			f.Add(string(b))
+		}
+	}
+	f.Add("dscheck_Ec2() {\n}\n  dscheck_X() {\ndscheck_() {\ndscheck_A_1() {x\n\ndscheck_B()  {\ndscheck_dscheck_C() {")
+	f.Add("xdscheck_A() {\ndscheck_é() {\r\ndscheck_Z() {")
+	f.Fuzz(func(t *testing.T, s string) {
+		var want []string
+		for _, m := range dscheckFuncRef.FindAllStringSubmatch(s, -1) {
+			want = append(want, m[1])
+		}
+		got := slices.Collect(dscheckNames(s))
+		if !slices.Equal(got, want) {
+			t.Fatalf("dscheckNames = %q, the expression finds %q", got, want)
+		}
 	})
 }

@@ -2,6 +2,7 @@ package boot
 
 import (
 	"bytes"
+	"iter"
 	"path"
 	"regexp"
 	"slices"
@@ -204,8 +205,7 @@ type dsIdentify struct {
 }
 
 var (
-	dscheckFunc = regexp.MustCompile(`(?m)^dscheck_([A-Za-z0-9_]+)\(\) \{`)
-	nocloudCmd  = regexp.MustCompile(`case " \$\{DI_KERNEL_CMDLINE\} " in\s+\*\\ ds=nocloud\*\) return \$\{DS_FOUND\};;`)
+	nocloudCmd = regexp.MustCompile(`case " \$\{DI_KERNEL_CMDLINE\} " in\s+\*\\ ds=nocloud\*\) return \$\{DS_FOUND\};;`)
 )
 
 // readDSIdentify reads the image's ds-identify; false when the script is
@@ -244,10 +244,38 @@ func readDSIdentify(fsys *rootfs.FS, p string) (dsIdentify, bool) {
 	if di.policy == "" || di.policyNoDMI == "" || di.dslist == "" {
 		return dsIdentify{}, false
 	}
-	for _, m := range dscheckFunc.FindAllStringSubmatch(s, -1) {
-		di.checks[m[1]] = true
+	for name := range dscheckNames(s) {
+		di.checks[name] = true
 	}
 	return di, true
+}
+
+// dscheckNames yields NAME of each "dscheck_NAME() {" at the start of a
+// line of script s: the datasource checks it defines. (A scan by hand:
+// the regular expression it replaces took a tenth of the boot model's
+// time on a 60 KB ds-identify.)
+func dscheckNames(s string) iter.Seq[string] {
+	const prefix = "dscheck_"
+	return func(yield func(string) bool) {
+		for i := 0; ; {
+			j := strings.Index(s[i:], prefix)
+			if j < 0 {
+				return
+			}
+			at := i + j
+			i = at + len(prefix)
+			if at > 0 && s[at-1] != '\n' {
+				continue
+			}
+			k := i
+			for k < len(s) && (s[k] >= 'A' && s[k] <= 'Z' || s[k] >= 'a' && s[k] <= 'z' || s[k] >= '0' && s[k] <= '9' || s[k] == '_') {
+				k++
+			}
+			if k > i && strings.HasPrefix(s[k:], "() {") && !yield(s[i:k]) {
+				return
+			}
+		}
+	}
 }
 
 // shDefault returns the value of the one top-level NAME="..." assignment
