@@ -88,8 +88,7 @@ func TestScanFstabFilesystemNotOnDisk(t *testing.T) {
 	require.Equal(t, ExitOK, code, stderr)
 	var doc struct {
 		Image struct {
-			Disk struct {
-				Known        bool
+			Disk *struct {
 				Volumes      []map[string]string
 				OtherVolumes []string `json:"other_volumes"`
 			}
@@ -97,7 +96,7 @@ func TestScanFstabFilesystemNotOnDisk(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
 	d := doc.Image.Disk
-	assert.True(t, d.Known)
+	require.NotNil(t, d, "a disk image target has image.disk")
 	assert.Empty(t, d.OtherVolumes)
 	require.Len(t, d.Volumes, 3)
 	assert.Equal(t, "partition 2", d.Volumes[1]["where"])

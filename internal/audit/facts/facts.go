@@ -185,13 +185,10 @@ type Image struct {
 	Disk *Disk `json:"disk,omitempty"`
 }
 
-// Disk is the filesystems of a disk image target, by the names udev gives
-// them under /dev/disk.
+// Disk is the filesystems of a disk image target (a raw, qcow2, vmdk,
+// vhd(x) image, an EBS snapshot, an AMI), by the names udev gives them
+// under /dev/disk; absent for a target with no disk amilint sees.
 type Disk struct {
-	// Known reports that the target is a disk image (a raw, qcow2, vmdk,
-	// vhd(x) image, an EBS snapshot, an AMI) whose every volume was read:
-	// always true where Disk is present.
-	Known bool `json:"known"`
 	// Volumes are the disk's partitions (or the whole disk) and logical
 	// volumes, in table order.
 	Volumes []DiskVolume `json:"volumes"`
@@ -222,7 +219,7 @@ func readDisk(d *rootfs.Disk) *Disk {
 	if d == nil {
 		return nil
 	}
-	out := &Disk{Known: true, Volumes: []DiskVolume{}, OtherVolumes: []string{}}
+	out := &Disk{Volumes: []DiskVolume{}, OtherVolumes: []string{}}
 	for _, v := range d.Volumes {
 		out.Volumes = append(out.Volumes, DiskVolume(v))
 	}

@@ -98,10 +98,6 @@ func (s Systemd) BootWith(tb testing.TB, upper string, m Machine) Transaction {
 	// The stack is writable through a tmpfs upper layer so systemd can
 	// create its temporary generator directory under /tmp without a mount
 	// there (a tmpfs on /tmp would make tmp.mount active already).
-	lowers := `"$lower"`
-	if upper != "" {
-		lowers = `"$upper:$lower"`
-	}
 	sysOpts, text := "", ""
 	if m.CmdLine != nil {
 		text = *m.CmdLine
@@ -116,11 +112,7 @@ func (s Systemd) BootWith(tb testing.TB, upper string, m Machine) Transaction {
 	script := `set -e
 r=$1 lower=$2 upper=$3 rw=$4 cmdline=$5 console=$6
 shift 6
-mkdir -p "$r" "$rw"
-mount -t tmpfs tmpfs "$rw"
-mkdir "$rw/u" "$rw/w"
-mount -t overlay overlay -o lowerdir=` + lowers + `,upperdir="$rw/u",workdir="$rw/w" "$r"
-mount -t proc proc "$r/proc"
+` + overlay(upper) + `mount -t proc proc "$r/proc"
 mount -t sysfs ` + sysOpts + ` sysfs "$r/sys"
 mount --rbind /sys/fs/cgroup "$r/sys/fs/cgroup"
 mount -t tmpfs tmpfs "$r/run"

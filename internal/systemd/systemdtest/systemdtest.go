@@ -114,19 +114,8 @@ func (s Systemd) Run(tb testing.TB, tree string, argv ...string) Output {
 	script := `set -e
 r=$1 tree=$2 console=$3
 shift 3
-mount -t proc proc "$r/proc"
-mount -t tmpfs tmpfs "$r/run"
-mount -t tmpfs tmpfs "$r/tmp"
-mount --bind "$console" "$r/dev/console"
-if [ -n "$tree" ]; then mount --bind "$tree" "$r` + TreeMount + `"; fi
-exec chroot "$r" "$@"`
-	if tree != "" {
-		abs, err := filepath.Abs(tree)
-		if err != nil {
-			tb.Fatalf("systemd %d: tree %s: %v", s.Version, tree, err)
-		}
-		tree = abs
-	}
+` + runMounts
+	tree = absTree(tb, s, tree)
 	return s.namespace(tb, script, []string{root, tree}, substitute(argv, TreeMount))
 }
 
@@ -139,31 +128,51 @@ func (s Systemd) RunOver(tb testing.TB, upper, tree string, argv ...string) Outp
 	tb.Helper()
 	lower := s.Path(tb)
 	tmp := tb.TempDir()
-	lowers := `"$lower"`
-	if upper != "" {
-		lowers = `"$upper:$lower"`
-	}
 	script := `set -e
 r=$1 lower=$2 upper=$3 rw=$4 tree=$5 console=$6
 shift 6
-mkdir -p "$r" "$rw"
-mount -t tmpfs tmpfs "$rw"
-mkdir "$rw/u" "$rw/w"
-mount -t overlay overlay -o lowerdir=` + lowers + `,upperdir="$rw/u",workdir="$rw/w" "$r"
-mount -t proc proc "$r/proc"
+` + overlay(upper) + runMounts
+	tree = absTree(tb, s, tree)
+	return s.namespace(tb, script, []string{filepath.Join(tmp, "merged"), lower, upper, filepath.Join(tmp, "rw"), tree}, substitute(argv, TreeMount))
+}
+
+// runMounts is the end of the scripts of Run and RunOver, over the root
+// at $r: /proc, a tmpfs of the command's own on /run and /tmp, the
+// console, the tree ($tree, "" for none) at TreeMount, then the command
+// chrooted.
+const runMounts = `mount -t proc proc "$r/proc"
 mount -t tmpfs tmpfs "$r/run"
 mount -t tmpfs tmpfs "$r/tmp"
 mount --bind "$console" "$r/dev/console"
 if [ -n "$tree" ]; then mount --bind "$tree" "$r` + TreeMount + `"; fi
 exec chroot "$r" "$@"`
-	if tree != "" {
-		abs, err := filepath.Abs(tree)
-		if err != nil {
-			tb.Fatalf("systemd %d: tree %s: %v", s.Version, tree, err)
-		}
-		tree = abs
+
+// overlay is the part of a script that stacks $upper (when upper is not
+// "") over $lower at $r, its writable layer in a tmpfs at $rw, as
+// RunOver and BootWith stack a variant over the root.
+func overlay(upper string) string {
+	lowers := `"$lower"`
+	if upper != "" {
+		lowers = `"$upper:$lower"`
 	}
-	return s.namespace(tb, script, []string{filepath.Join(tmp, "merged"), lower, upper, filepath.Join(tmp, "rw"), tree}, substitute(argv, TreeMount))
+	return `mkdir -p "$r" "$rw"
+mount -t tmpfs tmpfs "$rw"
+mkdir "$rw/u" "$rw/w"
+mount -t overlay overlay -o lowerdir=` + lowers + `,upperdir="$rw/u",workdir="$rw/w" "$r"
+`
+}
+
+// absTree is tree made absolute ("" stays "").
+func absTree(tb testing.TB, s Systemd, tree string) string {
+	tb.Helper()
+	if tree == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(tree)
+	if err != nil {
+		tb.Fatalf("systemd %d: tree %s: %v", s.Version, tree, err)
+	}
+	return abs
 }
 
 // substitute replaces Tree in every argument by where the tree is seen.

@@ -153,15 +153,14 @@ findings contains f if {
 # /dev/disk/by-* link systemd-fstab-generator turns UUID= and the others
 # into), a filesystem that no volume of the image's disk has: a scratch
 # volume formatted while the image was built. Judged only when the target
-# is a disk image whose every volume was read (image.disk.known) and the
+# is a disk image whose every volume was read (image.disk is present) and the
 # image boots with no volume whose filesystem is unknown (an AMI's other
 # EBS snapshots).
 findings contains f if {
 	rule := data.rules["boot-mount-instance-device"]
 	lib.applies(rule)
 	not_live
-	disk := object.get(input, ["image", "disk"], {})
-	object.get(disk, "known", false) == true
+	disk := input.image.disk
 	count(object.get(disk, "other_volumes", [])) == 0
 	some name, m in required_mounts
 	some field, value in disk_link(m.what)

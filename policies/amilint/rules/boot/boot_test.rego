@@ -209,7 +209,7 @@ test_instance_disk_not_on_a_live_host if {
 }
 
 # disk is a disk image's facts: an EFI partition and the root filesystem.
-disk := {"known": true, "other_volumes": [], "volumes": [
+disk := {"other_volumes": [], "volumes": [
 	{"where": "partition 1", "type": "vfat", "uuid": "1A2B-3C4D", "label": "UEFI", "partuuid": "5b3f4b8e-1c2d-4e5f-8a9b-0c1d2e3f4a5b", "partlabel": "EFI\\x20System"},
 	{"where": "partition 2", "type": "ext4", "uuid": "0a1b2c3d-0000-4000-8000-000000000000", "label": "cloudimg-rootfs", "partuuid": "6c4f5c9f-2d3e-4f60-9bac-1d2e3f4a5b6c", "partlabel": ""},
 ]}
@@ -267,7 +267,7 @@ test_unknown_disk_is_not_judged if {
 	every d in missing_devices {
 		# A directory, a tarball, a container image: no disk.
 		count(boot.findings) == 0 with input as {"units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
-		count(boot.findings) == 0 with input as {"image": {"disk": object.union(disk, {"known": false})}, "units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
+		count(boot.findings) == 0 with input as {"image": {"os_release": {}}, "units": {"data.mount": mount("data.mount", d, ".requires", true)}} with data.rules as rules
 
 		# An AMI with another EBS snapshot: its filesystems are unknown.
 		other := object.union(disk, {"other_volumes": ["/dev/sdb snap-0123"]})
