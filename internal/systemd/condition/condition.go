@@ -165,24 +165,17 @@ func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 	}
 	// The machine's specifiers count as empty: an expansion too long
 	// without them is too long with them.
-	var machine []byte
-	expanded, err := unit.Expand(e.Version, id, v, max, func(s byte) string {
-		switch s {
-		case 'h':
-			return "/root"
-		case 's':
-			return e.rootShell()
-		}
-		machine = append(machine, s)
-		return ""
-	})
+	expanded, machine, err := e.expand(id, v, max, "")
 	if err != nil {
 		return c, false // "Failed to resolve unit specifiers"
 	}
 	c.Value = expanded
 	if len(machine) > 0 {
 		c.Value = v
-		c.Verdict, c.Reason = Unknown, fmt.Sprintf("specifier %%%c depends on the machine that boots the image", machine[0])
+		c.Verdict, c.Reason = e.testMachine(id, kind, v, max, machine)
+		if c.Negate {
+			c.Verdict = c.Verdict.not()
+		}
 		return c, true
 	}
 	if path {
@@ -198,6 +191,138 @@ func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 	}
 	c.Verdict, c.Reason = r, reason
 	return c, true
+}
+
+// expand expands v's specifiers as unit_full_printf does for unit id,
+// the machine's as kernel for %v when kernel is not "" and as "" for the
+// rest, which it returns (machine).
+func (e *Env) expand(id, v string, max int, kernel string) (string, []byte, error) {
+	var machine []byte
+	s, err := unit.Expand(e.Version, id, v, max, func(s byte) string {
+		switch {
+		case s == 'h':
+			return "/root"
+		case s == 's':
+			return e.rootShell()
+		case s == 'v' && kernel != "":
+			return kernel
+		}
+		machine = append(machine, s)
+		return ""
+	})
+	return s, machine, err
+}
+
+// testMachine decides a check whose value has specifiers of the machine
+// (negation not applied), where the image decides it anyway:
+//   - %v alone: the check holds alike for every kernel the machine may
+//     boot (Env.kernels);
+//   - a path whose directory before the first of them is not in the
+//     image: no expansion exists there.
+//
+// Any other is unknown.
+func (e *Env) testMachine(id, kind, v string, max int, machine []byte) (Verdict, string) {
+	unknown := fmt.Sprintf("specifier %%%c depends on the machine that boots the image", machine[0])
+	if r, reason, ok := e.testPerKernel(id, kind, v, max, machine); ok {
+		return r, reason
+	}
+	if pathKind(kind) {
+		if r, reason, ok := e.testAbsentPrefix(id, kind, v, max); ok {
+			return r, reason
+		}
+	}
+	return Unknown, unknown
+}
+
+// testPerKernel decides a check whose only machine specifier is %v for
+// each kernel the machine may boot; ok when it holds, or fails, for all.
+func (e *Env) testPerKernel(id, kind, v string, max int, machine []byte) (Verdict, string, bool) {
+	if strings.Trim(string(machine), "v") != "" {
+		return Unknown, "", false
+	}
+	ks, src := e.kernels()
+	if len(ks) == 0 {
+		return Unknown, "", false
+	}
+	got := make([]Verdict, len(ks))
+	var reason string
+	for i, k := range ks {
+		s, _, err := e.expand(id, v, max, k)
+		if err != nil {
+			return Unknown, "", false // too long with this kernel: systemd ignores it
+		}
+		if pathKind(kind) {
+			p, why := unit.SimplifyPath(e.Version, s, true)
+			if why != "" {
+				return Unknown, "", false
+			}
+			s = p
+		}
+		got[i], reason = e.test(kind, s)
+	}
+	if r, ok := agree(got); ok && r != Unknown {
+		if len(ks) > 1 {
+			reason = "for each: " + reason
+		}
+		return r, reason + "; %v is the kernel the machine boots: " + src, true
+	}
+	return Unknown, "", false
+}
+
+// absentKinds are the path checks that fail on a path that does not
+// exist.
+var absentKinds = map[string]bool{
+	"PathExists": true, "PathExistsGlob": true, "PathIsDirectory": true, "PathIsSymbolicLink": true,
+	"DirectoryNotEmpty": true, "FileNotEmpty": true, "FileIsExecutable": true,
+}
+
+// prefixMark stands for the machine's specifiers in testAbsentPrefix's
+// expansion: a unit file's value cannot hold a NUL byte.
+const prefixMark = "\x00"
+
+// testAbsentPrefix decides a path check whose directory before the first
+// machine specifier does not exist in the image (/lib/modules/%v/… in an
+// image without /lib/modules): whatever the machine's values, the path
+// does not exist. ok is false when that directory exists, is the
+// machine's (/dev, /run, …) or holds a glob.
+func (e *Env) testAbsentPrefix(id, kind, v string, max int) (Verdict, string, bool) {
+	if !absentKinds[kind] || e.fsys == nil || strings.Contains(v, prefixMark) {
+		return Unknown, "", false
+	}
+	s, err := unit.Expand(e.Version, id, v, max+len(v)*len(prefixMark), func(s byte) string {
+		switch s {
+		case 'h':
+			return "/root"
+		case 's':
+			return e.rootShell()
+		}
+		return prefixMark
+	})
+	if err != nil {
+		return Unknown, "", false
+	}
+	i := strings.Index(s, prefixMark)
+	if i < 0 || !strings.HasPrefix(s, "/") {
+		return Unknown, "", false
+	}
+	dir := s[:strings.LastIndexByte(s[:i], '/')]
+	if dir == "" || kind == "PathExistsGlob" && strings.ContainsAny(dir, "*?[") {
+		return Unknown, "", false
+	}
+	dir, why := unit.SimplifyPath(e.Version, dir, true)
+	if why != "" || volatile(dir) != "" {
+		return Unknown, "", false
+	}
+	fi, err := e.fsys.Stat(strings.TrimPrefix(dir, "/"))
+	switch {
+	case err == nil && fi.IsDir():
+		return Unknown, "", false
+	case err == nil:
+		return False, fmt.Sprintf("%s is not a directory in the image, whatever the machine's specifiers are", dir), true
+	case absent(err):
+		return False, fmt.Sprintf("%s does not exist in the image, whatever the machine's specifiers are", dir), true
+	}
+	return Unknown, "", false
 }
 
 // Result combines checks as condition_test_list does, for conditions and

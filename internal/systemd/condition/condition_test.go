@@ -518,8 +518,9 @@ func FuzzCmdLine(f *testing.F) {
 }
 
 func FuzzCheck(f *testing.F) {
-	for _, s := range []string{"|!/etc/%i/x", "%", "!", "|", "/a/../../b", "VERSION_ID>=1 ID$=de*", ">=4G", "%f%j%J%P%I"} {
+	for _, s := range []string{"|!/etc/%i/x", "%", "!", "|", "/a/../../b", "VERSION_ID>=1 ID$=de*", ">=4G", "%f%j%J%P%I", devname, "!/x/%H/%v", "/run/%m", "/etc/%v%%/..%b"} {
 		f.Add("ConditionPathExists", s)
+		f.Add("ConditionFileNotEmpty", s)
 		f.Add("ConditionOSRelease", s)
 		f.Add("ConditionKernelVersion", s)
 	}

@@ -493,23 +493,44 @@ func cmpInt(a, b int) int {
 	return 0
 }
 
+// kernels are the kernel releases the machine may boot, and where that
+// is read: the assumed one (--assume kernel-version), else every kernel
+// the image installs (the machine boots one of them). None when the image
+// installs no kernel: a container runs its host's.
+func (e *Env) kernels() ([]string, string) {
+	if a, ok := e.assume.get("kernelversion"); ok {
+		return []string{a}, "assumed (--assume kernel-version)"
+	}
+	switch len(e.Host.Kernels) {
+	case 0:
+		return nil, "the image installs no kernel (a container runs its host's); --assume kernel-version=VERSION decides it"
+	case 1:
+		return e.Host.Kernels, "the image installs kernel " + e.Host.Kernels[0]
+	}
+	return e.Host.Kernels, fmt.Sprintf("the image installs %d kernels (%s)", len(e.Host.Kernels), strings.Join(e.Host.Kernels, ", "))
+}
+
 // testKernelVersion is condition_test_kernel_version over the kernel the
-// image installs (or the assumed one): every space-separated expression
+// image boots: the assumed one, or each kernel the image installs, the
+// check decided when they all agree. Every space-separated expression
 // must hold; one without an operator is a shell pattern.
 func (e *Env) testKernelVersion(v string) (Verdict, string) {
-	kernel, src := "", ""
-	if a, ok := e.assume.get("kernelversion"); ok {
-		kernel, src = a, "assumed (--assume kernel-version)"
-	} else {
-		switch len(e.Host.Kernels) {
-		case 0:
-			return Unknown, "the image installs no kernel (a container runs its host's); --assume kernel-version=VERSION decides it"
-		case 1:
-			kernel, src = e.Host.Kernels[0], "the image installs kernel "+e.Host.Kernels[0]
-		default:
-			return Unknown, fmt.Sprintf("the image installs %d kernels (%s)", len(e.Host.Kernels), strings.Join(e.Host.Kernels, ", "))
-		}
+	ks, src := e.kernels()
+	if len(ks) == 0 {
+		return Unknown, src
 	}
+	var got []Verdict
+	for _, k := range ks {
+		got = append(got, kernelVersionHolds(k, v))
+	}
+	if r, ok := agree(got); ok {
+		return r, src
+	}
+	return Unknown, src + ": " + perKernel(ks, got)
+}
+
+// kernelVersionHolds decides ConditionKernelVersion=v for kernel.
+func kernelVersionHolds(kernel, v string) Verdict {
 	for _, expr := range strings.Fields(v) {
 		op, want := "", expr
 		for _, o := range []string{"<=", ">=", "!=", "=", "<", ">"} {
@@ -525,10 +546,33 @@ func (e *Env) testKernelVersion(v string) (Verdict, string) {
 			ok = compare(kernel, op, want)
 		}
 		if !ok {
-			return False, src
+			return False
 		}
 	}
-	return True, src
+	return True
+}
+
+// agree is the one verdict all of vs are, ok false when they differ (or
+// there are none).
+func agree(vs []Verdict) (Verdict, bool) {
+	if len(vs) == 0 {
+		return Unknown, false
+	}
+	for _, v := range vs[1:] {
+		if v != vs[0] {
+			return Unknown, false
+		}
+	}
+	return vs[0], true
+}
+
+// perKernel lists each kernel's verdict, for a reason.
+func perKernel(ks []string, vs []Verdict) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = k + " " + string(vs[i])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // testAssumed decides the host checks from --assume, else leaves them
