@@ -580,7 +580,7 @@ func Model(fsys *rootfs.FS, opts ModelOptions) (*Inventory, error) {
 // carries it.
 func (inv *Inventory) BootFacts() facts.Boot {
 	b := inv.Boot
-	fb := facts.Boot{DefaultTarget: b.Default, Target: b.Root, Fallback: b.Fallback}
+	fb := facts.Boot{DefaultTarget: b.Default, Target: b.Root, CommandLineUnit: b.CmdLineUnit, Fallback: b.Fallback}
 	if b.Fallback != "" {
 		fb.Target = boot.RescueTarget
 	}

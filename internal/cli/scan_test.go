@@ -978,3 +978,53 @@ func TestScanDebugShellFromCmdline(t *testing.T) {
 	require.NotNil(t, rep, stderr)
 	assert.Nil(t, ruleFinding(rep, "debug-shell"), "masked")
 }
+
+// TestScanBootUnitFromCmdline: a systemd.unit= or runlevel word on the
+// image's kernel command line is the unit PID 1 starts in default.target's
+// place: chains start there, what only default.target pulls in does not
+// start, and a name that cannot be loaded falls back to rescue.target.
+func TestScanBootUnitFromCmdline(t *testing.T) {
+	dir := materialize(t, "dlami")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "etc/kernel"), 0o755))
+	cmdline := func(s string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/kernel/cmdline"), []byte(s+"\n"), 0o644))
+	}
+
+	cmdline("ro quiet 3")
+	_, rep, stderr := scanJSON(t, dir)
+	require.NotNil(t, rep, stderr)
+	f := ruleFinding(rep, "ecs-agent-unconfigured")
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	require.NotEmpty(t, f.Chain)
+	assert.Equal(t, "multi-user.target", f.Chain[0].From, "the chain starts at the runlevel's target")
+
+	code, out, stderr := runCLI(t, "facts", dir)
+	require.Equal(t, ExitOK, code, stderr)
+	var doc struct {
+		Boot struct {
+			Target          string `json:"target"`
+			DefaultTarget   string `json:"default_target"`
+			CommandLineUnit string `json:"command_line_unit"`
+		} `json:"boot"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	assert.Equal(t, "multi-user.target", doc.Boot.Target)
+	assert.Equal(t, "multi-user.target", doc.Boot.CommandLineUnit)
+	assert.Equal(t, "graphical.target", doc.Boot.DefaultTarget)
+
+	cmdline("ro systemd.unit=nothere.target")
+	code, rep, stderr = scanJSON(t, dir)
+	require.Equal(t, ExitFindings, code, stderr)
+	f = ruleFinding(rep, "boot-rescue-fallback")
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	assert.Equal(t, "nothere.target", f.Unit)
+	assert.Contains(t, f.Message, "which the kernel command line names in default.target's place")
+	assert.Nil(t, ruleFinding(rep, "ecs-agent-unconfigured"), "rescue.target does not start ecs.service")
+
+	_, rep, stderr = scanJSON(t, "--assume", "kernel-command-line=ro quiet", dir)
+	require.NotNil(t, rep, stderr)
+	assert.Nil(t, ruleFinding(rep, "boot-rescue-fallback"), "the assumed command line names no unit")
+	f = ruleFinding(rep, "ecs-agent-unconfigured")
+	require.NotNil(t, f, "findings: %v", rep.Findings)
+	assert.Equal(t, "default.target", f.Chain[0].From)
+}

@@ -109,9 +109,13 @@ type Boot struct {
 	// DefaultTarget is the unit default.target resolves to through its
 	// alias ("graphical.target").
 	DefaultTarget string `json:"default_target"`
-	// Target is the unit PID 1 isolates: DefaultTarget, or rescue.target
-	// when default.target cannot be loaded.
+	// Target is the unit PID 1 isolates: CommandLineUnit, else
+	// DefaultTarget; rescue.target when that cannot be loaded.
 	Target string `json:"target"`
+	// CommandLineUnit is the unit the kernel command line names in
+	// default.target's place (systemd.unit=, a runlevel word), as given;
+	// "" when it names none.
+	CommandLineUnit string `json:"command_line_unit,omitempty"`
 	// Fallback is systemd's reason for falling back to rescue.target
 	// ("Unit default.target is masked."); "" when it does not.
 	Fallback string `json:"fallback,omitempty"`

@@ -48,12 +48,17 @@ type Boot struct {
 	// Default is the unit default.target resolves to through its alias
 	// ("multi-user.target"), or default.target when it has none.
 	Default string
-	// Root is the unit the transaction is anchored at: Default, or
-	// rescue.target when default.target cannot be loaded, as systemd falls
+	// Root is the unit the transaction is anchored at: the unit the
+	// kernel command line names (systemd.unit=, a runlevel word), else
+	// Default; rescue.target when that cannot be loaded, as systemd falls
 	// back.
 	Root string
-	// Fallback is why systemd isolates rescue.target instead of
-	// default.target ("Unit default.target is masked."); "" when it does
+	// CmdLineUnit is the unit the kernel command line names in
+	// default.target's place, as given (systemd.unit=, a runlevel word's
+	// target); "" when it names none.
+	CmdLineUnit string
+	// Fallback is why systemd isolates rescue.target instead of the unit
+	// it was to start ("Unit default.target is masked."); "" when it does
 	// not fall back.
 	Fallback string
 	// Start are the units with a start job, sorted.
@@ -211,11 +216,15 @@ func (g *Graph) computeBoot() *Boot {
 		step:        map[string][]unit.Edge{},
 		parent:      map[string]string{},
 	}
-	// do_queue_default_job: default.target, else rescue.target; there is
-	// no further fallback.
+	// do_queue_default_job: the unit the kernel command line names, else
+	// default.target; else rescue.target, with no further fallback.
 	rootName := DefaultTarget
 	root := g.load(DefaultTarget)
 	b.Default = root.Name
+	if g.bootUnit != "" {
+		b.CmdLineUnit = g.bootUnit
+		rootName, root = g.bootUnit, g.load(g.bootUnit)
+	}
 	if root.State != Loaded {
 		b.Fallback = loadError(root)
 		rootName, root = RescueTarget, g.load(RescueTarget)

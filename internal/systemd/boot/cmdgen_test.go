@@ -343,6 +343,61 @@ func TestOracleCmdlineBoot(t *testing.T) {
 	}
 }
 
+// cmdlineUnitCases are kernel command lines naming the unit PID 1 starts
+// in default.target's place, with that unit as parse_proc_cmdline_item of
+// systemd's main.c takes it (252 and 257 alike): the last systemd.unit=
+// naming a plain or instance unit, or runlevel word; a template name, a
+// value-less systemd.unit and rd.systemd.unit are ignored outside the
+// initrd.
+var cmdlineUnitCases = map[string]struct{ cmdline, unit string }{
+	"unit-multi-user": {"quiet systemd.unit=multi-user.target", "multi-user.target"},
+	"runlevel-3":      {"ro 3", "multi-user.target"},
+	"runlevel-last":   {"systemd.unit=emergency.target 2", "multi-user.target"},
+	"unit-last":       {"single systemd.unit=multi-user.target", "multi-user.target"},
+	"unit-template":   {"systemd.unit=multi-user.target systemd.unit=getty@.service", "multi-user.target"},
+	"unit-no-value":   {"3 systemd.unit", "multi-user.target"},
+	"unit-rd":         {"rd.systemd.unit=rescue.target", ""},
+	"unit-missing":    {"systemd.unit=nothere.target", "nothere.target"},
+	"unit-service":    {"systemd.unit=ssh.service systemd.wants=cron.service", "ssh.service"},
+	"unit-rescue":     {"systemd.unit=rescue.target", "rescue.target"},
+	"unit-emergency":  {"emergency", "emergency.target"},
+	"unit-instance":   {"systemd.unit=getty@tty3.service", "getty@tty3.service"},
+}
+
+// TestOracleCmdlineBootUnit: the unit PID 1 starts in default.target's
+// place. systemd --test does not read the kernel command line (only PID 1
+// does), so it is given the unit the case states with --unit=, and the
+// model, which reads the command line from /etc/kernel/cmdline, must take
+// that unit from it and start what systemd starts, falling back to
+// rescue.target alike.
+func TestOracleCmdlineBootUnit(t *testing.T) {
+	for _, sd := range systemdtest.Versions() {
+		for name, c := range cmdlineUnitCases {
+			t.Run(sd.Name()+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				require.Equal(t, c.unit, pid1BootUnit(c.cmdline))
+				v := newVariant(t, sd, []op{file("/etc/kernel/cmdline", c.cmdline)})
+				cmdline := c.cmdline
+				v.machine = systemdtest.Machine{CmdLine: &cmdline, Unit: c.unit}
+				want := v.oracle(t)
+				got, g := modelStart(t, v)
+				onlySystemd, onlyModel := diff(want.Start, got)
+				t.Logf("%s: systemd %d starts %d units, the model %d (root %s); only systemd: %v; only model: %v",
+					name, sd.Version, len(want.Start), len(got), g.Boot().Root, onlySystemd, onlyModel)
+				assert.Equal(t, want.Start, got)
+				failed := ""
+				if f := g.Boot().Failure; f != nil {
+					failed = f.Reason
+				}
+				assert.Equal(t, want.Failed, failed)
+				if c.unit == "" {
+					assert.Equal(t, "graphical.target", g.Boot().Root)
+				}
+			})
+		}
+	}
+}
+
 // FuzzMangleUnitName: unit_name_mangle's port gives a valid unit name or
 // refuses, and keeps a valid one as it is.
 func FuzzMangleUnitName(f *testing.F) {

@@ -93,13 +93,11 @@
 //     locale; systemd-rc-local-generator runs only when its executable
 //     names one RC_LOCAL_PATH (sdgen.go), and its access(X_OK) is root's
 //     (any execute bit, or a directory: the oracle, run as nobody, sees
-//     only files executable by all). Like every default.target here,
-//     systemd-system-update-generator's ignores the kernel command line
-//     (systemd.unit=, a runlevel), which overrides it at boot, and so
-//     does systemd-run-generator's; systemd-debug-generator puts the
-//     systemd.wants= links into the wants of the unit systemd.unit= (or a
-//     runlevel) names, as it does, but the model's boot still starts
-//     default.target. Of systemd-debug-generator, the unit credentials of
+//     only files executable by all). The unit systemd.unit= (or a
+//     runlevel word) names is what PID 1 starts, as it does, in place of
+//     the default.target that systemd-system-update-generator and
+//     systemd-run-generator link, and systemd-debug-generator puts the
+//     systemd.wants= links into its wants. Of systemd-debug-generator, the unit credentials of
 //     256 and later (systemd.extra-unit.*, systemd.unit-dropin.*) are the
 //     machine's and left out; a systemd.mask= or systemd.wants= path too
 //     long for a unit name, which systemd names by a hash, is skipped;
@@ -262,6 +260,11 @@ type Graph struct {
 	genDeps   map[string][]Dep   // generator .wants links, by unit name
 	gen       *genOut            // the package generators' output, or nil
 
+	// bootUnit is the unit the kernel command line asks PID 1 to start
+	// in default.target's place (systemd.unit=, a runlevel word), "" for
+	// none (pid1BootUnit).
+	bootUnit string
+
 	// zones are the image's time zones, for OnCalendar= (timeZones).
 	zonesOnce sync.Once
 	zones     unit.Zones
@@ -352,7 +355,30 @@ func LoadWith(fsys *rootfs.FS, sdVersion int, opts Options) (*Graph, error) {
 		return nil, err
 	}
 	g.gen = gen
+	g.bootUnit = pid1BootUnit(cmdline)
 	return g, nil
+}
+
+// pid1BootUnit is the unit PID 1's parse_proc_cmdline_item takes from the
+// kernel command line outside the initrd for do_queue_default_job: the
+// last systemd.unit= naming a plain or instance unit (another name is
+// ignored with a warning) or runlevel word (runlevel_to_target: "3",
+// "single", "emergency", ...); "" when there is none.
+func pid1BootUnit(cmdline string) string {
+	u := ""
+	for a := range cmdlineArgs(cmdline) {
+		switch {
+		case a.key == "systemd.unit":
+			if a.hasValue && unit.Valid(a.value) && !unit.IsTemplate(a.value) {
+				u = a.value
+			}
+		case !a.hasValue:
+			if t := runlevelTarget(a.key); t != "" {
+				u = t
+			}
+		}
+	}
+	return u
 }
 
 // LoadTree is Load with the image's /run as it is, the way offline tools

@@ -78,10 +78,17 @@ func (s Systemd) Boot(tb testing.TB, upper string) Transaction {
 // that boots.
 type Machine struct {
 	// CmdLine, when set, is bind-mounted over /proc/cmdline: the kernel
-	// command line PID 1 and the generators read. Unset, they read an
-	// empty one, as the model does of an image without a boot loader
-	// configuration (the Debian roots), never the test machine's own.
+	// command line the generators read. Unset, they read an empty one, as
+	// the model does of an image without a boot loader configuration (the
+	// Debian roots), never the test machine's own. systemd itself does
+	// not read it in test mode: it parses the kernel command line only as
+	// PID 1 (arg_system is still false when parse_configuration runs),
+	// so what it would take from it is given as Unit.
 	CmdLine *string
+	// Unit, when set, is the unit systemd starts in default.target's
+	// place (--unit=, which sets the arg_default_unit that systemd.unit=
+	// or a runlevel word on the kernel command line sets at a real boot).
+	Unit string
 	// Container mounts /sys read-only, which systemd takes for a
 	// container: it supports no device units, and
 	// systemd-fstab-generator ignores device entries. Without it /sys is
@@ -119,8 +126,11 @@ mount -t tmpfs tmpfs "$r/run"
 mount --bind "$cmdline" "$r/proc/cmdline"
 mount --bind "$console" "$r/dev/console"
 exec chroot --userspec=65534:65534 "$r" "$@"`
-	o := s.namespace(tb, script, []string{merged, lower, upper, rw, cmdline},
-		[]string{"/lib/systemd/systemd", "--test", "--system", "--no-pager", "--log-target=console", "--log-level=info"})
+	argv := []string{"/lib/systemd/systemd", "--test", "--system", "--no-pager", "--log-target=console", "--log-level=info"}
+	if m.Unit != "" {
+		argv = append(argv, "--unit="+m.Unit)
+	}
+	o := s.namespace(tb, script, []string{merged, lower, upper, rw, cmdline}, argv)
 	// systemd logs to the console, or to stderr when the console is not
 	// a terminal; either way the lines are the same.
 	tr := Transaction{Triggers: map[string][]string{}, Wants: map[string][]string{}, After: map[string][]string{}, Console: string(o.Console) + string(o.Stderr)}

@@ -77,13 +77,23 @@ findings contains f if {
 	not_live
 	fallback := object.get(input, ["boot", "fallback"], "")
 	fallback != ""
-	default_target := object.get(input, ["boot", "default_target"], "default.target")
 	f := image_finding(
-		"boot-rescue-fallback", default_target,
-		sprintf("default.target cannot be loaded (%s), so systemd falls back to rescue.target: the machine boots to a rescue shell with none of its services%s", [fallback, rescue_fails]),
+		"boot-rescue-fallback", start_unit,
+		sprintf("%s cannot be loaded (%s), so systemd falls back to rescue.target: the machine boots to a rescue shell with none of its services%s", [start_what, fallback, rescue_fails]),
 		[], {"fallback": fallback},
 	)
 }
+
+# The unit PID 1 was to start: the one the kernel command line names, else
+# default.target (as what it resolves to).
+start_unit := u if {
+	u := object.get(input, ["boot", "command_line_unit"], "")
+	u != ""
+} else := object.get(input, ["boot", "default_target"], "default.target")
+
+start_what := sprintf("%s, which the kernel command line names in default.target's place,", [start_unit]) if {
+	object.get(input, ["boot", "command_line_unit"], "") != ""
+} else := "default.target"
 
 default rescue_fails := ""
 
@@ -252,6 +262,7 @@ findings contains f if {
 	lib.applies(rule)
 	not_live
 	object.get(input, ["boot", "default_target"], "") == "system-update.target"
+	object.get(input, ["boot", "command_line_unit"], "") == ""
 	chain := object.get(input, ["units", "system-update.target", "chain"], [])
 	f := image_finding(
 		"boot-offline-update", "system-update.target",

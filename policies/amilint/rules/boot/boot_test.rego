@@ -91,6 +91,19 @@ test_fallback_to_rescue if {
 	contains(f.message, "Unit default.target is masked.")
 }
 
+test_fallback_from_command_line_unit if {
+	fs := boot.findings with input as {
+		"boot": {"default_target": "graphical.target", "command_line_unit": "nothere.target", "target": "rescue.target", "fallback": "Unit nothere.target not found."},
+		"units": {},
+	}
+		with data.rules as rules
+	count(fs) == 1
+	some f in fs
+	f.rule_id == "boot-rescue-fallback"
+	f.unit == "nothere.target"
+	startswith(f.message, "nothere.target, which the kernel command line names in default.target's place, cannot be loaded (Unit nothere.target not found.)")
+}
+
 test_rescue_fails_too if {
 	fs := boot.findings with input as {
 		"boot": {"default_target": "default.target", "target": "rescue.target", "fallback": "Unit default.target not found.", "failed": "rescue.target masked", "failed_unit": "rescue.target", "failed_chain": []},
@@ -307,6 +320,14 @@ test_offline_update_set_default if {
 		with data.rules as rules
 	some f in fs
 	contains(f.message, "(through /etc/systemd/system/default.target)")
+}
+
+test_command_line_unit_skips_offline_update if {
+	count(boot.findings) == 0 with input as {
+		"boot": {"default_target": "system-update.target", "command_line_unit": "multi-user.target", "target": "multi-user.target"},
+		"units": {"system-update.target": {"chain": update_chain("/run/systemd/generator.early/default.target")}},
+	}
+		with data.rules as rules
 }
 
 test_normal_default_is_no_offline_update if {
