@@ -214,7 +214,7 @@ func TestFactsWritersKnowTheirTypes(t *testing.T) {
 	}{
 		{jsonMembers[facts.Document](t), "schema image systemd boot manager units config_files"},
 		{jsonMembers[facts.Unit](t), "name unit_type state path,omitempty fragment,omitempty drop_ins aliases starts_at_boot " +
-			"activated_by active_at_boot chain preset,omitempty conditions conditions_met conditions_reason,omitempty " +
+			"activated_by active_at_boot chain preset,omitempty conditions conditions_met conditions_reason,omitempty conditions_undecided,omitempty " +
 			"would_run type,omitempty exec_start exec_start_pre restart restart_sec start_limit_interval_sec " +
 			"start_limit_burst restart_prevent_exit_status user,omitempty group,omitempty dynamic_user environment_files " +
 			"sandboxing wants requires after wanted_by spawns_container directives problems,omitempty security,omitempty"},
@@ -256,7 +256,7 @@ func TestWriteFactsEveryUnitMember(t *testing.T) {
 		Chain:         []unit.Edge{{From: "a", To: "b", Kind: "Wants"}, {From: "b", To: "c", Kind: ".wants", Source: "/s"}},
 		Preset:        "enable",
 		Conditions:    []condition.Check{{Setting: "ConditionPathExists", Value: "!/x", Negate: true, Verdict: condition.True, Reason: "r&s"}},
-		ConditionsMet: condition.Unknown, ConditionsReason: "why", WouldRun: condition.False, ServiceType: "notify",
+		ConditionsMet: condition.Unknown, ConditionsReason: "why", ConditionsUndecided: []string{"ConditionVirtualization=|!container", "<x>"}, WouldRun: condition.False, ServiceType: "notify",
 		ExecStart:    &facts.Exec{Path: "/bin/x", Resolved: "/usr/bin/x", Exists: &yes, Args: []string{}, Prefixes: "-", Raw: "-/bin/x", Error: "e"},
 		ExecStartPre: []*facts.Exec{nil, {Path: "p", Args: []string{"1", "\u2028"}}},
 		Restart:      "always", RestartSec: facts.Infinity, StartLimitIntervalSec: 0.1, StartLimitBurst: -3,
@@ -325,7 +325,7 @@ func fullUnit(r *rand.Rand) *facts.Unit {
 	u := &facts.Unit{
 		Name: fmt.Sprint(r.Uint32(), str()), Type: str(), State: str(), Path: str(), Fragment: str(),
 		DropIns: strs(), Aliases: strs(), StartsAtBoot: boolean(), ActivatedBy: strs(), ActiveAtBoot: boolean(),
-		Preset: str(), ConditionsMet: condition.Verdict(str()), ConditionsReason: str(), WouldRun: condition.Verdict(str()),
+		Preset: str(), ConditionsMet: condition.Verdict(str()), ConditionsReason: str(), ConditionsUndecided: strs(), WouldRun: condition.Verdict(str()),
 		ServiceType: str(), ExecStart: exec(), Restart: str(), RestartSec: seconds(), StartLimitIntervalSec: seconds(),
 		StartLimitBurst: r.IntN(2000) - 1000, RestartPreventExitStatus: strs(), User: str(), Group: str(),
 		DynamicUser: boolean(), Wants: strs(), Requires: strs(), After: strs(), WantedBy: strs(), SpawnsContainer: boolean(),

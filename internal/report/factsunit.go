@@ -151,6 +151,9 @@ func appendUnit(b []byte, u *facts.Unit, sc *scratch) []byte {
 	if u.ConditionsReason != "" {
 		b = appendString(key(b, false, d, "conditions_reason"), u.ConditionsReason)
 	}
+	if len(u.ConditionsUndecided) > 0 {
+		b = appendStrings(key(b, false, d, "conditions_undecided"), u.ConditionsUndecided, d)
+	}
 	b = appendString(key(b, false, d, "would_run"), string(u.WouldRun))
 	if u.ServiceType != "" {
 		b = appendString(key(b, false, d, "type"), u.ServiceType)

@@ -292,6 +292,10 @@ type Unit struct {
 	ConditionsMet condition.Verdict `json:"conditions_met"`
 	// ConditionsReason says which checks fail, when ConditionsMet is false.
 	ConditionsReason string `json:"conditions_reason,omitempty"`
+	// ConditionsUndecided are the checks the image cannot decide, as
+	// written ("ConditionKernelCommandLine=snapd_recovery_mode"), when
+	// ConditionsMet is unknown.
+	ConditionsUndecided []string `json:"conditions_undecided,omitempty"`
 	// WouldRun is whether the unit runs at boot given those verdicts:
 	// false when it is not active at boot or its checks fail.
 	WouldRun condition.Verdict `json:"would_run"`

@@ -63,8 +63,11 @@ func buildUnit(res *resolver, in *UnitInput, m *Manager, omitChecks bool) *Unit 
 	}
 	u.Conditions = append([]condition.Check{}, in.Conditions...)
 	u.ConditionsMet = condition.Result(in.Conditions)
-	if u.ConditionsMet == condition.False {
+	switch u.ConditionsMet {
+	case condition.False:
 		u.ConditionsReason = condition.Explain(in.Conditions)
+	case condition.Unknown:
+		u.ConditionsUndecided = condition.Undecided(in.Conditions)
 	}
 	u.Security = securityOf(in, omitChecks)
 	opts := in.Options

@@ -366,6 +366,18 @@ func Result(checks []Check) Verdict {
 	return result
 }
 
+// Undecided are the checks that cannot be decided, as written, in
+// order; nil when there are none.
+func Undecided(checks []Check) []string {
+	var out []string
+	for _, c := range checks {
+		if c.Verdict == Unknown {
+			out = append(out, c.String())
+		}
+	}
+	return out
+}
+
 // Explain is one line saying why checks do not all hold, for messages:
 // the failing non-trigger checks, or that no trigger check holds.
 func Explain(checks []Check) string {

@@ -253,6 +253,12 @@ else := object.get(rule, "severity", "medium")
 
 skipped_note(unit) := sprintf("; but it never runs: its conditions fail in the image (%s), so the finding is informational", [input.units[unit].conditions_reason]) if skipped(unit)
 
+else := sprintf("; whether it runs depends on the machine, not the image: %s", [concat(", ", undecided)]) if {
+	not input.live
+	undecided := object.get(input.units[unit], "conditions_undecided", [])
+	count(undecided) > 0
+}
+
 else := ""
 
 # METADATA
