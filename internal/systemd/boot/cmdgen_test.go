@@ -272,6 +272,9 @@ func FuzzCmdlineGenerators(f *testing.F) {
 	for _, c := range gettyCases {
 		f.Add(c.cmdline)
 	}
+	for _, c := range cmdlineUnitCases {
+		f.Add(c.cmdline)
+	}
 	f.Fuzz(func(t *testing.T, cmdline string) {
 		if len(cmdline) > 8<<10 {
 			return
@@ -301,7 +304,10 @@ func FuzzCmdlineGenerators(f *testing.F) {
 					t.Fatalf("wrote %q", name)
 				}
 			}
-			g.Boot()
+			b := g.Boot()
+			if u := pid1BootUnit(cmdline); u != "" && (!unit.Valid(u) || unit.IsTemplate(u) || b.CmdLineUnit != u) {
+				t.Fatalf("boot unit %q (boot's %q) of %q", u, b.CmdLineUnit, cmdline)
+			}
 		}
 	})
 }
