@@ -29,7 +29,9 @@ import (
 // /etc/cloud/cloud-init.{enabled,disabled} itself; 25.x in Debian 13:
 // ds-identify decides everything); the port reads the image's own scripts
 // for which of their variants, and which compiled-in defaults, apply,
-// and writes nothing (the unported state) when it cannot tell.
+// and writes nothing (the unported state) when it cannot tell. Checked
+// against the scripts of upstream 22.4 to 26.2 as Debian and Ubuntu (which
+// ships them unpatched, with upstream's default policy) render them.
 
 // cloudInitGeneratorName is cloud-init's generator executable.
 const cloudInitGeneratorName = "cloud-init-generator"
@@ -196,12 +198,16 @@ type dsIdentify struct {
 	policy, policyNoDMI string // DI_DEFAULT_POLICY, DI_DEFAULT_POLICY_NO_DMI
 	dslist              string // DI_DSLIST_DEFAULT
 	checks              map[string]bool
-	// 25.x: is_disabled, the cmdline's ds= key and its ";" cut, a
-	// check_config that greps, datasource_list only as a flow sequence,
-	// a trim that keeps inner blanks, NoCloud's seedfrom.
-	isDisabled, dsKey, semicolon, grepConfig, flowSeq, trimEnds, seedfrom bool
+	// Later releases (23.4 on, 24.1 not grepping): is_disabled, the
+	// cmdline's ds= key and its ";" cut, a check_config that greps
+	// (grepConfig; grepQuote23 for 23.4's pattern), datasource_list only
+	// as a flow sequence, a trim that keeps inner blanks, NoCloud's
+	// seedfrom.
+	isDisabled, dsKey, semicolon, grepConfig, grepQuote23, flowSeq, trimEnds, seedfrom bool
 	// 22.4: NoCloud's check of " ds=nocloud" on the command line.
 	nocloudCmdline bool
+	// Up to 25.1: MAAS is found by a MAAS: key in the configuration.
+	maasConfig bool
 }
 
 var (
@@ -217,9 +223,13 @@ func readDSIdentify(fsys *rootfs.FS, p string) (dsIdentify, bool) {
 		return dsIdentify{}, false
 	}
 	s := string(data)
+	// Markers are matched with blanks removed on both sides: 26.2
+	// reformatted the script (shfmt) without changing what it does.
+	sq := unblank(s)
+	has := func(m string) bool { return strings.Contains(sq, unblank(m)) }
 	for _, m := range []string{"read_datasource_list() {", "parse_policy() {", "_main() {", `found "$DI_DSNAME"`,
 		`DI_ENABLED="enabled"`, `DI_DISABLED="disabled"`, "i?86|x86_64) def=${DI_DEFAULT_POLICY};;"} {
-		if !strings.Contains(s, m) {
+		if !has(m) {
 			return dsIdentify{}, false
 		}
 	}
@@ -233,13 +243,23 @@ func readDSIdentify(fsys *rootfs.FS, p string) (dsIdentify, bool) {
 		dslist:         shDefault(s, "DI_DSLIST_DEFAULT"),
 		checks:         map[string]bool{},
 		isDisabled:     strings.Contains(s, "\nis_disabled() {"),
-		dsKey:          strings.Contains(s, `ds) _rc_dsname="$val";;`),
-		semicolon:      strings.Contains(s, "val=${val%%;*}"),
-		grepConfig:     strings.Contains(s, `out=$(grep "$key`),
-		flowSeq:        strings.Contains(s, `check_config "$key" && get_single_line_flow_sequence "$key" "$_RET"`),
-		trimEnds:       strings.Contains(s, `until tmp="${cur#[[:space:]]}"`),
-		seedfrom:       strings.Contains(s, `check_config "seedfrom"`),
+		dsKey:          has(`ds) _rc_dsname="$val";;`),
+		semicolon:      has("val=${val%%;*}"),
+		flowSeq:        has(`check_config "$key" && get_single_line_flow_sequence "$key" "$_RET"`),
+		trimEnds:       has(`tmp="${cur#[[:space:]]}"`),
+		seedfrom:       has(`check_config "seedfrom"`),
 		nocloudCmdline: nocloudCmd.MatchString(s),
+		maasConfig:     has(`check_config "MAAS"`),
+	}
+	// check_config's grep: 23.4's key"\?: or 24.2's key["\']*[[:space:]]*:
+	// (24.1 went back to 22.4's read loop); another the port does not know.
+	switch {
+	case has(`out=$(grep "$key[\"\']*[[:space:]]*:"`):
+		di.grepConfig = true
+	case has(`out=$(grep "$key\"\?:"`):
+		di.grepConfig, di.grepQuote23 = true, true
+	case has(`out=$(grep "$key`):
+		return dsIdentify{}, false
 	}
 	if di.policy == "" || di.policyNoDMI == "" || di.dslist == "" {
 		return dsIdentify{}, false
@@ -276,6 +296,17 @@ func dscheckNames(s string) iter.Seq[string] {
 			}
 		}
 	}
+}
+
+// unblank is s without its blanks and tabs: the markers' match that
+// survives a reformatting of the script.
+func unblank(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' {
+			return -1
+		}
+		return r
+	}, s)
 }
 
 // shDefault returns the value of the one top-level NAME="..." assignment
@@ -643,7 +674,7 @@ func (di dsIdentify) checkConfig(cfg []cfgFile, key string) (string, bool) {
 			continue
 		}
 		for _, line := range strings.Split(string(f.data), "\n") {
-			if !grepKey(line, key) {
+			if !grepKey(line, key, di.grepQuote23) {
 				continue
 			}
 			line, _, _ = strings.Cut(f.path+":"+line, "#")
@@ -661,19 +692,26 @@ func (di dsIdentify) checkConfig(cfg []cfgFile, key string) (string, bool) {
 }
 
 // grepKey is the match of grep "$key[\"\']*[[:space:]]*:", whose
-// bracket holds ", \ and '.
-func grepKey(line, key string) bool {
+// bracket holds ", \ and ' (24.2 on), or, quote23, of 23.4's grep
+// "$key\"\?:": the key, at most one ", then the colon.
+func grepKey(line, key string, quote23 bool) bool {
 	for i := 0; ; {
 		j := strings.Index(line[i:], key)
 		if j < 0 {
 			return false
 		}
 		k := i + j + len(key)
-		for k < len(line) && (line[k] == '"' || line[k] == '\'' || line[k] == '\\') {
-			k++
-		}
-		for k < len(line) && isBlank(line[k]) {
-			k++
+		if quote23 {
+			if k < len(line) && line[k] == '"' {
+				k++
+			}
+		} else {
+			for k < len(line) && (line[k] == '"' || line[k] == '\'' || line[k] == '\\') {
+				k++
+			}
+			for k < len(line) && isBlank(line[k]) {
+				k++
+			}
 		}
 		if k < len(line) && line[k] == ':' {
 			return true
@@ -707,6 +745,9 @@ func (di dsIdentify) imageFinds(fsys *rootfs.FS, cfg []cfgFile, cmdline, ds stri
 		const iqn = "iqn.2004-05.com.ubuntu:maas"
 		if inOrder(cmdline, "cloud-config-url=", iqn) || inOrder(cmdline, iqn, "cloud-config-url=") {
 			return true
+		}
+		if !di.maasConfig {
+			return false
 		}
 		_, ok := di.checkConfig(cfg, "MAAS")
 		return ok

@@ -117,7 +117,8 @@ func ciCases() map[string]ciCase {
 // ciRun is the script the oracle runs chrooted in the root (the case's
 // tree at /mnt): the kernel command line and a virtual machine's
 // systemd-detect-virt (and uname, for another architecture) shown to
-// the generator and ds-identify, the machine's DMI given through
+// the generator and ds-identify (uname -snrvmo before 24.1, -svm since),
+// the machine's DMI given through
 // ds-identify's PATH_SYS_CLASS_DMI_ID, then the generator with its three
 // directories.
 const ciRun = `set -e
@@ -139,6 +140,7 @@ echo kvm
 const fakeUnameArm64 = `#!/bin/sh
 case "$1" in
 -snrvmo) echo "Linux cloud 6.12.0 #1 SMP Debian aarch64 GNU/Linux";;
+-svm) echo "Linux #1 SMP Debian aarch64";;
 -m) echo aarch64;;
 *) exec /usr/bin/uname "$@";;
 esac
@@ -279,7 +281,13 @@ func TestCloudInitReaders(t *testing.T) {
 		"datasource_list: [a]": true, `"datasource_list" : x`: true, "x datasource_list\t:": true,
 		"datasource_list [a]": false, "datasource_lis: x": false, "datasource_list": false,
 	} {
-		assert.Equal(t, want, grepKey(line, "datasource_list"), "%q", line)
+		assert.Equal(t, want, grepKey(line, "datasource_list", false), "%q", line)
+	}
+	for line, want := range map[string]bool{
+		"datasource_list: [a]": true, `"datasource_list": x`: true, `"datasource_list" : x`: false,
+		"datasource_list\\: x": false, `datasource_list"": x`: false, "x datasource_list\t:": false,
+	} {
+		assert.Equal(t, want, grepKey(line, "datasource_list", true), "23.4 %q", line)
 	}
 	old, cur := dsIdentify{}, dsIdentify{trimEnds: true}
 	assert.Equal(t, "Ec2 None ", old.parseYAMLArray("[ 'Ec2' ,None, ]"))
