@@ -30,6 +30,7 @@ func FuzzCloudInitConfig(f *testing.F) {
 		for _, di := range []dsIdentify{
 			{policy: "search,notfound=disabled", policyNoDMI: "search,notfound=enabled", dslist: "Ec2 None", checks: map[string]bool{"Ec2": true, "NoCloud": true}, nocloudCmdline: true},
 			{policy: "search", policyNoDMI: "x", dslist: "A", checks: map[string]bool{"MAAS": true}, isDisabled: true, dsKey: true, semicolon: true, grepConfig: true, flowSeq: true, trimEnds: true, seedfrom: true},
+			{policy: "search", policyNoDMI: "search,maybe=all,notfound=enabled", dslist: "MAAS NoCloud", checks: map[string]bool{"MAAS": true, "NoCloud": true}, isDisabled: true, dsKey: true, semicolon: true, grepConfig: true, grepQuote23: true, trimEnds: true, seedfrom: true, maasConfig: true},
 		} {
 			cfgs, _ := readConfigFiles(fsys)
 			for _, w := range ifsFields(di.readDatasourceList(cfgs, cmdline)) {
@@ -57,6 +58,23 @@ func FuzzCloudInitScripts(f *testing.F) {
 	f.Add("\nDI_DEFAULT_POLICY=\"search,notfound=${DI_DISABLED}\"\nDI_DSLIST_DEFAULT=\"A \\\nB\"\n")
 	f.Add("CLOUD_SYSTEM_TARGET=\"/x\"\n    dsidentify=\"/y\"\nCLOUD_TARGET_NAME=\"cloud-init.target\"\n")
 	f.Add("\nDI_DEFAULT_POLICY=\"\\")
+	f.Add("\tout=$(grep \"$key\\\"\\?:\" \"$@\")\n  i?86 | x86_64) def=${DI_DEFAULT_POLICY} ;;\n\tds)  _rc_dsname=\"$val\" ;;\ncheck_config \"MAAS\"")
+	// The scripts of other releases: the trixie root's ds-identify with
+	// ciVariants' edits, and upstream's scripts when AMILINT_CLOUDINIT_SCRIPTS
+	// names them.
+	if b, err := os.ReadFile(filepath.Join("..", "..", "..", ".cache", "trixie-root", "usr/lib/cloud-init/ds-identify")); err == nil {
+		for _, v := range ciVariants() {
+			f.Add(v.edit(string(b)))
+		}
+	}
+	if dir := os.Getenv(cloudInitScriptsEnv); dir != "" {
+		scripts, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+		for _, p := range scripts {
+			if b, err := os.ReadFile(p); err == nil {
+				f.Add(string(b))
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, name := range []string{"DI_DEFAULT_POLICY", "DI_DEFAULT_POLICY_NO_DMI", "DI_DSLIST_DEFAULT"} {
 			if v := shDefault(s, name); v != "" && (!strings.Contains(s, "\n"+name+`="`) || len(v) > len(s)) {

@@ -31,6 +31,12 @@ var fakeMachines = map[string]map[string]string{
 	"none":      {},
 }
 
+// ubuntuDSList is the datasource_list Ubuntu's cloud-init package
+// writes to /etc/cloud/cloud.cfg.d/90_dpkg.cfg by default.
+const ubuntuDSList = "[ NoCloud, ConfigDrive, OpenNebula, DigitalOcean, Azure, AltCloud, OVF, MAAS, GCE, OpenStack, " +
+	"CloudSigma, SmartOS, Bigstep, Scaleway, AliYun, Ec2, CloudStack, Hetzner, IBMCloud, Oracle, Exoscale, RbxCloud, " +
+	"UpCloud, VMware, Vultr, LXD, NWCS, Akamai, WSL, None ]"
+
 // ciCase is one boot of the cloud-init oracle: the image's changes, the
 // kernel command line, the machine's datasource and architecture.
 type ciCase struct {
@@ -105,8 +111,12 @@ func ciCases() map[string]ciCase {
 		"no-dsidentify":    {ops: []op{systemdtest.Remove(di)}, machine: "none"},
 		"noexec-dsidentify": {ops: []op{file("/etc/cloud/cloud.cfg.d/99.cfg", "datasource_list: [ Ec2, GCE ]\n")},
 			machine: "none"}, // ds-identify's mode is changed below
-		"arm64-none": {machine: "none", arch: "arm64"},
-		"arm64-ec2":  {machine: "Ec2", arch: "arm64"},
+		// Ubuntu's 90_dpkg.cfg: every cloud, the machine decides.
+		"dpkg-all-ec2":        {ops: []op{cfg("90_dpkg.cfg", "datasource_list: "+ubuntuDSList+"\n")}, machine: "Ec2"},
+		"dpkg-all-none":       {ops: []op{cfg("90_dpkg.cfg", "datasource_list: "+ubuntuDSList+"\n")}, machine: "none"},
+		"dpkg-all-arm64-none": {ops: []op{cfg("90_dpkg.cfg", "datasource_list: "+ubuntuDSList+"\n")}, machine: "none", arch: "arm64"},
+		"arm64-none":          {machine: "none", arch: "arm64"},
+		"arm64-ec2":           {machine: "Ec2", arch: "arm64"},
 	}
 	for m := range fakeMachines {
 		cs["root-"+m] = ciCase{machine: m}
