@@ -251,14 +251,18 @@ func readDSIdentify(fsys *rootfs.FS, p string) (dsIdentify, bool) {
 		nocloudCmdline: nocloudCmd.MatchString(s),
 		maasConfig:     has(`check_config "MAAS"`),
 	}
-	// check_config's grep: 23.4's key"\?: or 24.2's key["\']*[[:space:]]*:
-	// (24.1 went back to 22.4's read loop); another the port does not know.
+	// check_config is one of three: 22.4's read loop (back in 24.1), 23.4's
+	// grep of key"\?: or 24.2's of key["\']*[[:space:]]*:; anything else
+	// the port does not know.
+	readLoop := has(`$key:\ *|"${key}":)`)
+	grep23, grep24 := has(`out=$(grep "$key\"\?:" "$@"`), has(`out=$(grep "$key[\"\']*[[:space:]]*:" "$@"`)
 	switch {
-	case has(`out=$(grep "$key[\"\']*[[:space:]]*:"`):
-		di.grepConfig = true
-	case has(`out=$(grep "$key\"\?:"`):
+	case readLoop && !grep23 && !grep24:
+	case grep23 && !readLoop && !grep24:
 		di.grepConfig, di.grepQuote23 = true, true
-	case has(`out=$(grep "$key`):
+	case grep24 && !readLoop && !grep23:
+		di.grepConfig = true
+	default:
 		return dsIdentify{}, false
 	}
 	if di.policy == "" || di.policyNoDMI == "" || di.dslist == "" {

@@ -332,6 +332,8 @@ func TestCloudInitRefuses(t *testing.T) {
 	assert.False(t, links(exe(d, strings.Replace(string(di), "\nDI_DSLIST_DEFAULT=", "\nDI_DSLIST_DEFAULT=$X\nX=", 1))))
 	assert.False(t, links(exe(d, strings.Replace(string(di), "\nDI_DEFAULT_POLICY=\"", "\nDI_DEFAULT_POLICY=\"$Y", 1))))
 	assert.False(t, links(file("/usr/libexec/ds-identify-env", "DI_MODE=disabled\n")))
+	// A check_config grep of neither 23.4's nor 24.2's pattern.
+	assert.False(t, links(exe(d, strings.Replace(string(di), `out=$(grep "$key[\"\']*[[:space:]]*:"`, `out=$(grep -i "$key[\"\']*[[:space:]]*:"`, 1))))
 	// Fedora's and RHEL's template names ds-identify in /usr/libexec.
 	rhel := strings.Replace(string(gen), `dsidentify="/usr/lib/cloud-init/ds-identify"`, `dsidentify="/usr/libexec/cloud-init/ds-identify"`, 1)
 	assert.True(t, links(exe(g, rhel), exe("/usr/libexec/cloud-init/ds-identify", string(di))))
