@@ -1,0 +1,177 @@
+package btrfs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// maxCandidates bounds the subvolumes searched for an operating system
+// (snapper keeps hundreds of snapshots; the default one is found first).
+const maxCandidates = 1 << 12
+
+// chooseRoot picks the subvolume shown as /: the default subvolume when
+// it holds os-release, else the one subvolume that does.
+func (f *FS) chooseRoot() error {
+	def, err := f.defaultSubvol()
+	if err != nil {
+		return err
+	}
+	ds, err := f.subvolByID(def)
+	if err != nil {
+		return fmt.Errorf("default subvolume %d: %w", def, err)
+	}
+	if ds == nil {
+		return fmt.Errorf("default subvolume %d has no root item: %w", def, ErrCorrupt)
+	}
+	if ok, err := f.holdsOS(ds); err != nil {
+		return fmt.Errorf("default subvolume %d: %w", def, err)
+	} else if ok {
+		f.rootSub = ds
+		f.subName = f.subvolName(def)
+		return nil
+	}
+	var ids []uint64
+	err = f.search(f.rootTree, key{obj: fsTreeObjectid}, key{obj: lastFreeObjectid, typ: 255, off: 1<<64 - 1}, func(k key, _ []byte) bool {
+		if k.typ == typeRootItem && (k.obj == fsTreeObjectid || k.obj >= firstFreeObjectid) && k.obj != def &&
+			(len(ids) == 0 || ids[len(ids)-1] != k.obj) {
+			ids = append(ids, k.obj)
+		}
+		return len(ids) < maxCandidates
+	})
+	if err != nil {
+		return fmt.Errorf("root tree: %w", err)
+	}
+	var found []*subvol
+	for _, id := range ids {
+		s, err := f.subvolByID(id)
+		if err != nil {
+			return fmt.Errorf("subvolume %d: %w", id, err)
+		}
+		if s == nil {
+			continue
+		}
+		ok, err := f.holdsOS(s)
+		if err != nil {
+			return fmt.Errorf("subvolume %d: %w", id, err)
+		}
+		if ok {
+			found = append(found, s)
+		}
+	}
+	switch len(found) {
+	case 0:
+		// No operating system: show the default subvolume, as a mount
+		// would; the caller finds no os-release in it.
+		f.rootSub, f.subName = ds, f.subvolName(def)
+		return nil
+	case 1:
+		f.rootSub, f.subName = found[0], f.subvolName(found[0].id)
+		return nil
+	}
+	var names []string
+	for _, s := range found {
+		names = append(names, fmt.Sprintf("%d (%s)", s.id, f.subvolName(s.id)))
+	}
+	return fmt.Errorf("subvolumes %s all hold an operating system and none is the default (%d): which one boots is the kernel command line's rootflags=subvol=: %w",
+		strings.Join(names, ", "), def, ErrUnsupported)
+}
+
+// defaultSubvol returns the default subvolume's id: the root tree's
+// "default" directory entry (btrfs subvolume set-default), else 5.
+func (f *FS) defaultSubvol() (uint64, error) {
+	def := uint64(fsTreeObjectid)
+	var perr error
+	err := f.search(f.rootTree, key{obj: rootTreeDirObjid, typ: typeDirItem}, key{obj: rootTreeDirObjid, typ: typeDirItem, off: 1<<64 - 1}, func(_ key, b []byte) bool {
+		ents, err := parseDirItems(b)
+		if err != nil {
+			perr = err
+			return false
+		}
+		for _, e := range ents {
+			if e.name == "default" {
+				def = e.loc.obj
+				return false
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("root tree: default subvolume: %w", err)
+	}
+	return def, nil
+}
+
+// holdsOS reports whether subvolume s has etc/os-release or
+// usr/lib/os-release (of any type: a link is taken as the OS's).
+func (f *FS) holdsOS(s *subvol) (bool, error) {
+	for _, p := range [][]string{{"etc", "os-release"}, {"usr", "lib", "os-release"}} {
+		ino := uint64(s.idx)<<subvolShift | s.rootID
+		found := true
+		for _, c := range p {
+			n, err := f.inode(ino)
+			if err != nil {
+				return false, err
+			}
+			if n.mode&0xF000 != 0x4000 || n.sub != s {
+				found = false
+				break
+			}
+			ents, err := f.dirents(n)
+			if err != nil {
+				return false, err
+			}
+			found = false
+			for _, e := range ents {
+				if e.Name == c && e.Ino>>subvolShift == uint64(s.idx) {
+					ino, found = e.Ino, true
+					break
+				}
+			}
+			if !found {
+				break
+			}
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// subvolName is subvolume id's path from the top level as its back
+// references name it ("root", "@/.snapshots/1/snapshot" without the
+// directories between), or its number when they do not.
+func (f *FS) subvolName(id uint64) string {
+	if id == fsTreeObjectid {
+		return "<FS_TREE>"
+	}
+	var parts []string
+	for range 64 {
+		var name string
+		var parent uint64
+		_ = f.search(f.rootTree, key{obj: id, typ: 144}, key{obj: id, typ: 144, off: 1<<64 - 1}, func(k key, b []byte) bool {
+			// struct btrfs_root_ref: dirid, sequence, name_len, name.
+			if len(b) >= 18 {
+				if n := int(le.Uint16(b[16:])); n <= len(b)-18 {
+					name, parent = string(b[18:18+n]), k.off
+				}
+			}
+			return false
+		})
+		if name == "" {
+			break
+		}
+		parts = append([]string{name}, parts...)
+		if parent == fsTreeObjectid {
+			return strings.Join(parts, "/")
+		}
+		id = parent
+	}
+	if len(parts) > 0 {
+		return strings.Join(parts, "/")
+	}
+	return fmt.Sprint(id)
+}
