@@ -20,6 +20,8 @@ mkfs.xfs xfsprogs
 xfs_db xfsprogs
 xfs_repair xfsprogs
 xfs_logprint xfsprogs
+mkfs.btrfs btrfs-progs
+btrfs btrfs-progs
 sfdisk fdisk
 sgdisk gdisk
 pvcreate lvm2

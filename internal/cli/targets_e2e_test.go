@@ -67,6 +67,8 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 	gpt := disktest.GPTRoot(t, fsImg)
 	mbr := disktest.MBRLogical(t, fsImg)
 	xfsImg := disktest.XFS(t, dir, "300M")
+	btrfsImg := disktest.Btrfs(t, dir, "128M")
+	fedora := disktest.GPTBig(t, disktest.BtrfsFedora(t, dir, "256M"), 280<<20)
 	tarball := filepath.Join(t.TempDir(), "root.tar.zst")
 	disktest.Run(t, "tar", "--zstd", "-cf", tarball, "-C", dir, ".")
 	for _, tc := range []struct {
@@ -96,6 +98,9 @@ func TestUnitsOfImagesMatchTheirTree(t *testing.T) {
 		{"xfs gpt vmdk", func(t *testing.T) string {
 			return disktest.Convert(t, disktest.GPTBig(t, xfsImg, 320<<20), "vmdk", "-o", "subformat=monolithicSparse")
 		}},
+		{"btrfs raw", func(*testing.T) string { return btrfsImg }},
+		{"btrfs fedora layout gpt raw", func(*testing.T) string { return fedora }},
+		{"btrfs fedora layout gpt qcow2", func(t *testing.T) string { return disktest.Convert(t, fedora, "qcow2") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			img := tc.img(t)

@@ -255,3 +255,23 @@ func StripedLVMDisk(t testing.TB, fsImg string) string {
 	}
 	return p
 }
+
+// Btrfs builds a btrfs filesystem image of size (at least 128M) holding
+// dir, with mkfs.btrfs --rootdir.
+func Btrfs(t testing.TB, dir, size string) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "fs.btrfs")
+	imagetest.MkfsBtrfs(t, img, size, dir)
+	return img
+}
+
+// BtrfsFedora builds a btrfs filesystem image of size (at least 128M) laid
+// out as Fedora Cloud's: dir copied into subvolume root, written zstd:1
+// compressed by the kernel, beside a subvolume home; the top level is the
+// default subvolume. It needs root and a loop mount.
+func BtrfsFedora(t testing.TB, dir, size string) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "fs.btrfs")
+	imagetest.BtrfsFedora(t, img, size, dir, "compress=zstd:1")
+	return img
+}

@@ -43,7 +43,7 @@ func filesystems() []filesystem {
 	return []filesystem{
 		{name: "ext4", probe: magicAt(1080, "\x53\xef"), open: openExt4},
 		{name: "xfs", probe: magicAt(0, "XFSB"), open: openXFS},
-		{name: "btrfs", probe: magicAt(65536+64, "_BHRfS_M")},
+		{name: "btrfs", probe: magicAt(65536+64, "_BHRfS_M"), open: openBtrfs},
 		{name: "squashfs", probe: magicAt(0, "hsqs")},
 		{name: "swap", probe: func(r io.ReaderAt, size int64) bool {
 			return size >= 4096 && (magicAt(4086, "SWAPSPACE2")(r, size) || magicAt(4086, "SWAP-SPACE")(r, size))

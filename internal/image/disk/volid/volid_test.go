@@ -122,6 +122,24 @@ func TestMatchesBlkid(t *testing.T) {
 			disktest.Run(t, "mkfs.xfs", "-q", "-f", "-L", "data", p)
 			return p
 		}},
+		{"btrfs", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "fs.img")
+			disktest.Run(t, "truncate", "-s", "128M", p)
+			disktest.Run(t, "mkfs.btrfs", "-q", "-f", "-L", "fedora", p)
+			return p
+		}},
+		{"btrfs with a space and files", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "fs.img")
+			disktest.Run(t, "truncate", "-s", "128M", p)
+			disktest.Run(t, "mkfs.btrfs", "-q", "-f", "-L", "my root", "--rootdir", tree, p)
+			return p
+		}},
+		{"btrfs without a label", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "fs.img")
+			disktest.Run(t, "truncate", "-s", "128M", p)
+			disktest.Run(t, "mkfs.btrfs", "-q", "-f", p)
+			return p
+		}},
 		{"fat32", func(t *testing.T) string { return fatImage(t, true, 0x1A2B3C4D, "BOOTSECT", "EFI SYS") }},
 		{"fat32 named only in its boot sector", func(t *testing.T) string { return fatImage(t, true, 0xDEADBEEF, "BOOTSECT", "") }},
 		{"fat16", func(t *testing.T) string { return fatImage(t, false, 0x00C0FFEE, "NO NAME", "ESP") }},
