@@ -261,6 +261,11 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 		if w, isW := src.(interface{ Warnings() []string }); isW {
 			im.Warnings = append(im.Warnings, w.Warnings()...)
 		}
+		// Structures read from a second copy while the root was found
+		// (btrfs DUP tree blocks): the disk is damaged, the answer not.
+		if r, isR := src.(interface{ Repaired() []string }); isR {
+			im.Warnings = append(im.Warnings, r.Repaired()...)
+		}
 		if ok {
 			return im, nil
 		}

@@ -32,8 +32,10 @@
 // along with the block's recorded logical address, filesystem UUID and
 // level. A mismatch is an [integrity.Mismatch], which wraps ErrCorrupt,
 // unless the [integrity.Checker] given to OpenWith is lenient: then it is
-// recorded and the block is read as stored. File data checksums (the csum
-// tree) are not verified: btrfs scrub does.
+// recorded and the block is read as stored. A block of a DUP chunk whose
+// first copy fails these checks is read from its second, as the kernel
+// does, and [FS.Repaired] says so. File data checksums (the csum tree) are
+// not verified: btrfs scrub does.
 //
 // # Hostile input
 //
@@ -54,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -224,9 +227,11 @@ func cmpU(a, b uint64) int {
 
 var maxKey = key{obj: 1<<64 - 1, typ: 255, off: 1<<64 - 1}
 
-// chunk maps logical [logical, logical+length) to physical bytes.
+// chunk maps logical [logical, logical+length) to physical bytes, and
+// for a DUP chunk to its second copy too (mirror; 0: none, as no chunk
+// lies in the first MiB).
 type chunk struct {
-	logical, length, physical uint64
+	logical, length, physical, mirror uint64
 }
 
 // FS is a read-only btrfs filesystem. It implements rootfs.Source
@@ -262,6 +267,8 @@ type FS struct {
 
 	lastExtent extentKey // the compressed extent last decompressed
 	lastData   []byte
+
+	warnings []string // see Warnings
 
 	rootSub *subvol // the subvolume shown as /
 	subName string  // its path in the filesystem, for Subvolume
@@ -367,6 +374,7 @@ func (f *FS) readSuper() error {
 		return fmt.Errorf("system chunk array of %d bytes: %w", arr, ErrCorrupt)
 	}
 	b := sb[0x32b : 0x32b+arr]
+	var sys []chunk
 	for len(b) > 0 {
 		if len(b) < keySize {
 			return fmt.Errorf("system chunk array: %d bytes left: %w", len(b), ErrCorrupt)
@@ -375,11 +383,15 @@ func (f *FS) readSuper() error {
 		if k.typ != typeChunkItem {
 			return fmt.Errorf("system chunk array: item type %d: %w", k.typ, ErrCorrupt)
 		}
-		n, err := f.addChunk(k, b[keySize:])
+		c, n, err := f.parseChunk(k, b[keySize:])
 		if err != nil {
 			return fmt.Errorf("system chunk array: %w", err)
 		}
+		sys = append(sys, c)
 		b = b[keySize+n:]
+	}
+	if err := f.setChunks(sys); err != nil {
+		return fmt.Errorf("system chunk array: %w", err)
 	}
 	f.chunkTree = tree{id: chunkTreeObjectid, block: le.Uint64(sb[0x58:]), level: sb[0xc7]}
 	return nil
@@ -387,20 +399,20 @@ func (f *FS) readSuper() error {
 
 // maxChunks bounds the chunks a filesystem maps (a 16 TiB filesystem of
 // 1 GiB data chunks has some 16 thousand).
-const maxChunks = 1 << 18
+const maxChunks = 1 << 16
 
-// addChunk parses one chunk item in b, for logical address k.off, and
-// returns its size.
-func (f *FS) addChunk(k key, b []byte) (int, error) {
+// parseChunk parses one chunk item in b, for logical address k.off, and
+// returns it and its size.
+func (f *FS) parseChunk(k key, b []byte) (chunk, int, error) {
 	if len(b) < chunkItemLen {
-		return 0, fmt.Errorf("chunk at %d: %d bytes: %w", k.off, len(b), ErrCorrupt)
+		return chunk{}, 0, fmt.Errorf("chunk at %d: %d bytes: %w", k.off, len(b), ErrCorrupt)
 	}
 	length := le.Uint64(b)
 	typ := le.Uint64(b[24:])
 	stripes := int(le.Uint16(b[44:]))
 	n := chunkItemLen + stripes*stripeLen
 	if stripes == 0 || len(b) < n {
-		return 0, fmt.Errorf("chunk at %d: %d stripes in %d bytes: %w", k.off, stripes, len(b), ErrCorrupt)
+		return chunk{}, 0, fmt.Errorf("chunk at %d: %d stripes in %d bytes: %w", k.off, stripes, len(b), ErrCorrupt)
 	}
 	if p := typ & bgProfiles &^ bgDUP; p != 0 {
 		var names []string
@@ -409,107 +421,139 @@ func (f *FS) addChunk(k key, b []byte) (int, error) {
 				names = append(names, name)
 			}
 		}
-		return 0, fmt.Errorf("chunk at %d has a %s profile (only single and dup are read): %w", k.off, strings.Join(names, ","), ErrUnsupported)
+		return chunk{}, 0, fmt.Errorf("chunk at %d has a %s profile (only single and dup are read): %w", k.off, strings.Join(names, ","), ErrUnsupported)
 	}
 	if want := 1 + int(typ&bgDUP>>5); stripes != want {
-		return 0, fmt.Errorf("chunk at %d: %d stripes for its profile: %w", k.off, stripes, ErrCorrupt)
+		return chunk{}, 0, fmt.Errorf("chunk at %d: %d stripes for its profile: %w", k.off, stripes, ErrCorrupt)
 	}
 	s := b[chunkItemLen:]
 	devid, phys := le.Uint64(s), le.Uint64(s[8:])
 	if devid != f.devid {
-		return 0, fmt.Errorf("chunk at %d on device %d, not this one (%d): %w", k.off, devid, f.devid, ErrUnsupported)
+		return chunk{}, 0, fmt.Errorf("chunk at %d on device %d, not this one (%d): %w", k.off, devid, f.devid, ErrUnsupported)
 	}
 	if length == 0 || k.off+length < k.off || phys+length < phys || phys+length > uint64(f.size) {
-		return 0, fmt.Errorf("chunk at %d of %d bytes at physical %d outside the %d-byte device: %w", k.off, length, phys, f.size, ErrCorrupt)
+		return chunk{}, 0, fmt.Errorf("chunk at %d of %d bytes at physical %d outside the %d-byte device: %w", k.off, length, phys, f.size, ErrCorrupt)
 	}
 	c := chunk{logical: k.off, length: length, physical: phys}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, o := range f.chunks {
-		if o == c {
-			return n, nil // the chunk tree repeats the system chunks
+	if stripes == 2 {
+		s2 := s[stripeLen:]
+		devid2, phys2 := le.Uint64(s2), le.Uint64(s2[8:])
+		if devid2 != f.devid || phys2 == 0 || phys2+length < phys2 || phys2+length > uint64(f.size) {
+			return chunk{}, 0, fmt.Errorf("chunk at %d: second copy at physical %d on device %d: %w", k.off, phys2, devid2, ErrCorrupt)
 		}
-		if c.logical < o.logical+o.length && o.logical < c.logical+c.length {
-			return 0, fmt.Errorf("chunk at %d overlaps the chunk at %d: %w", c.logical, o.logical, ErrCorrupt)
-		}
+		c.mirror = phys2
 	}
-	if len(f.chunks) >= maxChunks {
-		return 0, fmt.Errorf("over %d chunks: %w", maxChunks, ErrCorrupt)
-	}
-	i := 0
-	for i < len(f.chunks) && f.chunks[i].logical < c.logical {
-		i++
-	}
-	f.chunks = append(f.chunks, chunk{})
-	copy(f.chunks[i+1:], f.chunks[i:])
-	f.chunks[i] = c
-	return n, nil
+	return c, n, nil
 }
 
-// readChunkTree maps every chunk the chunk tree lists.
+// setChunks sorts cs into the chunk map, refusing overlaps (a chunk the
+// chunk tree repeats from the system chunk array counts once).
+func (f *FS) setChunks(cs []chunk) error {
+	if len(cs) > maxChunks {
+		return fmt.Errorf("over %d chunks: %w", maxChunks, ErrCorrupt)
+	}
+	slices.SortFunc(cs, func(a, b chunk) int { return cmpU(a.logical, b.logical) })
+	out := cs[:0]
+	for _, c := range cs {
+		if len(out) > 0 {
+			o := out[len(out)-1]
+			if o == c {
+				continue
+			}
+			if c.logical < o.logical+o.length {
+				return fmt.Errorf("chunk at %d overlaps the chunk at %d: %w", c.logical, o.logical, ErrCorrupt)
+			}
+		}
+		out = append(out, c)
+	}
+	f.mu.Lock()
+	f.chunks = out
+	f.mu.Unlock()
+	return nil
+}
+
+// readChunkTree maps every chunk the chunk tree lists, beside the system
+// chunks it is read through.
 func (f *FS) readChunkTree() error {
 	var err error
+	all := slices.Clone(f.chunks)
 	serr := f.search(f.chunkTree, key{typ: 0}, maxKey, func(k key, b []byte) bool {
 		if k.typ != typeChunkItem {
 			return true
 		}
-		_, err = f.addChunk(k, b)
+		if len(all) > maxChunks {
+			err = fmt.Errorf("over %d chunks: %w", maxChunks, ErrCorrupt)
+			return false
+		}
+		var c chunk
+		c, _, err = f.parseChunk(k, b)
+		all = append(all, c)
 		return err == nil
 	})
 	if err != nil {
 		return err
 	}
-	return serr
+	if serr != nil {
+		return serr
+	}
+	return f.setChunks(all)
 }
 
 // physical maps n bytes at logical address l to the device.
 func (f *FS) physical(l uint64, n int64) (int64, error) {
-	f.mu.Lock()
-	chunks := f.chunks
-	f.mu.Unlock()
-	lo, hi := 0, len(chunks)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if chunks[m].logical+chunks[m].length <= l {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+	at, _, err := f.copies(l, n)
+	return at, err
+}
+
+// copies maps n bytes at logical address l to the device: where they are,
+// and where their second copy is in a DUP chunk (-1: none).
+func (f *FS) copies(l uint64, n int64) (int64, int64, error) {
+	c, ok := f.chunkAt(l)
+	if !ok || uint64(n) > c.logical+c.length-l {
+		return 0, -1, fmt.Errorf("logical address %d (%d bytes) in no chunk: %w", l, n, ErrCorrupt)
 	}
-	if lo == len(chunks) || chunks[lo].logical > l || uint64(n) > chunks[lo].logical+chunks[lo].length-l {
-		return 0, fmt.Errorf("logical address %d (%d bytes) in no chunk: %w", l, n, ErrCorrupt)
+	mirror := int64(-1)
+	if c.mirror != 0 {
+		mirror = int64(c.mirror + (l - c.logical))
 	}
-	c := chunks[lo]
-	return int64(c.physical + (l - c.logical)), nil
+	return int64(c.physical + (l - c.logical)), mirror, nil
 }
 
 // readLogical reads len(p) bytes at logical address l.
 func (f *FS) readLogical(p []byte, l uint64) error {
 	// A range may span chunks that are adjacent in the logical space.
 	for len(p) > 0 {
-		f.mu.Lock()
-		chunks := f.chunks
-		f.mu.Unlock()
-		var n int64 = -1
-		for _, c := range chunks {
-			if c.logical <= l && l-c.logical < c.length {
-				n = min(int64(len(p)), int64(c.logical+c.length-l))
-				break
-			}
-		}
-		if n < 0 {
+		c, ok := f.chunkAt(l)
+		if !ok {
 			return fmt.Errorf("logical address %d in no chunk: %w", l, ErrCorrupt)
 		}
-		at, err := f.physical(l, n)
-		if err != nil {
-			return err
-		}
-		if err := f.readAt(p[:n], at); err != nil {
+		n := min(int64(len(p)), int64(c.logical+c.length-l))
+		if err := f.readAt(p[:n], int64(c.physical+(l-c.logical))); err != nil {
 			return err
 		}
 		p, l = p[n:], l+uint64(n)
 	}
 	return nil
+}
+
+// chunkAt returns the chunk holding logical address l.
+func (f *FS) chunkAt(l uint64) (chunk, bool) {
+	f.mu.Lock()
+	chunks := f.chunks
+	f.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(chunks, l, func(c chunk, l uint64) int {
+		if c.logical+c.length <= l {
+			return -1
+		}
+		if c.logical > l {
+			return 1
+		}
+		return 0
+	})
+	if i == len(chunks) || chunks[i].logical > l || l-chunks[i].logical >= chunks[i].length {
+		return chunk{}, false
+	}
+	return chunks[i], true
 }
 
 // readAt reads len(p) bytes at physical offset off.
@@ -554,20 +598,34 @@ func (f *FS) node(t tree, l uint64, level uint8) ([]byte, error) {
 	b, ok := f.nodes[l]
 	f.mu.Unlock()
 	if !ok {
-		b = make([]byte, f.nodeSize)
-		if err := f.readLogical(b, l); err != nil {
+		at, mirror, err := f.copies(l, f.nodeSize)
+		if err != nil {
 			return nil, fmt.Errorf("tree block %d: %w", l, err)
 		}
-		if !f.csumOK(b, len(b)) {
-			if err := f.mismatch(fmt.Sprintf("tree block %d (%s)", l, treeName(t.id)), 0); err != nil {
-				return nil, err
+		b = make([]byte, f.nodeSize)
+		if err := f.readAt(b, at); err != nil {
+			return nil, fmt.Errorf("tree block %d: %w", l, err)
+		}
+		bad := f.blockFault(b, l)
+		if bad != nil && mirror >= 0 {
+			// The kernel reads a DUP block's other copy when one fails
+			// its checks (btrfs_read_extent_buffer tries each mirror).
+			b2 := make([]byte, f.nodeSize)
+			if f.readAt(b2, mirror) == nil && f.blockFault(b2, l) == nil {
+				f.warn(fmt.Sprintf("btrfs: tree block %d (%s): the first copy fails its checks (%v), read from the second", l, treeName(t.id), bad))
+				b, bad = b2, nil
 			}
 		}
-		if got := le.Uint64(b[0x30:]); got != l {
-			return nil, fmt.Errorf("tree block %d records its place as %d: %w", l, got, ErrCorrupt)
-		}
-		if [16]byte(b[0x20:0x30]) != f.fsid {
-			return nil, fmt.Errorf("tree block %d records another filesystem's fsid %x: %w", l, b[0x20:0x30], ErrCorrupt)
+		if bad != nil {
+			if errors.Is(bad, integrity.ErrChecksum) {
+				if err := f.mismatch(fmt.Sprintf("tree block %d (%s)", l, treeName(t.id)), 0); err != nil {
+					return nil, err
+				}
+				bad = f.headerFault(b, l)
+			}
+			if bad != nil {
+				return nil, bad
+			}
 		}
 		f.mu.Lock()
 		if len(f.nodes) >= maxNodes {
@@ -580,6 +638,39 @@ func (f *FS) node(t tree, l uint64, level uint8) ([]byte, error) {
 		return nil, fmt.Errorf("tree block %d at level %d, expected %d: %w", l, b[0x64], level, ErrCorrupt)
 	}
 	return b, nil
+}
+
+// blockFault checks tree block b read for logical address l: its
+// checksum (an error wrapping integrity.ErrChecksum), then its recorded
+// address and filesystem UUID (ErrCorrupt).
+func (f *FS) blockFault(b []byte, l uint64) error {
+	if !f.csumOK(b, len(b)) {
+		return integrity.ErrChecksum
+	}
+	return f.headerFault(b, l)
+}
+
+// headerFault checks tree block b's recorded address and filesystem UUID.
+func (f *FS) headerFault(b []byte, l uint64) error {
+	switch {
+	case le.Uint64(b[0x30:]) != l:
+		return fmt.Errorf("tree block %d records its place as %d: %w", l, le.Uint64(b[0x30:]), ErrCorrupt)
+	case [16]byte(b[0x20:0x30]) != f.fsid:
+		return fmt.Errorf("tree block %d records another filesystem's fsid %x: %w", l, b[0x20:0x30], ErrCorrupt)
+	}
+	return nil
+}
+
+// maxWarnings bounds the warnings kept.
+const maxWarnings = 20
+
+// warn records a warning line, once.
+func (f *FS) warn(line string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.warnings) < maxWarnings && !slices.Contains(f.warnings, line) {
+		f.warnings = append(f.warnings, line)
+	}
 }
 
 func treeName(id uint64) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/imagetest"
 	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -250,4 +251,54 @@ func TestProbe(t *testing.T) {
 
 func TestConcurrentWalks(t *testing.T) {
 	imagetest.ConcurrentWalks(t, openImage(t, mkfs(t, srcTree(t), "256M")))
+}
+
+// TestDUPCopy damages the first copy of a DUP tree block: it is read from
+// the second, as the kernel reads it, with a warning; both damaged is a
+// mismatch.
+func TestDUPCopy(t *testing.T) {
+	src := t.TempDir()
+	imagetest.BuildTree(t, src, imagetest.Options{BigDir: 20})
+	img := mkfs(t, src, "128M", "-m", "dup")
+	f := openImage(t, img)
+	n, err := lookupInode(f, "etc/os-release")
+	require.NoError(t, err)
+	leaf := f.leafOf(t, n.sub.tree, key{obj: n.obj, typ: typeInodeItem})
+	at, mirror, err := f.copies(leaf, f.nodeSize)
+	require.NoError(t, err)
+	require.Positive(t, mirror)
+	b, err := os.ReadFile(img)
+	require.NoError(t, err)
+	b[at+0x50] ^= 0x40
+	f, err = Open(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	got, err := f.ReadFile("etc/os-release")
+	require.NoError(t, err)
+	assert.Contains(t, string(got), "ID=debian")
+	assert.Empty(t, f.Warnings(), "no stale view")
+	require.Len(t, f.Repaired(), 1)
+	assert.Contains(t, f.Repaired()[0], "read from the second")
+
+	b[mirror+0x50] ^= 0x40
+	f, err = Open(bytes.NewReader(b), int64(len(b)))
+	if err == nil {
+		_, err = f.ReadFile("etc/os-release")
+	}
+	assert.ErrorIs(t, err, integrity.ErrChecksum)
+}
+
+// TestDebianRootSubset reads back a real root's etc and usr/lib/systemd,
+// from mkfs.btrfs --rootdir and written zstd-compressed by the kernel.
+func TestDebianRootSubset(t *testing.T) {
+	root := testenv.Bookworm.Path(t)
+	src := filepath.Join(t.TempDir(), "root")
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "usr/lib"), 0o755))
+	imagetest.Sh(t, root, "cp -a etc "+src+"/ && cp -a usr/lib/systemd usr/lib/os-release "+src+"/usr/lib/")
+	f := openImage(t, mkfs(t, src, "256M"))
+	assert.Greater(t, imagetest.Compare(t, src, f, imagetest.CompareOptions{ModTimes: true, Perms: true}), 500)
+
+	img := filepath.Join(t.TempDir(), "fs.img")
+	imagetest.MkfsBtrfs(t, img, "256M", "")
+	imagetest.MountBtrfs(t, img, "compress-force=zstd", "cp -a "+src+"/. .")
+	imagetest.Compare(t, src, openImage(t, img), imagetest.CompareOptions{ModTimes: true, Perms: true})
 }

@@ -49,6 +49,16 @@ func (f *FS) Warnings() []string {
 		"the tree read is the state last committed and misses files fsynced since"}
 }
 
+// Repaired lists, one line each, the tree blocks read so far from their
+// second DUP copy because the first failed its checks, as the kernel
+// reads them (and rewrites the bad copy): the answer is the kernel's, the
+// disk is damaged.
+func (f *FS) Repaired() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.warnings)
+}
+
 // inode is one inode of one subvolume.
 type inode struct {
 	sub   *subvol

@@ -3,6 +3,8 @@ package btrfs
 import (
 	"fmt"
 	"strings"
+
+	"github.com/amilint/amilint/internal/image/integrity"
 )
 
 // maxCandidates bounds the subvolumes searched for an operating system
@@ -105,40 +107,69 @@ func (f *FS) defaultSubvol() (uint64, error) {
 }
 
 // holdsOS reports whether subvolume s has etc/os-release or
-// usr/lib/os-release (of any type: a link is taken as the OS's).
+// usr/lib/os-release (of any type: a link is taken as the OS's), looking
+// each name up by its hash rather than listing directories.
 func (f *FS) holdsOS(s *subvol) (bool, error) {
 	for _, p := range [][]string{{"etc", "os-release"}, {"usr", "lib", "os-release"}} {
-		ino := uint64(s.idx)<<subvolShift | s.rootID
-		found := true
-		for _, c := range p {
-			n, err := f.inode(ino)
+		dir, found := s.rootID, true
+		for i, c := range p {
+			obj, ok, err := f.lookupName(s, dir, c)
 			if err != nil {
 				return false, err
 			}
-			if n.mode&0xF000 != 0x4000 || n.sub != s {
+			if !ok {
 				found = false
 				break
 			}
-			ents, err := f.dirents(n)
-			if err != nil {
-				return false, err
-			}
-			found = false
-			for _, e := range ents {
-				if e.Name == c && e.Ino>>subvolShift == uint64(s.idx) {
-					ino, found = e.Ino, true
+			if i < len(p)-1 {
+				n, err := f.inode(uint64(s.idx)<<subvolShift | obj)
+				if err != nil {
+					return false, err
+				}
+				if n.mode&0xF000 != 0x4000 {
+					found = false
 					break
 				}
 			}
-			if !found {
-				break
-			}
+			dir = obj
 		}
 		if found {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// lookupName finds name in directory dir of subvolume s by its DIR_ITEM
+// (keyed by btrfs_name_hash: crc32c seeded with ~1), as the kernel's
+// lookup does; an entry naming another subvolume is not followed.
+func (f *FS) lookupName(s *subvol, dir uint64, name string) (uint64, bool, error) {
+	h := uint64(integrity.CRC32CRaw(^uint32(1), []byte(name)))
+	k := key{obj: dir, typ: typeDirItem, off: h}
+	var obj uint64
+	var found bool
+	var perr error
+	err := f.search(s.tree, k, k, func(_ key, b []byte) bool {
+		ents, err := parseDirItems(b)
+		if err != nil {
+			perr = err
+			return false
+		}
+		for _, e := range ents {
+			if e.name == name && e.loc.typ == typeInodeItem && e.loc.obj >= firstFreeObjectid && e.loc.obj <= objectidMask {
+				obj, found = e.loc.obj, true
+				return false
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("directory %d of subvolume %d: %w", dir, s.id, err)
+	}
+	return obj, found, nil
 }
 
 // subvolName is subvolume id's path from the top level as its back
