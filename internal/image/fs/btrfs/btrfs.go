@@ -34,8 +34,10 @@
 // unless the [integrity.Checker] given to OpenWith is lenient: then it is
 // recorded and the block is read as stored. A block of a DUP chunk whose
 // first copy fails these checks is read from its second, as the kernel
-// does, and [FS.Repaired] says so. File data checksums (the csum tree) are
-// not verified: btrfs scrub does.
+// does, and [FS.Repaired] says so. The data a read returns is checked
+// against the checksum tree, sector by sector, as the kernel checks a data
+// read (a compressed extent as stored); a nodatasum file, or a sector the
+// tree holds no checksum for, is read as it is.
 //
 // # Hostile input
 //
@@ -256,6 +258,7 @@ type FS struct {
 
 	rootTree  tree
 	chunkTree tree
+	csumTree  *tree // nil: none, data is not verified
 
 	// check decides what a checksum mismatch does; nil: it is an error.
 	check *integrity.Checker
@@ -312,6 +315,9 @@ func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) 
 	}
 	if err := f.readChunkTree(); err != nil {
 		return nil, fmt.Errorf("open btrfs: chunk tree: %w", err)
+	}
+	if err := f.findCsumTree(); err != nil {
+		return nil, fmt.Errorf("open btrfs: %w", err)
 	}
 	if err := f.chooseRoot(); err != nil {
 		return nil, fmt.Errorf("open btrfs: %w", err)
@@ -564,23 +570,36 @@ func (f *FS) readAt(p []byte, off int64) error {
 // csumOK checks the checksum at the start of block b (its first 32
 // bytes), over b[32:n], of the filesystem's checksum type.
 func (f *FS) csumOK(b []byte, n int) bool {
-	data := b[csumStoreMax:n]
-	var sum []byte
+	sum := f.sum(b[csumStoreMax:n])
+	return sum != nil && bytes.Equal(sum, b[:len(sum)])
+}
+
+// sum is data's checksum of the filesystem's type, as stored.
+func (f *FS) sum(data []byte) []byte {
 	switch f.csumType {
 	case csumCRC32C:
-		sum = le.AppendUint32(nil, integrity.CRC32C(data))
+		return le.AppendUint32(nil, integrity.CRC32C(data))
 	case csumXXHash:
-		sum = le.AppendUint64(nil, xxhash.Sum64(data))
+		return le.AppendUint64(nil, xxhash.Sum64(data))
 	case csumSHA256:
 		s := sha256.Sum256(data)
-		sum = s[:]
+		return s[:]
 	case csumBLAKE2b:
 		s := blake2b.Sum256(data)
-		sum = s[:]
-	default:
-		return false
+		return s[:]
 	}
-	return bytes.Equal(sum, b[:len(sum)])
+	return nil
+}
+
+// csumSize is the size of one stored checksum.
+func (f *FS) csumSize() int {
+	switch f.csumType {
+	case csumCRC32C:
+		return 4
+	case csumXXHash:
+		return 8
+	}
+	return 32
 }
 
 // mismatch handles a structure failing its checksum.

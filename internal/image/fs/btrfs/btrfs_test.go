@@ -302,3 +302,48 @@ func TestDebianRootSubset(t *testing.T) {
 	imagetest.MountBtrfs(t, img, "compress-force=zstd", "cp -a "+src+"/. .")
 	imagetest.Compare(t, src, openImage(t, img), imagetest.CompareOptions{ModTimes: true, Perms: true})
 }
+
+// TestDataChecksums damages a byte of a file's data: strictly a mismatch
+// naming the sector and the file, leniently the data as stored and a
+// recorded line; a compressed extent's checksums cover it as stored.
+func TestDataChecksums(t *testing.T) {
+	src := t.TempDir()
+	imagetest.BuildTree(t, src, imagetest.Options{BigDir: 20, NoBigFile: true})
+	require.NoError(t, os.WriteFile(filepath.Join(src, "etc/text"), bytes.Repeat([]byte("compress me\n"), 20000), 0o644))
+	plain := mkfs(t, src, "128M")
+	packed := filepath.Join(t.TempDir(), "fs.img")
+	imagetest.MkfsBtrfs(t, packed, "128M", "")
+	imagetest.MountBtrfs(t, packed, "compress-force=zstd", "cp -a "+src+"/. .")
+	for _, tc := range []struct{ img, name string }{{plain, "var/lib/medium.bin"}, {packed, "etc/text"}} {
+		f := openImage(t, tc.img)
+		want, err := f.ReadFile(tc.name)
+		require.NoError(t, err)
+		n, err := lookupInode(f, tc.name)
+		require.NoError(t, err)
+		exts, err := f.fileExtents(n)
+		require.NoError(t, err)
+		require.Equal(t, uint8(1), exts[0].typ)
+		at, err := f.physical(exts[0].diskBytenr, 1)
+		require.NoError(t, err)
+		b, err := os.ReadFile(tc.img)
+		require.NoError(t, err)
+		b[at+100] ^= 0x01
+
+		f, err = Open(bytes.NewReader(b), int64(len(b)))
+		require.NoError(t, err)
+		_, err = f.ReadFile(tc.name)
+		m, ok := integrity.As(err)
+		require.True(t, ok, "%v", err)
+		assert.Contains(t, m.Structure, "data sector")
+		assert.Equal(t, "/"+tc.name, m.Path)
+
+		f, err = OpenWith(bytes.NewReader(b), int64(len(b)), integrity.Lenient(&integrity.Log{}))
+		require.NoError(t, err)
+		got, err := f.ReadFile(tc.name)
+		if exts[0].comp == compNone {
+			require.NoError(t, err)
+			assert.NotEqual(t, want, got)
+		}
+		assert.NotEmpty(t, f.Corruption())
+	}
+}

@@ -64,6 +64,7 @@ type inode struct {
 	sub   *subvol
 	obj   uint64
 	mode  uint16
+	flags uint64
 	size  int64
 	mtime time.Time
 
@@ -163,7 +164,7 @@ func (f *FS) inode(ino uint64) (*inode, error) {
 	}
 	mode := le.Uint32(b[52:])
 	mt := time.Unix(int64(le.Uint64(b[136:])), int64(le.Uint32(b[144:])%1e9)).UTC()
-	return &inode{sub: s, obj: obj, mode: uint16(mode), size: int64(size), mtime: mt}, nil
+	return &inode{sub: s, obj: obj, mode: uint16(mode), flags: le.Uint64(b[64:]), size: int64(size), mtime: mt}, nil
 }
 
 // dirents lists directory n's DIR_INDEX items, as the kernel's readdir
@@ -398,11 +399,11 @@ func (f *FS) readFile(n *inode, p []byte, off int64) (int, error) {
 		case e.typ == 2 || e.diskBytenr == 0:
 			// prealloc or a hole: zeros.
 		case e.comp == compNone:
-			if err := f.readLogical(dst, e.diskBytenr+e.offset+in); err != nil {
+			if err := f.readData(n, e, dst, e.diskBytenr+e.offset+in); err != nil {
 				return 0, fmt.Errorf("inode %d of subvolume %d: extent at %d: %w", n.obj, n.sub.id, e.fileOff, err)
 			}
 		default:
-			data, err := f.compressedExtent(e)
+			data, err := f.compressedExtent(n, e)
 			if err != nil {
 				return 0, fmt.Errorf("inode %d of subvolume %d: extent at %d: %w", n.obj, n.sub.id, e.fileOff, err)
 			}
@@ -415,7 +416,7 @@ func (f *FS) readFile(n *inode, p []byte, off int64) (int, error) {
 // compressedExtent reads and decompresses a regular compressed extent,
 // through a one-entry cache: sequential reads come in pieces smaller
 // than an extent.
-func (f *FS) compressedExtent(e *extent) ([]byte, error) {
+func (f *FS) compressedExtent(n *inode, e *extent) ([]byte, error) {
 	f.mu.Lock()
 	k := extentKey{e.diskBytenr, e.diskNum, e.ram, e.comp}
 	if f.lastExtent == k && f.lastData != nil {
@@ -426,6 +427,10 @@ func (f *FS) compressedExtent(e *extent) ([]byte, error) {
 	f.mu.Unlock()
 	src := make([]byte, e.diskNum)
 	if err := f.readLogical(src, e.diskBytenr); err != nil {
+		return nil, err
+	}
+	// The checksums cover the extent as stored, compressed.
+	if err := f.verifyData(n, src, e.diskBytenr); err != nil {
 		return nil, err
 	}
 	data, err := decompress(e.comp, src, int(e.ram), int(f.sectorSize))
