@@ -21,9 +21,11 @@
 // btrfs subvolume set-default) when it holds os-release (etc/os-release or
 // usr/lib/os-release); otherwise the one subvolume that does (Fedora: the
 // top level is the default and the OS is in subvolume "root"). Several such
-// subvolumes and none the default: an error naming them, since which one
-// boots is decided by the kernel command line (rootflags=subvol=), not by
-// the filesystem.
+// subvolumes and none the default: the one whose own etc/fstab mounts it
+// at / (subvol= naming its path, or subvolid= its id; a snapshot keeps its
+// origin's fstab, naming the origin), else an error naming them, since
+// which one boots is decided by the kernel command line
+// (rootflags=subvol=), not by the filesystem.
 //
 // # Checksums
 //

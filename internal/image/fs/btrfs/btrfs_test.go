@@ -165,6 +165,18 @@ func TestSubvolumes(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnsupported)
 	assert.ErrorContains(t, err, "(root)")
 	assert.ErrorContains(t, err, "(snap)")
+	// The one whose fstab mounts itself at / is the root: a snapshot
+	// keeps the root's fstab.
+	imagetest.MountBtrfs(t, img, "", "echo 'UUID=x / btrfs subvol=root,compress=zstd:1 0 0' > root/etc/fstab && "+
+		"btrfs -q subvolume delete snap && btrfs -q subvolume snapshot root snap")
+	f = openImage(t, img)
+	_, name = f.Subvolume()
+	assert.Equal(t, "root", name)
+	imagetest.MountBtrfs(t, img, "", "echo 'UUID=x / btrfs subvolid=256 0 0' > root/etc/fstab")
+	f = openImage(t, img)
+	id, name = f.Subvolume()
+	assert.Equal(t, "root", name)
+	assert.Equal(t, uint64(256), id)
 	imagetest.MountBtrfs(t, img, "", "btrfs subvolume set-default snap >/dev/null && rm snap/etc/hostname")
 	f = openImage(t, img)
 	_, name = f.Subvolume()

@@ -70,11 +70,23 @@ func (f *FS) chooseRoot() error {
 		f.rootSub, f.subName = found[0], f.subvolName(found[0].id)
 		return nil
 	}
+	// Several: the one whose own fstab mounts it at / (a snapshot of the
+	// root keeps the root's fstab, naming the root, not itself).
+	var self []*subvol
+	for _, s := range found {
+		if f.mountsItself(s) {
+			self = append(self, s)
+		}
+	}
+	if len(self) == 1 {
+		f.rootSub, f.subName = self[0], f.subvolName(self[0].id)
+		return nil
+	}
 	var names []string
 	for _, s := range found {
 		names = append(names, fmt.Sprintf("%d (%s)", s.id, f.subvolName(s.id)))
 	}
-	return fmt.Errorf("subvolumes %s all hold an operating system and none is the default (%d): which one boots is the kernel command line's rootflags=subvol=: %w",
+	return fmt.Errorf("subvolumes %s all hold an operating system and none is the default (%d): which one boots is the kernel command line's rootflags=subvol= (no one of them has an etc/fstab mounting itself at /): %w",
 		strings.Join(names, ", "), def, ErrUnsupported)
 }
 
@@ -205,4 +217,50 @@ func (f *FS) subvolName(id uint64) string {
 		return strings.Join(parts, "/")
 	}
 	return fmt.Sprint(id)
+}
+
+// maxFstab bounds the etc/fstab read of a candidate subvolume.
+const maxFstab = 1 << 20
+
+// mountsItself reports whether subvolume s's etc/fstab (a regular file)
+// mounts s at /: a btrfs line for / whose subvol= names s's path from the
+// top level, or whose subvolid= is s's id. Anything unreadable is "no".
+func (f *FS) mountsItself(s *subvol) bool {
+	etc, ok, err := f.lookupName(s, s.rootID, "etc")
+	if err != nil || !ok {
+		return false
+	}
+	obj, ok, err := f.lookupName(s, etc, "fstab")
+	if err != nil || !ok {
+		return false
+	}
+	n, err := f.inode(uint64(s.idx)<<subvolShift | obj)
+	if err != nil || n.mode&0xF000 != 0x8000 || n.size > maxFstab {
+		return false
+	}
+	b := make([]byte, n.size)
+	if _, err := f.readFile(n, b, 0); err != nil {
+		return false
+	}
+	name := f.subvolName(s.id)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 4 || strings.HasPrefix(fields[0], "#") || fields[1] != "/" || fields[2] != "btrfs" {
+			continue
+		}
+		for opt := range strings.SplitSeq(fields[3], ",") {
+			k, v, _ := strings.Cut(opt, "=")
+			switch k {
+			case "subvol":
+				if strings.Trim(v, "/") == name {
+					return true
+				}
+			case "subvolid":
+				if v == fmt.Sprint(s.id) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
