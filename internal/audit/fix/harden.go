@@ -31,18 +31,33 @@ type DropIn struct {
 var enabledForHarden = []install.State{install.Enabled, install.EnabledRuntime}
 
 // HardeningFor picks the catalog entries that apply to the image: for each
-// entry, the first of its units the image has and enables (a unit and its
-// alias are one service), unless skip names it (a unit the same fix
-// disables or masks). The drop-ins are in catalog order.
-func HardeningFor(files []install.UnitFile, catalog []rules.Hardening, skip []string) []DropIn {
+// entry, the first of its units the image has and either enables or has
+// activated by a trigger unit the boot starts (activatedBy, the boot's
+// ActivatedBy: a static dpkg-db-backup.service its enabled timer runs
+// daily) — a unit and its alias are one service — unless skip names it (a
+// unit the same fix disables or masks), or names every trigger that
+// activates it. The drop-ins are in catalog order.
+func HardeningFor(files []install.UnitFile, activatedBy map[string][]string, catalog []rules.Hardening, skip []string) []DropIn {
 	state := make(map[string]install.State, len(files))
 	for _, f := range files {
 		state[f.Name] = f.State
 	}
+	runs := func(u string) bool {
+		if slices.Contains(skip, u) {
+			return false
+		}
+		if slices.Contains(enabledForHarden, state[u]) {
+			return true
+		}
+		if _, ok := state[u]; !ok {
+			return false
+		}
+		return slices.ContainsFunc(activatedBy[u], func(t string) bool { return !slices.Contains(skip, t) })
+	}
 	var out []DropIn
 	for _, h := range catalog {
 		for _, u := range h.Units {
-			if !slices.Contains(enabledForHarden, state[u]) || slices.Contains(skip, u) {
+			if !runs(u) {
 				continue
 			}
 			out = append(out, DropIn{Unit: u, Entry: h.ID, Path: install.PersistentConfig + "/" + u + ".d/" + rules.DropInName, Content: dropInText(h)})

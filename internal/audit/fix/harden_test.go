@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,17 +35,33 @@ func TestHardeningFor(t *testing.T) {
 		{Name: "b.service", State: install.Disabled},
 		{Name: "c.service", State: install.Enabled},
 		{Name: "d.service", State: install.EnabledRuntime},
+		{Name: "e.service", State: install.Static},
+		{Name: "f.service", State: install.Static},
+		{Name: "g.service", State: install.Static},
 	}
-	got := HardeningFor(files, testCatalog, []string{"c.service"})
+	catalog := append(slices.Clone(testCatalog),
+		rules.Hardening{ID: "e", Title: "E", Units: []string{"e.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+		rules.Hardening{ID: "f", Title: "F", Units: []string{"f.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+		rules.Hardening{ID: "g", Title: "G", Units: []string{"g.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+		rules.Hardening{ID: "h", Title: "H", Units: []string{"h.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+	)
+	activatedBy := map[string][]string{
+		"e.service": {"e.timer"},            // a static service its started timer runs
+		"f.service": {"f.timer"},            // … whose timer the same fix disables
+		"g.service": {"g.path", "g.socket"}, // … one of whose triggers stays
+		"h.service": {"h.timer"},            // no unit file of that name
+		"b.service": {"b.socket"},           // disabled, but socket-activated
+	}
+	got := HardeningFor(files, activatedBy, catalog, []string{"c.service", "f.timer", "g.socket"})
 	var units []string
 	for _, d := range got {
 		units = append(units, d.Unit+"@"+d.Entry)
 		assert.Equal(t, "/etc/systemd/system/"+d.Unit+".d/"+rules.DropInName, d.Path)
 		assert.Contains(t, d.Content, "amilint fix --harden")
 	}
-	// b is disabled, c is disabled by the same fix, the alias is the
-	// same service as a.
-	assert.Equal(t, []string{"a.service@a", "d.service@d"}, units)
+	// c is disabled by the same fix, the alias is the same service as a,
+	// f's only timer is disabled by the same fix.
+	assert.Equal(t, []string{"a.service@a", "b.service@b", "d.service@d", "e.service@e", "g.service@g"}, units)
 }
 
 // hardenTree is an image with two enabled services (one already sandboxed
@@ -85,7 +102,7 @@ func TestPlanHardenWritesDropInsAtomicallyAndIdempotently(t *testing.T) {
 	files, err := install.List(rootfs.New(src), 252)
 	require.NoError(t, err)
 	src.Close()
-	dropins := HardeningFor(files, testCatalog, nil)
+	dropins := HardeningFor(files, nil, testCatalog, nil)
 	require.Len(t, dropins, 2)
 
 	before := snapshot(t, dir)
@@ -209,7 +226,7 @@ func TestPlanHardenScoresWithoutOpeningSpecialFiles(t *testing.T) {
 	require.NoError(t, err)
 	defer src.Close()
 
-	_, view := planHarden(t, dir, HardeningFor([]install.UnitFile{{Name: "a.service", State: install.Enabled}}, testCatalog, nil))
+	_, view := planHarden(t, dir, HardeningFor([]install.UnitFile{{Name: "a.service", State: install.Enabled}}, nil, testCatalog, nil))
 	done := make(chan error, 1)
 	go func() {
 		for _, name := range []string{"etc/zero", "etc/fifo"} {
