@@ -5,6 +5,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"os"
@@ -19,11 +20,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amilint/amilint/fixtures/testenv"
-	"github.com/amilint/amilint/rules"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/rules"
 )
 
 // The proof of the hardening catalog: the Debian root is booted twice
@@ -32,7 +34,9 @@ import (
 // failed that was not, bring every hardened service to the state it
 // reached in the plain boot, and pass the same probes of what the services
 // do (a message logged reaches /var/log/syslog, a cron job runs, sshd
-// answers, the container engines answer). systemd-analyze security of the
+// answers, the container engines answer, the daily jobs their timers run
+// back up dpkg's database, rotate a log, update apt's lists from a local
+// repository and mail root). systemd-analyze security of the
 // root's own systemd scores every hardened service lower.
 
 // probeCron is a cron job that proves cron still runs jobs: it writes to
@@ -42,6 +46,22 @@ const probeCron = "* * * * * root date > /run/amilint-cron-probe\n"
 // chronyOptions keep chronyd from ever setting the clock it shares with
 // the host (-x); -F 1 is Debian's default (chronyd's own seccomp filter).
 const chronyOptions = "DAEMON_OPTS=\"-F 1 -x\"\n"
+
+// probeLogrotate is a logrotate configuration that rotates the probe's
+// log whenever logrotate runs (size 1: any log not empty).
+const probeLogrotate = "/var/log/amilint-probe.log {\n\trotate 2\n\tsize 1\n\tmissingok\n\tnocompress\n}\n"
+
+// probeE2scrub makes e2scrub_all go past its early exit (periodic scrubs
+// are off by default) to its checks of the tools it needs.
+const probeE2scrub = "periodic_e2scrub=1\n"
+
+// The boot has no network: apt-daily's probe updates from a local
+// repository, a file: source of one package, unsigned but trusted; the
+// test writes its Release file with the Packages file's hash.
+const (
+	probeAptSources  = "deb [trusted=yes] file:/srv/amilint-apt ./\n"
+	probeAptPackages = "Package: amilint-probe\nVersion: 1.0\nArchitecture: all\nMaintainer: amilint <amilint@example.org>\nFilename: amilint-probe_1.0_all.deb\nSize: 1\nDescription: apt probe of the amilint hardening boot test\n"
+)
 
 // bootProbe is one check of what a service does, run inside the booted
 // container; it passes when the command exits 0.
@@ -58,6 +78,15 @@ var bootProbes = []bootProbe{
 	{"containerd answers", []string{"ctr", "version"}},
 	{"dockerd answers", []string{"docker", "info"}},
 	{"unattended-upgrades waits for shutdown", []string{"pgrep", "-f", "unattended-upgrade-shutdown"}},
+	// The services their timers run are started by hand, and each must
+	// leave its work done.
+	{"dpkg-db-backup backs up dpkg's database", []string{"sh", "-c", "rm -f /var/backups/dpkg.status.0 /var/backups/alternatives.tar.0 && systemctl start dpkg-db-backup.service && cmp /var/backups/dpkg.status.0 /var/lib/dpkg/status && tar -tf /var/backups/alternatives.tar.0 | grep -q ^alternatives/"}},
+	{"e2scrub_all runs to success", []string{"sh", "-c", "systemctl start e2scrub_all.service && [ \"$(systemctl show -P ConditionResult e2scrub_all.service)\" = yes ] && [ \"$(systemctl show -P Result e2scrub_all.service)\" = success ] && [ \"$(systemctl show -P ExecMainStatus e2scrub_all.service)\" = 0 ]"}},
+	{"apt-daily updates the package lists", []string{"sh", "-c", "rm -f /var/lib/apt/periodic/update-stamp /var/lib/apt/lists/*amilint-apt* && systemctl start apt-daily.service && test -f /var/lib/apt/periodic/update-stamp && apt-cache policy amilint-probe | grep -q 'Candidate: 1.0'"}},
+	// exim4-base mails root when exim's panic log is not empty; the probe's
+	// queue run (outside the sandbox) delivers what the job queued.
+	{"exim4-base mails root about exim's panic log", []string{"sh", "-c", "t=amilint-$$ && echo $t > /var/log/exim4/paniclog && chown Debian-exim:adm /var/log/exim4/paniclog && systemctl start exim4-base.service && exim4 -q && grep -rqs $t /var/mail/"}},
+	{"logrotate rotates a log", []string{"sh", "-c", "t=amilint-$$ && echo $t > /var/log/amilint-probe.log && systemctl start logrotate.service && grep -qx $t /var/log/amilint-probe.log.1"}},
 }
 
 // booted is what one boot showed.
@@ -78,9 +107,10 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
 	defer console.Close()
 	// A network namespace of its own with CAP_NET_ADMIN lets dockerd set
 	// up its iptables chains; CAP_SYS_TIME lets chrony pass its
-	// ConditionCapability= (it runs with -x: it never sets the clock).
+	// ConditionCapability= (it runs with -x: it never sets the clock),
+	// CAP_SYS_RAWIO e2scrub_all.
 	nspawn := exec.Command("systemd-nspawn", "-D", root, "-b", "--register=no", "--keep-unit", "--volatile=overlay", "--console=pipe",
-		"--private-network", "--capability=CAP_NET_ADMIN,CAP_SYS_TIME")
+		"--private-network", "--capability=CAP_NET_ADMIN,CAP_SYS_TIME,CAP_SYS_RAWIO")
 	nspawn.Stdout, nspawn.Stderr = console, console
 	nspawn.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	require.NoError(t, nspawn.Start())
@@ -220,10 +250,19 @@ func TestE2EHarden(t *testing.T) {
 		root = testenv.Bookworm.Path(t)
 	}
 
-	// Both boots get the probes' cron job, and chrony's -x.
+	// Both boots get the probes' cron job, logrotate configuration, e2scrub
+	// configuration and apt repository, and chrony's -x.
+	pkgSum := sha256.Sum256([]byte(probeAptPackages))
+	release := fmt.Sprintf("Origin: amilint\nLabel: amilint\nSuite: amilint\nCodename: amilint\nDate: %s\nSHA256:\n %x %d Packages\n",
+		time.Now().UTC().Format(time.RFC1123Z), pkgSum, len(probeAptPackages))
 	probe := func(upper string) {
 		writeFile(t, filepath.Join(upper, "etc/cron.d/amilint-probe"), probeCron, 0o644)
 		writeFile(t, filepath.Join(upper, "etc/default/chrony"), chronyOptions, 0o644)
+		writeFile(t, filepath.Join(upper, "etc/logrotate.d/amilint-probe"), probeLogrotate, 0o644)
+		writeFile(t, filepath.Join(upper, "etc/e2scrub.conf"), probeE2scrub, 0o644)
+		writeFile(t, filepath.Join(upper, "etc/apt/sources.list"), probeAptSources, 0o644)
+		writeFile(t, filepath.Join(upper, "srv/amilint-apt/Packages"), probeAptPackages, 0o644)
+		writeFile(t, filepath.Join(upper, "srv/amilint-apt/Release"), release, 0o644)
 	}
 	plainUpper := t.TempDir()
 	probe(plainUpper)
