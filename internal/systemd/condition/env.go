@@ -1,6 +1,7 @@
 package condition
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -451,7 +452,7 @@ func verCmp(a, b string) int {
 			i, j := digits(a), digits(b)
 			na, nb := strings.TrimLeft(a[:i], "0"), strings.TrimLeft(b[:j], "0")
 			if len(na) != len(nb) {
-				return cmpInt(len(na), len(nb))
+				return cmp.Compare(len(na), len(nb))
 			}
 			if c := strings.Compare(na, nb); c != 0 {
 				return c
@@ -466,7 +467,7 @@ func verCmp(a, b string) int {
 			case b[0] == '~':
 				return 1
 			}
-			return cmpInt(int(a[0]), int(b[0]))
+			return cmp.Compare(int(a[0]), int(b[0]))
 		}
 		a, b = a[1:], b[1:]
 	}
@@ -481,16 +482,6 @@ func digits(s string) int {
 		i++
 	}
 	return i
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // kernels are the kernel releases the machine may boot, and where that

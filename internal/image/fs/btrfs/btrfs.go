@@ -55,6 +55,7 @@ package btrfs
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -212,21 +213,11 @@ func readKey(b []byte) key {
 func (k key) cmp(o key) int {
 	switch {
 	case k.obj != o.obj:
-		return cmpU(k.obj, o.obj)
+		return cmp.Compare(k.obj, o.obj)
 	case k.typ != o.typ:
-		return cmpU(uint64(k.typ), uint64(o.typ))
+		return cmp.Compare(uint64(k.typ), uint64(o.typ))
 	}
-	return cmpU(k.off, o.off)
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(k.off, o.off)
 }
 
 var maxKey = key{obj: 1<<64 - 1, typ: 255, off: 1<<64 - 1}
@@ -460,7 +451,7 @@ func (f *FS) setChunks(cs []chunk) error {
 	if len(cs) > maxChunks {
 		return fmt.Errorf("over %d chunks: %w", maxChunks, ErrCorrupt)
 	}
-	slices.SortFunc(cs, func(a, b chunk) int { return cmpU(a.logical, b.logical) })
+	slices.SortFunc(cs, func(a, b chunk) int { return cmp.Compare(a.logical, b.logical) })
 	out := cs[:0]
 	for _, c := range cs {
 		if len(out) > 0 {

@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"io/fs"
@@ -373,7 +374,7 @@ func (f *FS) readFile(n *inode, p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	// The first extent that may reach off: the last starting at or before.
-	i, _ := slices.BinarySearchFunc(exts, uint64(off), func(e extent, o uint64) int { return cmpU(e.fileOff, o) })
+	i, _ := slices.BinarySearchFunc(exts, uint64(off), func(e extent, o uint64) int { return cmp.Compare(e.fileOff, o) })
 	if i > 0 {
 		i--
 	}
