@@ -23,8 +23,10 @@ type Hardening struct {
 	// Title says in one line what the entry does.
 	Title string `yaml:"title" json:"title"`
 	// Units are the service names it applies to (a unit and its aliases:
-	// ssh.service, sshd.service); the drop-in goes to each present and
-	// enabled one.
+	// ssh.service, sshd.service), or templates (postfix@.service), whose
+	// drop-in every instance reads; the drop-in goes to the first present
+	// one that is enabled or runs at boot (for a template: an instance
+	// of it).
 	Units []string `yaml:"units" json:"units"`
 	// Why says why the sandbox is safe for the service.
 	Why string `yaml:"why" json:"why"`
@@ -127,8 +129,8 @@ func (h Hardening) Validate() error {
 		bad("units: name at least one service")
 	}
 	for _, u := range h.Units {
-		if !unit.Valid(u) || unit.Type(u) != "service" || unit.IsTemplate(u) {
-			bad("unit %q: want a service name (no template)", u)
+		if _, inst := unit.Instance(u); !unit.Valid(u) || unit.Type(u) != "service" || inst {
+			bad("unit %q: want a service or template name (no instance)", u)
 		} else if len(u)+len(".d") > maxFileName {
 			// Its drop-in directory, NAME.d, could not be created (and
 			// systemd could not read one).
@@ -176,7 +178,8 @@ func HardeningMarkdown(h Hardening) string {
 	fmt.Fprintf(&b, "\n## Why it is safe for this service\n\n%s\n", strings.TrimSpace(h.Why))
 	fmt.Fprintf(&b, "\n## What would break it\n\n%s\n", strings.TrimSpace(h.Breaks))
 	b.WriteString("\n## Proof\n\nThe boot test of the hardening catalog (`make e2e-harden`) boots the Debian 12\n" +
-		"root under systemd-nspawn twice, plain and with `amilint fix --harden`, and\n" +
+		"roots (the base one, and one with Postfix and PostgreSQL) under\n" +
+		"systemd-nspawn twice each, plain and with `amilint fix --harden`, and\n" +
 		"requires this service (when the root has it) to reach the same state in both\n" +
 		"boots, and no unit to fail that did not fail before; it also requires\n" +
 		"systemd-analyze security to score the service lower with the drop-in.\n")

@@ -19,7 +19,7 @@ func TestHardeningCatalogLoads(t *testing.T) {
 		ids = append(ids, h.ID)
 		assert.Equal(t, "embedded:hardening/"+h.ID+".yaml", h.Source)
 	}
-	assert.Equal(t, []string{"apt-daily", "chrony", "containerd", "cron", "docker", "dpkg-db-backup", "e2scrub-all", "exim4-base", "logrotate", "rsyslog", "ssh", "unattended-upgrades"}, ids)
+	assert.Equal(t, []string{"apt-daily", "chrony", "containerd", "cron", "docker", "dpkg-db-backup", "e2scrub-all", "exim4-base", "logrotate", "postfix", "postgresql", "rsyslog", "ssh", "unattended-upgrades"}, ids)
 }
 
 func TestHardeningUserCatalog(t *testing.T) {
@@ -45,6 +45,9 @@ func TestHardeningUserCatalog(t *testing.T) {
 func TestHardeningValidate(t *testing.T) {
 	ok := Hardening{ID: "x", Title: "t", Units: []string{"x.service"}, Why: "w", Breaks: "b", DropIn: "[Service]\nPrivateTmp=yes\n"}
 	require.NoError(t, ok.Validate())
+	tmpl := ok
+	tmpl.Units = []string{"x@.service"}
+	require.NoError(t, tmpl.Validate(), "a template: its drop-in applies to every instance")
 	for _, tc := range []struct {
 		name string
 		edit func(*Hardening)
@@ -52,8 +55,8 @@ func TestHardeningValidate(t *testing.T) {
 	}{
 		{"bad id", func(h *Hardening) { h.ID = "X Y" }, "id"},
 		{"no units", func(h *Hardening) { h.Units = nil }, "units"},
-		{"not a service", func(h *Hardening) { h.Units = []string{"x.socket"} }, "want a service name"},
-		{"template", func(h *Hardening) { h.Units = []string{"x@.service"} }, "want a service name"},
+		{"not a service", func(h *Hardening) { h.Units = []string{"x.socket"} }, "want a service or template name"},
+		{"instance", func(h *Hardening) { h.Units = []string{"x@y.service"} }, "no instance"},
 		{"no room for its drop-in directory", func(h *Hardening) { h.Units = []string{strings.Repeat("x", 246) + ".service"} }, "its drop-in directory's name would be longer than 255"},
 		{"no why", func(h *Hardening) { h.Why = " " }, "why: missing"},
 		{"no breaks", func(h *Hardening) { h.Breaks = "" }, "breaks: missing"},

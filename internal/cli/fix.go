@@ -90,7 +90,7 @@ func runFix(e *env, args []string) int {
 	steps := fix.Steps(units)
 	var dropins []fix.DropIn
 	if hf.on() {
-		dropins = fix.HardeningFor(res.Inventory.Files, res.Inventory.Boot.ActivatedBy, catalog, slices.Concat(units[fix.Disable], units[fix.Mask]))
+		dropins = fix.HardeningFor(res.Inventory.Files, res.Inventory.Boot, catalog, slices.Concat(units[fix.Disable], units[fix.Mask]))
 	}
 	plan, planned, err := fix.NewPlanHarden(rootfs.New(src), steps, dropins)
 	if err != nil {

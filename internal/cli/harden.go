@@ -43,7 +43,7 @@ func printHardening(e *env, res *audit.Result, plan *fix.Plan, planned *rootfs.F
 	}
 	var names []string
 	for _, d := range plan.DropIns {
-		names = append(names, d.Unit)
+		names = append(names, d.Scored())
 	}
 	after, err := security.ScoreImage(planned, security.Options{Systemd: res.Inventory.Systemd, Units: names})
 	if err != nil {
@@ -52,7 +52,7 @@ func printHardening(e *env, res *audit.Result, plan *fix.Plan, planned *rootfs.F
 	fmt.Fprintf(e.stdout, "hardening %d services (exposure as systemd-analyze security of systemd %d scores it):\n", len(plan.DropIns), after.Tables)
 	for i, d := range plan.DropIns {
 		before := "-"
-		if u := res.Facts.Units[d.Unit]; u != nil && u.Security != nil && u.Security.Exposure != nil {
+		if u := res.Facts.Units[d.Scored()]; u != nil && u.Security != nil && u.Security.Exposure != nil {
 			before = fmt.Sprintf("%s %s", *u.Security.Exposure, u.Security.Level)
 		}
 		now := after.Units[i].Error
@@ -63,7 +63,11 @@ func printHardening(e *env, res *audit.Result, plan *fix.Plan, planned *rootfs.F
 		if d.Unchanged {
 			state = " (already there)"
 		}
-		fmt.Fprintf(e.stdout, "  %-28s %s → %s  %s%s\n", d.Unit, before, now, d.Path, state)
+		name := d.Unit
+		if len(d.Instances) > 0 {
+			name = d.Scored()
+		}
+		fmt.Fprintf(e.stdout, "  %-28s %s → %s  %s%s\n", name, before, now, d.Path, state)
 		if dryRun && !d.Unchanged {
 			for _, l := range strings.Split(strings.TrimRight(d.Content, "\n"), "\n") {
 				fmt.Fprintln(e.stdout, "      "+l)

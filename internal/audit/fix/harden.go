@@ -8,15 +8,21 @@ import (
 	"strings"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/boot"
 	"github.com/amilint/amilint/internal/systemd/install"
+	"github.com/amilint/amilint/internal/systemd/unit"
 	"github.com/amilint/amilint/rules"
 )
 
 // DropIn is a hardening drop-in a plan writes:
 // /etc/systemd/system/UNIT.d/NAME.
 type DropIn struct {
-	// Unit is the service it hardens.
+	// Unit is the service it hardens: a service, or a template
+	// (postfix@.service) whose drop-in systemd merges into every instance.
 	Unit string `json:"unit"`
+	// Instances are, for a template, its instances the boot starts or
+	// activates (postfix@-.service), sorted; the drop-in applies to each.
+	Instances []string `json:"instances,omitempty"`
 	// Entry is the hardening catalog entry it comes from.
 	Entry string `json:"entry"`
 	// Path is the image path it is written to.
@@ -32,15 +38,28 @@ var enabledForHarden = []install.State{install.Enabled, install.EnabledRuntime}
 
 // HardeningFor picks the catalog entries that apply to the image: for each
 // entry, the first of its units the image has and either enables or has
-// activated by a trigger unit the boot starts (activatedBy, the boot's
-// ActivatedBy: a static dpkg-db-backup.service its enabled timer runs
+// activated by a trigger unit the boot starts (the boot's ActivatedBy: a static dpkg-db-backup.service its enabled timer runs
 // daily) — a unit and its alias are one service — unless skip names it (a
 // unit the same fix disables or masks), or names every trigger that
-// activates it. The drop-ins are in catalog order.
-func HardeningFor(files []install.UnitFile, activatedBy map[string][]string, catalog []rules.Hardening, skip []string) []DropIn {
+// activates it. A template of the catalog (postfix@.service) applies when
+// the image has it and enables it, or when the boot starts or activates an instance of it that skip does not name and
+// whose triggers, if it is only activated, are not all in skip: the
+// instances a generator makes at boot (postfix@-.service,
+// postgresql@15-main.service) have no unit file of their own. Its drop-in
+// goes to the template's directory, which systemd reads for every
+// instance. The drop-ins are in catalog order.
+func HardeningFor(files []install.UnitFile, b *boot.Boot, catalog []rules.Hardening, skip []string) []DropIn {
+	var activatedBy map[string][]string
+	var started []string
+	if b != nil {
+		activatedBy, started = b.ActivatedBy, b.Start
+	}
 	state := make(map[string]install.State, len(files))
 	for _, f := range files {
 		state[f.Name] = f.State
+	}
+	byTrigger := func(u string) bool {
+		return slices.ContainsFunc(activatedBy[u], func(t string) bool { return !slices.Contains(skip, t) })
 	}
 	runs := func(u string) bool {
 		if slices.Contains(skip, u) {
@@ -52,19 +71,54 @@ func HardeningFor(files []install.UnitFile, activatedBy map[string][]string, cat
 		if _, ok := state[u]; !ok {
 			return false
 		}
-		return slices.ContainsFunc(activatedBy[u], func(t string) bool { return !slices.Contains(skip, t) })
+		return byTrigger(u)
+	}
+	// instances are the template's instances the boot runs and the fix
+	// leaves alone.
+	instances := func(tmpl string) []string {
+		var out []string
+		for _, i := range started {
+			if unit.Template(i) == tmpl && i != tmpl && !slices.Contains(skip, i) {
+				out = append(out, i)
+			}
+		}
+		for i := range activatedBy {
+			if unit.Template(i) == tmpl && i != tmpl && !slices.Contains(skip, i) && byTrigger(i) {
+				out = append(out, i)
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
 	}
 	var out []DropIn
 	for _, h := range catalog {
 		for _, u := range h.Units {
-			if !runs(u) {
+			var inst []string
+			if unit.IsTemplate(u) {
+				if _, ok := state[u]; !ok || slices.Contains(skip, u) {
+					continue
+				}
+				if inst = instances(u); len(inst) == 0 && !slices.Contains(enabledForHarden, state[u]) {
+					continue
+				}
+			} else if !runs(u) {
 				continue
 			}
-			out = append(out, DropIn{Unit: u, Entry: h.ID, Path: install.PersistentConfig + "/" + u + ".d/" + rules.DropInName, Content: dropInText(h)})
+			out = append(out, DropIn{Unit: u, Instances: inst, Entry: h.ID, Path: install.PersistentConfig + "/" + u + ".d/" + rules.DropInName, Content: dropInText(h)})
 			break
 		}
 	}
 	return out
+}
+
+// Scored is the unit whose exposure stands for the drop-in's: the service,
+// or a template's first instance the boot runs (a template alone cannot be
+// scored).
+func (d DropIn) Scored() string {
+	if len(d.Instances) > 0 {
+		return d.Instances[0]
+	}
+	return d.Unit
 }
 
 // dropInText is the file fix writes for an entry: a header naming the

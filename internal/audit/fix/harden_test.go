@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/internal/image/rootfs"
+	"github.com/amilint/amilint/internal/systemd/boot"
 	"github.com/amilint/amilint/internal/systemd/install"
 	"github.com/amilint/amilint/internal/systemd/security"
 	"github.com/amilint/amilint/rules"
@@ -52,7 +53,7 @@ func TestHardeningFor(t *testing.T) {
 		"h.service": {"h.timer"},            // no unit file of that name
 		"b.service": {"b.socket"},           // disabled, but socket-activated
 	}
-	got := HardeningFor(files, activatedBy, catalog, []string{"c.service", "f.timer", "g.socket"})
+	got := HardeningFor(files, &boot.Boot{ActivatedBy: activatedBy}, catalog, []string{"c.service", "f.timer", "g.socket"})
 	var units []string
 	for _, d := range got {
 		units = append(units, d.Unit+"@"+d.Entry)
@@ -62,6 +63,43 @@ func TestHardeningFor(t *testing.T) {
 	// c is disabled by the same fix, the alias is the same service as a,
 	// f's only timer is disabled by the same fix.
 	assert.Equal(t, []string{"a.service@a", "b.service@b", "d.service@d", "e.service@e", "g.service@g"}, units)
+}
+
+// TestHardeningForTemplate: a template entry applies when an instance of
+// it starts at boot or is activated by a trigger the fix leaves, or the
+// template is enabled; its drop-in goes to the template's directory.
+func TestHardeningForTemplate(t *testing.T) {
+	entry := func(id, u string) rules.Hardening {
+		return rules.Hardening{ID: id, Title: id, Units: []string{u}, DropIn: "[Service]\nPrivateTmp=yes\n"}
+	}
+	catalog := []rules.Hardening{
+		entry("a", "a@.service"), // an instance starts at boot
+		entry("b", "b@.service"), // enabled, no instance starts
+		entry("c", "c@.service"), // its instance is disabled by the same fix
+		entry("d", "d@.service"), // an instance its started socket activates
+		entry("e", "e@.service"), // … whose only socket the same fix disables
+		entry("f", "f@.service"), // no template file
+		entry("g", "g@.service"), // disabled, nothing of it runs
+		entry("h", "h@.service"), // the same fix masks the template
+	}
+	var files []install.UnitFile
+	for _, n := range []string{"a", "c", "d", "e", "g", "h"} {
+		files = append(files, install.UnitFile{Name: n + "@.service", State: install.Disabled})
+	}
+	files = append(files, install.UnitFile{Name: "b@.service", State: install.Enabled})
+	b := &boot.Boot{
+		Start:       []string{"a@two.service", "a@-.service", "c@x.service", "f@x.service", "h@x.service", "multi-user.target"},
+		ActivatedBy: map[string][]string{"d@1.service": {"d.socket"}, "e@1.service": {"e.socket"}},
+	}
+	got := HardeningFor(files, b, catalog, []string{"c@x.service", "e.socket", "h@.service"})
+	var units []string
+	for _, d := range got {
+		units = append(units, fmt.Sprintf("%s%v", d.Unit, d.Instances))
+		assert.Equal(t, "/etc/systemd/system/"+d.Unit+".d/"+rules.DropInName, d.Path)
+	}
+	assert.Equal(t, []string{"a@.service[a@-.service a@two.service]", "b@.service[]", "d@.service[d@1.service]"}, units)
+	assert.Equal(t, "a@-.service", got[0].Scored(), "a template is scored by its first instance")
+	assert.Equal(t, "b@.service", got[1].Scored())
 }
 
 // hardenTree is an image with two enabled services (one already sandboxed
