@@ -36,8 +36,10 @@ import (
 // do (a message logged reaches /var/log/syslog, a cron job runs, sshd
 // answers, the container engines answer, the daily jobs their timers run
 // back up dpkg's database, rotate a log, update apt's lists from a local
-// repository and mail root). systemd-analyze security of the
-// root's own systemd scores every hardened service lower.
+// repository and mail root). The wide root (Postfix and PostgreSQL, run
+// as instances of templates the catalog hardens) gets the same, with its
+// own probes: a local mail delivered, a query answered. systemd-analyze
+// security of the root's own systemd scores every hardened service lower.
 
 // probeCron is a cron job that proves cron still runs jobs: it writes to
 // /run (cron's sandbox keeps /run writable; /tmp is private to it).
@@ -89,6 +91,18 @@ var bootProbes = []bootProbe{
 	{"logrotate rotates a log", []string{"sh", "-c", "t=amilint-$$ && echo $t > /var/log/amilint-probe.log && systemctl start logrotate.service && grep -qx $t /var/log/amilint-probe.log.1"}},
 }
 
+// wideProbes are the probes of the wide root (Postfix and PostgreSQL,
+// run as instances of templates their generators make at boot): Postfix
+// delivers a local mail to root's mailbox, the cluster answers a query.
+var wideProbes = []bootProbe{
+	{"postfix delivers a local mail", []string{"sh", "-c", "t=amilint-$$ && printf 'Subject: %s\\n\\n%s\\n' $t $t | sendmail root && for i in $(seq 100); do grep -qs $t /var/mail/root && exit 0; sleep 0.3; done; exit 1"}},
+	{"postgresql answers a query", []string{"sh", "-c", "for i in $(seq 60); do [ \"$(su postgres -c \"psql -Atc 'select 1'\" 2>/dev/null)\" = 1 ] && exit 0; sleep 0.5; done; exit 1"}},
+}
+
+// wideInstances are the instances of the wide root's template services
+// the boot runs: systemd-analyze scores these, not the templates.
+var wideInstances = map[string]string{"postfix@.service": "postfix@-.service", "postgresql@.service": "postgresql@15-main.service"}
+
 // booted is what one boot showed.
 type booted struct {
 	state  string            // is-system-running
@@ -100,7 +114,7 @@ type booted struct {
 // bootRoot boots root under systemd-nspawn (changes to it go to a tmpfs:
 // --volatile=overlay), waits until systemd has finished booting and the
 // unit states settle, runs the probes, and stops the container.
-func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
+func bootRoot(ctx context.Context, t *testing.T, root, label string, probes []bootProbe) booted {
 	t.Helper()
 	console, err := os.Create(filepath.Join(t.TempDir(), label+"-console.log"))
 	require.NoError(t, err)
@@ -158,10 +172,13 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string) booted {
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); len(f) > 0 {
 			b.failed = append(b.failed, f[0])
+			// Why it failed, for a failure in the hardened boot.
+			log, _ := inside(30*time.Second, "journalctl", "-b", "--no-pager", "-n", "15", "-u", f[0])
+			t.Logf("%s: failed %s:\n%s", label, f[0], log)
 		}
 	}
 	b.probes = map[string]bool{}
-	for _, p := range bootProbes {
+	for _, p := range probes {
 		out, err := inside(2*time.Minute, p.argv...)
 		b.probes[p.name] = err == nil
 		t.Logf("%s: probe %q: %v %s", label, p.name, err == nil, strings.TrimSpace(tail(out, 200)))
@@ -233,22 +250,37 @@ func analyze(ctx context.Context, t *testing.T, root string, units []string) map
 	return got
 }
 
-// TestE2EHarden boots the Debian root plain and hardened by `amilint fix
-// --harden`, and proves every shipped hardening catalog entry the root has
-// a service for harmless to that service and to the boot.
+// TestE2EHarden boots the Debian root and the wide root plain and hardened
+// by `amilint fix --harden`, and proves every shipped hardening catalog
+// entry the roots have a service for harmless to that service and to the
+// boot.
 func TestE2EHarden(t *testing.T) {
 	testenv.Root(t, "booting systemd-nspawn containers and overlay mounts")
 	testenv.Tool(t, "systemd-nspawn", "systemd-container")
 	testenv.Tool(t, "systemd-analyze", "systemd")
 	testenv.Tool(t, "nsenter", "util-linux")
-	began := time.Now()
-	phase := func(name string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), name) }
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 18*time.Minute)
 	defer cancel()
 	root := os.Getenv("AMILINT_E2E_ROOT")
 	if root == "" {
 		root = testenv.Bookworm.Path(t)
 	}
+	wide := testenv.Wide.Path(t)
+	t.Run("debian", func(t *testing.T) { hardenPair(ctx, t, root, bootProbes, nil, 5) })
+	// The wide root: Postfix and PostgreSQL, hardened through their
+	// templates (the base services are hardened too, and must run as
+	// plain, but only the wide root's own probes run).
+	t.Run("wide", func(t *testing.T) { hardenPair(ctx, t, wide, wideProbes, wideInstances, 2) })
+}
+
+// hardenPair boots root plain and hardened by `amilint fix --harden` and
+// requires every hardened service to keep working: its state, no new
+// failed unit, probes passing, exposure lower. instances names the
+// instance that stands for a hardened template; the root must have at
+// least minServices hardened services.
+func hardenPair(ctx context.Context, t *testing.T, root string, probes []bootProbe, instances map[string]string, minServices int) {
+	began := time.Now()
+	phase := func(name string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), name) }
 
 	// Both boots get the probes' cron job, logrotate configuration, e2scrub
 	// configuration and apt repository, and chrony's -x.
@@ -292,13 +324,19 @@ func TestE2EHarden(t *testing.T) {
 	for _, h := range catalog {
 		for _, u := range h.Units {
 			if _, err := os.Stat(filepath.Join(hardened, "etc/systemd/system", u+".d", rules.DropInName)); err == nil {
+				if i, ok := instances[u]; ok {
+					u = i
+				}
 				services = append(services, u)
 				entryOf[u] = h.ID
 			}
 		}
 	}
 	sort.Strings(services)
-	require.GreaterOrEqual(t, len(services), 5, "fix --harden hardens at least five services of the Debian root")
+	require.GreaterOrEqual(t, len(services), minServices, "fix --harden hardens at least %d services of the root", minServices)
+	for tmpl, inst := range instances {
+		require.Contains(t, services, inst, "fix --harden hardens %s through its template %s", inst, tmpl)
+	}
 
 	// systemd-analyze scores every hardened service lower.
 	before, after := analyze(ctx, t, plain, services), analyze(ctx, t, hardened, services)
@@ -317,9 +355,9 @@ func TestE2EHarden(t *testing.T) {
 	assert.GreaterOrEqual(t, avg, 2.0, "the hardened services are scored lower by at least 2.0 on average")
 	phase("systemd-analyze scored the services")
 
-	p := bootRoot(ctx, t, plain, "plain")
+	p := bootRoot(ctx, t, plain, "plain", probes)
 	phase("plain boot: " + p.state)
-	h := bootRoot(ctx, t, hardened, "hardened")
+	h := bootRoot(ctx, t, hardened, "hardened", probes)
 	phase("hardened boot: " + h.state)
 
 	// Every unit the plain boot ran runs hardened; nothing fails that did
@@ -348,7 +386,7 @@ func TestE2EHarden(t *testing.T) {
 		t.Logf("%-28s plain %-20s hardened %s", s, p.units[s], h.units[s])
 		assert.Equal(t, p.units[s], h.units[s], "%s reaches the state it reached without hardening (entry %s)", s, entryOf[s])
 	}
-	for _, pr := range bootProbes {
+	for _, pr := range probes {
 		// A probe that fails plain would prove nothing hardened: the
 		// container must give every service what it needs.
 		if assert.True(t, p.probes[pr.name], "probe %q passes in the plain boot", pr.name) {
