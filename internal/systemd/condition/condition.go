@@ -197,6 +197,12 @@ func (e *Env) check(id, setting, kind, v string) (Check, bool) {
 // the machine's as kernel for %v when kernel is not "" and as "" for the
 // rest, which it returns (machine).
 func (e *Env) expand(id, v string, max int, kernel string) (string, []byte, error) {
+	return e.expandWith(id, v, max, kernel, "")
+}
+
+// expandWith is expand with the unknown machine specifiers expanding to
+// mark.
+func (e *Env) expandWith(id, v string, max int, kernel, mark string) (string, []byte, error) {
 	var machine []byte
 	s, err := unit.Expand(e.Version, id, v, max, func(s byte) string {
 		switch {
@@ -208,7 +214,7 @@ func (e *Env) expand(id, v string, max int, kernel string) (string, []byte, erro
 			return kernel
 		}
 		machine = append(machine, s)
-		return ""
+		return mark
 	})
 	return s, machine, err
 }
@@ -289,15 +295,7 @@ func (e *Env) testAbsentPrefix(id, kind, v string, max int) (Verdict, string, bo
 	if !absentKinds[kind] || e.fsys == nil || strings.Contains(v, prefixMark) {
 		return Unknown, "", false
 	}
-	s, err := unit.Expand(e.Version, id, v, max+len(v)*len(prefixMark), func(s byte) string {
-		switch s {
-		case 'h':
-			return "/root"
-		case 's':
-			return e.rootShell()
-		}
-		return prefixMark
-	})
+	s, _, err := e.expandWith(id, v, max+len(v)*len(prefixMark), "", prefixMark)
 	if err != nil {
 		return Unknown, "", false
 	}

@@ -162,21 +162,6 @@ var incompatNamed = map[uint64]string{
 	incompatSimpleQuota:   "SIMPLE_QUOTA",
 }
 
-func incompatNames(bits uint64) string {
-	var s []string
-	for b := uint64(1); b != 0; b <<= 1 {
-		if bits&b == 0 {
-			continue
-		}
-		n, ok := incompatNamed[b]
-		if !ok {
-			n = fmt.Sprintf("unknown %#x", b)
-		}
-		s = append(s, n)
-	}
-	return strings.Join(s, ",")
-}
-
 // Chunk type and profile bits (BTRFS_BLOCK_GROUP_*).
 const (
 	bgDUP      = 1 << 5
@@ -348,7 +333,7 @@ func (f *FS) readSuper() error {
 	}
 	f.incompat = le.Uint64(sb[0xbc:])
 	if unknown := f.incompat &^ incompatKnown; unknown != 0 {
-		return fmt.Errorf("incompatible features %#x (%s): %w", unknown, incompatNames(unknown), ErrUnsupported)
+		return fmt.Errorf("incompatible features %#x (%s): %w", unknown, inodefs.FeatureNames(unknown, incompatNamed), ErrUnsupported)
 	}
 	if n := le.Uint64(sb[0x88:]); n != 1 {
 		return fmt.Errorf("a filesystem on %d devices (only single-device filesystems are read): %w", n, ErrUnsupported)

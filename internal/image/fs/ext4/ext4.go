@@ -261,7 +261,7 @@ func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) 
 		f.sparseSuper = roCompat&0x1 != 0
 	}
 	if unknown := f.incompat &^ incompatKnown; unknown != 0 {
-		return nil, fmt.Errorf("open ext4: incompatible features %#x (%s): %w", unknown, incompatNames(unknown), ErrUnsupported)
+		return nil, fmt.Errorf("open ext4: incompatible features %#x (%s): %w", unknown, inodefs.FeatureNames(unknown, incompatNamed), ErrUnsupported)
 	}
 	f.blocksCount = uint64(le.Uint32(sb[0x4:]))
 	f.descSize = 32
@@ -329,26 +329,6 @@ func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) 
 
 // BlockSize returns the filesystem's block size in bytes.
 func (f *FS) BlockSize() int64 { return f.blockSize }
-
-// incompatNames names the feature bits, by e2fsprogs' names where known
-// and in hex where not.
-func incompatNames(bits uint32) string {
-	s := ""
-	for b := uint32(1); b != 0; b <<= 1 {
-		if bits&b == 0 {
-			continue
-		}
-		n, ok := incompatNamed[b]
-		if !ok {
-			n = fmt.Sprintf("unknown %#x", b)
-		}
-		if s != "" {
-			s += ","
-		}
-		s += n
-	}
-	return s
-}
 
 // readAt reads len(p) bytes at off, failing with ErrCorrupt when the range
 // is not inside the device, through the journal's overlay if any.

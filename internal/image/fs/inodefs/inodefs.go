@@ -618,3 +618,21 @@ func (fl *file[N]) ReadDir(count int) ([]fs.DirEntry, error) {
 	fl.dirPos += len(rest)
 	return rest, nil
 }
+
+// FeatureNames names the set bits of a superblock's feature mask, by the
+// reader's names (named) where known and in hex where not, comma-separated:
+// what a reader's refusal of features it does not implement says.
+func FeatureNames[T uint32 | uint64](bits T, named map[T]string) string {
+	var s []string
+	for b := T(1); b != 0; b <<= 1 {
+		if bits&b == 0 {
+			continue
+		}
+		n, ok := named[b]
+		if !ok {
+			n = fmt.Sprintf("unknown %#x", b)
+		}
+		s = append(s, n)
+	}
+	return strings.Join(s, ",")
+}

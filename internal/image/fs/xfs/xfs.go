@@ -58,7 +58,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/amilint/amilint/internal/image/fs/inodefs"
 	"github.com/amilint/amilint/internal/image/integrity"
@@ -102,22 +101,6 @@ var incompatNamed = map[uint32]string{
 	incompatExchrange:   "exchange",
 	incompatParent:      "parent",
 	incompatMetadir:     "metadir",
-}
-
-// incompatNames names feature bits, in hex where unknown.
-func incompatNames(bits uint32) string {
-	var s []string
-	for b := uint32(1); b != 0; b <<= 1 {
-		if bits&b == 0 {
-			continue
-		}
-		n, ok := incompatNamed[b]
-		if !ok {
-			n = fmt.Sprintf("unknown %#x", b)
-		}
-		s = append(s, n)
-	}
-	return strings.Join(s, ",")
 }
 
 // FS is a read-only XFS v5 filesystem. It implements rootfs.Source
@@ -225,7 +208,7 @@ func OpenWith(r io.ReaderAt, size int64, check *integrity.Checker) (*FS, error) 
 	f.dirBlkLog = uint(sb[0xC0])
 	f.incompat = be.Uint32(sb[0xD8:])
 	if unknown := f.incompat &^ incompatKnown; unknown != 0 {
-		return nil, fmt.Errorf("open xfs: incompatible features %#x (%s): %w", unknown, incompatNames(unknown), ErrUnsupported)
+		return nil, fmt.Errorf("open xfs: incompatible features %#x (%s): %w", unknown, inodefs.FeatureNames(unknown, incompatNamed), ErrUnsupported)
 	}
 	if f.incompat&incompatNeedsRepair != 0 {
 		// xfs_repair sets it while it works: the kernel refuses to mount.
