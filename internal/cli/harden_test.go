@@ -34,7 +34,7 @@ func TestFixHarden(t *testing.T) {
 	require.Equal(t, ExitOK, code, stderr)
 	assert.Contains(t, out, "hardening 2 services (exposure as systemd-analyze security of systemd 252 scores it):")
 	assert.Regexp(t, `open\.service +9\.6 UNSAFE → [0-8]\.\d \w+ +/etc/systemd/system/open\.service\.d/`+rules.DropInName, out)
-	assert.Regexp(t, `rsyslog\.service +9\.6 UNSAFE → 3\.1 OK`, out, "the shipped rsyslog entry applies too")
+	assert.Regexp(t, `rsyslog\.service +9\.6 UNSAFE → 3\.2 OK`, out, "the shipped rsyslog entry applies too")
 	assert.Contains(t, out, "      PrivateNetwork=yes", "the dry run prints the drop-ins")
 	assert.NotContains(t, out, "off.service", "a disabled service is not hardened")
 	assert.NoFileExists(t, openDropIn)
