@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -114,6 +115,7 @@ type booted struct {
 	units    map[string]string // unit -> "ACTIVE/SUB"
 	failed   []string
 	restarts map[string]int // service -> NRestarts, of the services asked for
+	kills    []string       // processes a system call filter killed: "EXE syscall N"
 	probes   map[string]bool
 }
 
@@ -126,6 +128,7 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string, probes []bo
 	console, err := os.Create(filepath.Join(t.TempDir(), label+"-console.log"))
 	require.NoError(t, err)
 	defer console.Close()
+	klog := watchKernelLog(t)
 	// A network namespace of its own with CAP_NET_ADMIN lets dockerd set
 	// up its iptables chains; CAP_SYS_TIME lets chrony pass its
 	// ConditionCapability= (it runs with -x: it never sets the clock),
@@ -205,7 +208,54 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string, probes []bo
 		b.probes[p.name] = err == nil
 		t.Logf("%s: probe %q: %v %s", label, p.name, err == nil, strings.TrimSpace(tail(out, 200)))
 	}
+	b.kills = klog.seccompKills(t)
+	t.Logf("%s: processes killed by a system call filter: %v", label, b.kills)
 	return b
+}
+
+// kernelLog reads the kernel's log (/dev/kmsg) from where it stood when
+// it was opened.
+type kernelLog struct{ fd int }
+
+// watchKernelLog opens the kernel's log at its end. Without an audit
+// daemon (none runs here) the kernel prints each process a seccomp filter
+// kills there: that is how a sandbox that kills a child process, which
+// neither a unit's state nor its restarts show, is seen.
+func watchKernelLog(t *testing.T) *kernelLog {
+	t.Helper()
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	require.NoError(t, err, "the kernel log is read for processes killed by a system call filter")
+	t.Cleanup(func() { unix.Close(fd) })
+	_, err = unix.Seek(fd, 0, io.SeekEnd)
+	require.NoError(t, err)
+	return &kernelLog{fd}
+}
+
+// seccompRE matches the kernel's audit record of a seccomp action (type
+// 1326): sig is 0 for an action that only logs.
+var seccompRE = regexp.MustCompile(`audit: type=1326 .*\bexe=("[^"]*"|\S+) sig=(\d+) .*\bsyscall=(\d+)`)
+
+// seccompKills returns, sorted and once each, the processes killed by a
+// system call filter since the log was opened or last read, as "EXE
+// syscall N" (the x86-64 system call number).
+func (k *kernelLog) seccompKills(t *testing.T) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	buf := make([]byte, 8192) // a record is at most 1 KiB of text and its dictionary
+	for i := 0; i < 1_000_000; i++ {
+		n, err := unix.Read(k.fd, buf)
+		if err == unix.EAGAIN || (err == nil && n == 0) {
+			break
+		}
+		if err == unix.EPIPE || err == unix.EINTR {
+			continue // records overwritten before they were read; go on with the next
+		}
+		require.NoError(t, err, "reading the kernel log")
+		if m := seccompRE.FindSubmatch(buf[:n]); m != nil && string(m[2]) != "0" {
+			seen[fmt.Sprintf("%s syscall %s", strings.Trim(string(m[1]), `"`), m[3])] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // parseRestarts reads systemctl show -p Id -p NRestarts of several
@@ -429,6 +479,16 @@ func hardenPair(ctx context.Context, t *testing.T, root string, probes []bootPro
 		}
 	}
 	assert.Empty(t, newlyFailed, "units failed only in the hardened boot (plain failed: %v)", p.failed)
+	// No process is killed by a system call filter that was not in the
+	// plain boot: a sandbox that kills a worker the service outlives shows
+	// only here.
+	var newKills []string
+	for _, k := range h.kills {
+		if !slices.Contains(p.kills, k) {
+			newKills = append(newKills, k)
+		}
+	}
+	assert.Empty(t, newKills, "processes killed by a system call filter only in the hardened boot (plain: %v)", p.kills)
 	for _, s := range services {
 		t.Logf("%-28s plain %-20s hardened %s", s, p.units[s], h.units[s])
 		assert.Equal(t, p.units[s], h.units[s], "%s reaches the state it reached without hardening (entry %s)", s, entryOf[s])
