@@ -91,6 +91,9 @@ func runFix(e *env, args []string) int {
 	var dropins []fix.DropIn
 	if hf.on() {
 		dropins = fix.HardeningFor(res.Inventory.Files, res.Inventory.Boot, catalog, slices.Concat(units[fix.Disable], units[fix.Mask]))
+		// What the image's own configuration needs of a drop-in (the
+		// directories its rsyslog configuration makes sockets in).
+		dropins = fix.AdaptToImage(im.FS, dropins)
 	}
 	plan, planned, err := fix.NewPlanHarden(rootfs.New(src), steps, dropins)
 	if err != nil {

@@ -54,6 +54,14 @@ const chronyOptions = "DAEMON_OPTS=\"-F 1 -x\"\n"
 // log whenever logrotate runs (size 1: any log not empty).
 const probeLogrotate = "/var/log/amilint-probe.log {\n\trotate 2\n\tsize 1\n\tmissingok\n\tnocompress\n}\n"
 
+// probeRsyslog asks rsyslog for a log socket in a chroot, as Debian's
+// HAProxy package does for its own (/etc/rsyslog.d/49-haproxy.conf): fix
+// --harden must let the hardened rsyslog make it.
+const (
+	probeRsyslogDir  = "/var/lib/amilint-probe/dev"
+	probeRsyslogConf = "$AddUnixListenSocket " + probeRsyslogDir + "/log\n"
+)
+
 // probeE2scrub makes e2scrub_all go past its early exit (periodic scrubs
 // are off by default) to its checks of the tools it needs.
 const probeE2scrub = "periodic_e2scrub=1\n"
@@ -77,6 +85,7 @@ var bootProbes = []bootProbe{
 	// rsyslog gives the files it creates $FileOwner:$FileGroup (root:adm
 	// on Debian).
 	{"rsyslog writes /var/log/syslog, owned by root:adm", []string{"sh", "-c", "logger -t amilint-e2e probe-$$ && for i in $(seq 50); do grep -q amilint-e2e /var/log/syslog && [ \"$(stat -c %U:%G /var/log/syslog)\" = root:adm ] && exit 0; sleep 0.2; done; exit 1"}},
+	{"rsyslog listens in a chroot its configuration names", []string{"test", "-S", probeRsyslogDir + "/log"}},
 	{"sshd answers", []string{"sh", "-c", "ssh-keyscan -T 5 127.0.0.1 2>/dev/null | grep -q ssh-"}},
 	{"cron runs a job", []string{"sh", "-c", "for i in $(seq 90); do [ -s /run/amilint-cron-probe ] && exit 0; sleep 1; done; exit 1"}},
 	{"chronyd answers", []string{"chronyc", "-n", "tracking"}},
@@ -380,7 +389,7 @@ func hardenPair(ctx context.Context, t *testing.T, root string, probes []bootPro
 	phase := func(name string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), name) }
 
 	// Both boots get the probes' cron job, logrotate configuration, e2scrub
-	// configuration and apt repository, and chrony's -x.
+	// configuration, apt repository and rsyslog socket, and chrony's -x.
 	pkgSum := sha256.Sum256([]byte(probeAptPackages))
 	release := fmt.Sprintf("Origin: amilint\nLabel: amilint\nSuite: amilint\nCodename: amilint\nDate: %s\nSHA256:\n %x %d Packages\n",
 		time.Now().UTC().Format(time.RFC1123Z), pkgSum, len(probeAptPackages))
@@ -392,6 +401,8 @@ func hardenPair(ctx context.Context, t *testing.T, root string, probes []bootPro
 		writeFile(t, filepath.Join(upper, "etc/apt/sources.list"), probeAptSources, 0o644)
 		writeFile(t, filepath.Join(upper, "srv/amilint-apt/Packages"), probeAptPackages, 0o644)
 		writeFile(t, filepath.Join(upper, "srv/amilint-apt/Release"), release, 0o644)
+		writeFile(t, filepath.Join(upper, "etc/rsyslog.d/49-amilint-probe.conf"), probeRsyslogConf, 0o644)
+		require.NoError(t, os.MkdirAll(filepath.Join(upper, probeRsyslogDir), 0o755))
 	}
 	plainUpper := t.TempDir()
 	probe(plainUpper)

@@ -20,6 +20,9 @@ func TestFixHarden(t *testing.T) {
 		"usr/lib/systemd/system/off.service":                         "[Service]\nExecStart=/bin/true\n[Install]\nWantedBy=multi-user.target\n",
 		"usr/lib/systemd/system/rsyslog.service":                     "[Service]\nExecStart=/usr/sbin/rsyslogd -n\n[Install]\nWantedBy=multi-user.target\n",
 		"etc/systemd/system/multi-user.target.wants/rsyslog.service": "->/usr/lib/systemd/system/rsyslog.service",
+		// As Debian's HAProxy package ships it.
+		"etc/rsyslog.conf":              "$IncludeConfig /etc/rsyslog.d/*.conf\n",
+		"etc/rsyslog.d/49-haproxy.conf": "$AddUnixListenSocket /var/lib/haproxy/dev/log\n",
 	})
 	catalog := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(catalog, "open.yaml"), []byte(
@@ -36,6 +39,8 @@ func TestFixHarden(t *testing.T) {
 	assert.Regexp(t, `open\.service +9\.6 UNSAFE → [0-8]\.\d \w+ +/etc/systemd/system/open\.service\.d/`+rules.DropInName, out)
 	assert.Regexp(t, `rsyslog\.service +9\.6 UNSAFE → 3\.2 OK`, out, "the shipped rsyslog entry applies too")
 	assert.Contains(t, out, "      PrivateNetwork=yes", "the dry run prints the drop-ins")
+	assert.Contains(t, out, "      # /etc/rsyslog.d/49-haproxy.conf:1 asks rsyslogd for the socket /var/lib/haproxy/dev/log\n      ReadWritePaths=-/var/lib/haproxy/dev\n",
+		"rsyslog's drop-in lets it make the sockets the image's configuration asks for")
 	assert.NotContains(t, out, "off.service", "a disabled service is not hardened")
 	assert.NoFileExists(t, openDropIn)
 
