@@ -87,8 +87,12 @@ func TestLiveCountsRealZombies(t *testing.T) {
 }
 
 func TestLiveText(t *testing.T) {
-	code, out, _ := runCLI(t, "live", "--collect", "cgroup,cpu", "--sample", "50ms", "--zombie-threshold", "1000000")
-	assert.Equal(t, ExitOK, code)
+	// The exit code is the host's: a test run that keeps both cores busy
+	// makes live-irq-core-saturated (high) fire, rightly, for the core
+	// serving the NIC's interrupts. Only a critical finding, which this
+	// host does not have, fails the run here.
+	code, out, stderr := runCLI(t, "live", "--collect", "cgroup,cpu", "--sample", "50ms", "--zombie-threshold", "1000000", "--fail-on", "critical")
+	assert.Equal(t, ExitOK, code, "%s\n%s", out, stderr)
 	assert.Contains(t, out, "memcg")
 	assert.Contains(t, out, "tracked")
 	// This machine's own root is audited too: its findings are its own.
