@@ -7,7 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode"
+
+	"github.com/amilint/amilint/internal/audit/finding"
 )
 
 // The rsyslog hardening entry keeps the file system read-only but for
@@ -317,24 +318,13 @@ func AdaptToImage(fsys fs.FS, dropins []DropIn) []DropIn {
 				continue
 			}
 			writable = append(writable, dir)
-			lines = append(lines, fmt.Sprintf("# %s asks rsyslogd for the socket %s\nReadWritePaths=-%s\n", printable(s.Source), s.Path, dir))
+			lines = append(lines, fmt.Sprintf("# %s asks rsyslogd for the socket %s\nReadWritePaths=-%s\n", finding.Printable(s.Source), s.Path, dir))
 		}
 		if len(lines) > 0 {
 			out[i].Content = strings.TrimRight(d.Content, "\n") + "\n\n# Added by amilint fix --harden: directories this image's rsyslog configuration makes\n# listen sockets in (\"-\": none is needed to exist).\n[Service]\n" + strings.Join(lines, "")
 		}
 	}
 	return out
-}
-
-// printable is s with each control character a "?": a file name of the
-// image goes into a comment line of a unit file.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
 }
 
 // strictSystem reports whether a drop-in's last ProtectSystem= is strict.
