@@ -217,9 +217,47 @@ func bootRoot(ctx context.Context, t *testing.T, root, label string, probes []bo
 		b.probes[p.name] = err == nil
 		t.Logf("%s: probe %q: %v %s", label, p.name, err == nil, strings.TrimSpace(tail(out, 200)))
 	}
-	b.kills = klog.seccompKills(t)
+	b.kills = klog.controlledKills(t, label, inside)
 	t.Logf("%s: processes killed by a system call filter: %v", label, b.kills)
 	return b
+}
+
+// seccompControl is a copy of chown that the control has a system call
+// filter kill; its name is its own, so no service's kill is taken for it.
+const seccompControl = "/usr/local/sbin/amilint-seccomp-control"
+
+// controlledKills returns the processes a system call filter killed in
+// the boot (seccompKills), after proving that the kernel's log shows such
+// kills here: a transient service whose filter denies @chown runs a copy
+// of chown, and its kill must be read from the log within 20 s. Where the
+// log shows none (an audit daemon takes the records, or the kernel does
+// not print them), the test fails instead of seeing no kill in either
+// boot.
+// The control's own kill is not returned.
+func (k *kernelLog) controlledKills(t *testing.T, label string, inside func(time.Duration, ...string) (string, error)) []string {
+	t.Helper()
+	out, err := inside(30*time.Second, "cp", "/usr/bin/chown", seccompControl)
+	require.NoError(t, err, out)
+	out, err = inside(time.Minute, "systemd-run", "--wait", "--quiet", "--collect", "--unit=amilint-seccomp-control",
+		"-p", "SystemCallFilter=~@chown", seccompControl, "root", "/")
+	require.Error(t, err, "%s: the control is killed by its system call filter: %s", label, out)
+	seen := map[string]bool{}
+	control := false
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		for _, kill := range k.seccompKills(t) {
+			if strings.HasPrefix(kill, seccompControl+" ") {
+				control = true
+			} else {
+				seen[kill] = true
+			}
+		}
+		if control || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.True(t, control, "%s: the kernel's log shows the control's process killed by its system call filter "+
+		"(no audit daemon may take the kernel's audit records)", label)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // kernelLog reads the kernel's log (/dev/kmsg) from where it stood when
