@@ -257,12 +257,19 @@ func (k *kernelLog) controlledKills(t *testing.T, label string, inside func(time
 	}
 	require.True(t, control, "%s: the kernel's log shows the control's process killed by its system call filter "+
 		"(no audit daemon may take the kernel's audit records)", label)
+	require.Zero(t, k.suppressed, "%s: the kernel's rate limit dropped audit records, so a kill may not have been seen", label)
 	return slices.Sorted(maps.Keys(seen))
 }
 
 // kernelLog reads the kernel's log (/dev/kmsg) from where it stood when
 // it was opened.
-type kernelLog struct{ fd int }
+type kernelLog struct {
+	fd int
+	// suppressed counts the audit records the kernel's printk rate limit
+	// dropped (its "kauditd_printk_skb: N callbacks suppressed"): a kill
+	// among them would not be seen.
+	suppressed int
+}
 
 // watchKernelLog opens the kernel's log at its end. Without an audit
 // daemon (none runs here) the kernel prints each process a seccomp filter
@@ -275,12 +282,16 @@ func watchKernelLog(t *testing.T) *kernelLog {
 	t.Cleanup(func() { unix.Close(fd) })
 	_, err = unix.Seek(fd, 0, io.SeekEnd)
 	require.NoError(t, err)
-	return &kernelLog{fd}
+	return &kernelLog{fd: fd}
 }
 
 // seccompRE matches the kernel's audit record of a seccomp action (type
 // 1326): sig is 0 for an action that only logs.
 var seccompRE = regexp.MustCompile(`audit: type=1326 .*\bexe=("[^"]*"|\S+) sig=(\d+) .*\bsyscall=(\d+)`)
+
+// suppressedRE matches the kernel's note that its rate limit dropped
+// audit records it would have printed.
+var suppressedRE = regexp.MustCompile(`kauditd_printk_skb: (\d+) callbacks suppressed`)
 
 // seccompKills returns, sorted and once each, the processes killed by a
 // system call filter since the log was opened or last read, as "EXE
@@ -300,6 +311,10 @@ func (k *kernelLog) seccompKills(t *testing.T) []string {
 		require.NoError(t, err, "reading the kernel log")
 		if m := seccompRE.FindSubmatch(buf[:n]); m != nil && string(m[2]) != "0" {
 			seen[fmt.Sprintf("%s syscall %s", strings.Trim(string(m[1]), `"`), m[3])] = true
+		}
+		if m := suppressedRE.FindSubmatch(buf[:n]); m != nil {
+			d, _ := strconv.Atoi(string(m[1]))
+			k.suppressed += d
 		}
 	}
 	return slices.Sorted(maps.Keys(seen))
