@@ -87,6 +87,28 @@ func (l *liveFlags) host(e *env, cfg audit.Config) (*live.Host, string, error) {
 // always stale.
 const minServeInterval = 100 * time.Millisecond
 
+// modeFlags refuses a flag that the mode live runs in would ignore:
+// a flag of the exporter's without --serve (an --interval meant for it
+// would go unused), and a report's flag where no report is written.
+func modeFlags(fs *flag.FlagSet, serve, npd bool) error {
+	if !serve {
+		for _, name := range []string{"interval", "web.config.file", "web.max-connections"} {
+			if flagSet(fs, name) {
+				return fmt.Errorf("--%s applies only with --serve", name)
+			}
+		}
+	}
+	switch {
+	case serve && flagSet(fs, "o"):
+		return errors.New("-o applies to a report: --serve serves metrics instead")
+	case serve && flagSet(fs, "fail-on"):
+		return errors.New("--fail-on applies to a report's exit code: --serve serves metrics until stopped")
+	case npd && flagSet(fs, "o"):
+		return errors.New("-o applies to a report: --npd prints one line for node-problem-detector")
+	}
+	return nil
+}
+
 func runLive(e *env, args []string) int {
 	fs := newFlags(e, "live")
 	var lf liveFlags
@@ -122,6 +144,9 @@ func runLive(e *env, args []string) int {
 	}
 	if *serve == "" && flagSet(fs, "serve") {
 		return fail(e, "live", errors.New(`--serve "": want an address to listen on, such as :9847`))
+	}
+	if err := modeFlags(fs, *serve != "", *npdMode); err != nil {
+		return fail(e, "live", err)
 	}
 	if *maxConns < 1 {
 		return fail(e, "live", fmt.Errorf("--web.max-connections %d: want 1 or more", *maxConns))

@@ -207,6 +207,13 @@ func TestLiveErrors(t *testing.T) {
 		{"negative interval", []string{"--serve", "127.0.0.1:0", "--interval", "-1s"}, "--interval -1s"},
 		{"zero connections", []string{"--serve", "127.0.0.1:0", "--web.max-connections", "0"}, "--web.max-connections 0: want 1 or more"},
 		{"negative connections", []string{"--serve", "127.0.0.1:0", "--web.max-connections", "-5"}, "--web.max-connections -5"},
+		// A flag the mode would ignore is refused, not dropped.
+		{"interval without serve", []string{"--interval", "30s"}, "--interval applies only with --serve"},
+		{"web config without serve", []string{"--web.config.file", "/etc/amilint/web.yml"}, "--web.config.file applies only with --serve"},
+		{"connections without serve", []string{"--npd", "--web.max-connections", "8"}, "--web.max-connections applies only with --serve"},
+		{"output with serve", []string{"--serve", "127.0.0.1:0", "-o", "json"}, "-o applies to a report: --serve"},
+		{"fail-on with serve", []string{"--serve", "127.0.0.1:0", "--fail-on", "high"}, "--fail-on applies to a report's exit code"},
+		{"output with npd", []string{"--npd", "-o", "json"}, "-o applies to a report: --npd"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
