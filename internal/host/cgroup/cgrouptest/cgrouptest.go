@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,15 +74,11 @@ func Hierarchy(tb testing.TB) string {
 // Tracked returns /proc/cgroups' num_cgroups for memory.
 func Tracked(tb testing.TB) int {
 	tb.Helper()
-	b, err := os.ReadFile("/proc/cgroups")
+	n, err := tracked()
 	if err != nil {
-		tb.Fatalf("read /proc/cgroups: %v", err)
+		tb.Fatal(err)
 	}
-	cs, err := cgroup.ParseCgroups(b)
-	if err != nil {
-		tb.Fatalf("parse /proc/cgroups: %v", err)
-	}
-	return cs["memory"].NumCgroups
+	return n
 }
 
 // MakeWithProcesses makes n zombies exactly as an operator would by hand:
@@ -170,9 +167,78 @@ func MakeWithThread(tb testing.TB, n, size int, deadline time.Time) *Zombies {
 	return z
 }
 
+// lockFile is the machine-wide lock of the tests that make memory
+// cgroups or count how many the kernel tracks (Exclusive).
+const lockFile = "/run/amilint-memcg-tests.lock"
+
+// lockWait is how long Exclusive waits for another test process.
+const lockWait = 5 * time.Minute
+
+var (
+	heldMu sync.Mutex
+	held   = map[testing.TB]bool{}
+)
+
+// Exclusive returns Hierarchy(tb) once tb holds Lock.
+func Exclusive(tb testing.TB) string {
+	tb.Helper()
+	h := Hierarchy(tb)
+	Lock(tb)
+	return h
+}
+
+// Lock makes tb hold, until it ends, the machine-wide lock of the tests
+// that make memory cgroups or count them. The kernel's count is the
+// machine's: `go test ./...` runs two packages at once, and one package's
+// cgroups would be counted as another's (40 zombies made were once
+// counted as 339 while a test of the exporter churned cgroups). A test
+// that counts takes it before its first reading (Exclusive); the makers
+// here take it themselves; a second call by tb does nothing.
+func Lock(tb testing.TB) {
+	tb.Helper()
+	heldMu.Lock()
+	already := held[tb]
+	heldMu.Unlock()
+	if already {
+		return
+	}
+	f, err := os.OpenFile(lockFile, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		tb.Fatalf("memory cgroup test lock: %v", err)
+	}
+	for deadline := time.Now().Add(lockWait); ; time.Sleep(50 * time.Millisecond) {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			tb.Fatalf("memory cgroup test lock %s: %v (waited up to %s)", lockFile, err, lockWait)
+		}
+	}
+	heldMu.Lock()
+	held[tb] = true
+	heldMu.Unlock()
+	base, baseErr := tracked()
+	tb.Cleanup(func() {
+		// Cgroups removed under the lock may still be counted a moment
+		// (an emptied one about a second): the next holder's first
+		// reading would count them, and its second see them go.
+		if baseErr == nil {
+			if err := settle(base, 30*time.Second, 2*time.Second); err != nil {
+				tb.Logf("memory cgroup test lock: %v", err)
+			}
+		}
+		heldMu.Lock()
+		delete(held, tb)
+		heldMu.Unlock()
+		f.Close() // releases the lock
+	})
+}
+
 func begin(tb testing.TB) *Zombies {
 	tb.Helper()
-	z := &Zombies{Hierarchy: Hierarchy(tb), Dir: tb.TempDir()}
+	z := &Zombies{Hierarchy: Exclusive(tb), Dir: tb.TempDir()}
 	z.base = Tracked(tb)
 	tb.Cleanup(func() {
 		if err := z.Drain(2 * time.Minute); err != nil {
@@ -199,19 +265,34 @@ func (z *Zombies) Drain(timeout time.Duration) error {
 	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
 		return fmt.Errorf("drop caches: %w", err)
 	}
+	return settle(z.base, timeout, time.Second)
+}
+
+// tracked is /proc/cgroups' num_cgroups for memory.
+func tracked() (int, error) {
+	b, err := os.ReadFile("/proc/cgroups")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/cgroups: %w", err)
+	}
+	cs, err := cgroup.ParseCgroups(b)
+	if err != nil {
+		return 0, fmt.Errorf("parse /proc/cgroups: %w", err)
+	}
+	return cs["memory"].NumCgroups, nil
+}
+
+// settle waits, at most timeout, until the kernel's count of memory
+// cgroups is back to base, or has not moved for quiet.
+func settle(base int, timeout, quiet time.Duration) error {
+	const every = 100 * time.Millisecond
 	end := time.Now().Add(timeout)
 	last, still := -1, 0
 	for time.Now().Before(end) {
-		b, err := os.ReadFile("/proc/cgroups")
+		n, err := tracked()
 		if err != nil {
-			return fmt.Errorf("read /proc/cgroups: %w", err)
+			return err
 		}
-		cs, err := cgroup.ParseCgroups(b)
-		if err != nil {
-			return fmt.Errorf("parse /proc/cgroups: %w", err)
-		}
-		n := cs["memory"].NumCgroups
-		if n <= z.base {
+		if n <= base {
 			return nil
 		}
 		if n == last {
@@ -219,11 +300,11 @@ func (z *Zombies) Drain(timeout time.Duration) error {
 		} else {
 			still = 0
 		}
-		if still >= 5 {
+		if time.Duration(still)*every >= quiet {
 			return nil
 		}
 		last = n
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(every)
 	}
 	return nil
 }
