@@ -193,7 +193,9 @@ func Exclusive(tb testing.TB) string {
 // cgroups would be counted as another's (40 zombies made were once
 // counted as 339 while a test of the exporter churned cgroups). A test
 // that counts takes it before its first reading (Exclusive); the makers
-// here take it themselves; a second call by tb does nothing.
+// here take it themselves; a second call by tb does nothing. A subtest
+// of a holder must not call it: the lock is a file's, and the subtest's
+// call would wait on its own process until lockWait runs out.
 func Lock(tb testing.TB) {
 	tb.Helper()
 	heldMu.Lock()
