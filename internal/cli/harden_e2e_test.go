@@ -315,8 +315,7 @@ func (k *kernelLog) seccompKills(t *testing.T) []string {
 		require.NoError(t, err, "reading the kernel log")
 		if m := seccompRE.FindSubmatch(buf[:n]); m != nil && string(m[2]) != "0" {
 			seen[fmt.Sprintf("%s syscall %s", strings.Trim(string(m[1]), `"`), m[3])] = true
-		}
-		if m := suppressedRE.FindSubmatch(buf[:n]); m != nil {
+		} else if m := suppressedRE.FindSubmatch(buf[:n]); m != nil {
 			d, _ := strconv.Atoi(string(m[1]))
 			k.suppressed += d
 		}

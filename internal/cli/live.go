@@ -87,10 +87,16 @@ func (l *liveFlags) host(e *env, cfg audit.Config) (*live.Host, string, error) {
 // always stale.
 const minServeInterval = 100 * time.Millisecond
 
-// modeFlags refuses a flag that the mode live runs in would ignore:
-// a flag of the exporter's without --serve (an --interval meant for it
-// would go unused), and a report's flag where no report is written.
+// modeFlags refuses two modes at once, and a flag that the mode live
+// runs in would ignore: a flag of the exporter's without --serve (an
+// --interval meant for it would go unused), and a report's flag where no
+// report is written.
 func modeFlags(fs *flag.FlagSet, serve, npd bool) error {
+	// A node-problem-detector plugin prints one line and exits; --serve
+	// never does.
+	if npd && serve {
+		return errors.New("--npd and --serve: choose one (a node-problem-detector plugin exits, an exporter serves until stopped)")
+	}
 	if !serve {
 		for _, name := range []string{"interval", "web.config.file", "web.max-connections"} {
 			if flagSet(fs, name) {
@@ -132,21 +138,16 @@ func runLive(e *env, args []string) int {
 	if !slices.Contains(report.Formats, *out) {
 		return fail(e, "live", fmt.Errorf("output %q: want one of %s", *out, strings.Join(report.Formats, ", ")))
 	}
-	// A node-problem-detector plugin prints one line and exits; --serve
-	// never does.
-	if *npdMode && *serve != "" {
-		return fail(e, "live", errors.New("--npd and --serve: choose one (a node-problem-detector plugin exits, an exporter serves until stopped)"))
-	}
-	// The exporter reads 0 or less as its defaults: refuse them here, as
-	// any other bad value.
-	if *interval < minServeInterval {
-		return fail(e, "live", fmt.Errorf("--interval %s: want %s or more (each audit costs tens of milliseconds of CPU)", *interval, minServeInterval))
-	}
 	if *serve == "" && flagSet(fs, "serve") {
 		return fail(e, "live", errors.New(`--serve "": want an address to listen on, such as :9847`))
 	}
 	if err := modeFlags(fs, *serve != "", *npdMode); err != nil {
 		return fail(e, "live", err)
+	}
+	// The exporter reads 0 or less as its defaults: refuse them here, as
+	// any other bad value.
+	if *interval < minServeInterval {
+		return fail(e, "live", fmt.Errorf("--interval %s: want %s or more (each audit costs tens of milliseconds of CPU)", *interval, minServeInterval))
 	}
 	if *maxConns < 1 {
 		return fail(e, "live", fmt.Errorf("--web.max-connections %d: want 1 or more", *maxConns))
