@@ -74,6 +74,16 @@ const (
 	probeAptPackages = "Package: amilint-probe\nVersion: 1.0\nArchitecture: all\nMaintainer: amilint <amilint@example.org>\nFilename: amilint-probe_1.0_all.deb\nSize: 1\nDescription: apt probe of the amilint hardening boot test\n"
 )
 
+// probeRpcbind asks rpcbind over TCP and UDP and has rpc.statd register
+// with it; then stops it, requires the state it saves on stop written as
+// its own user, and asks again: rpcbind.socket starts it anew, and with
+// -w it reads that state back (and removes it), so the registration must
+// still be there.
+const probeRpcbind = "rpcinfo -p 127.0.0.1 | grep -qw portmapper && rpcinfo -T udp 127.0.0.1 100000 4 && " +
+	"systemctl start rpc-statd.service && rpcinfo -s 127.0.0.1 | grep -qw status && " +
+	"systemctl stop rpcbind.service && [ \"$(stat -c %U /run/rpcbind/rpcbind.xdr)\" = _rpc ] && " +
+	"rpcinfo -s 127.0.0.1 | grep -qw status && [ ! -e /run/rpcbind/rpcbind.xdr ]"
+
 // bootProbe is one check of what a service does, run inside the booted
 // container; it passes when the command exits 0.
 type bootProbe struct {
@@ -105,12 +115,17 @@ var bootProbes = []bootProbe{
 
 // wideProbes are the probes of the wide root (Postfix and PostgreSQL,
 // run as instances of templates their generators make at boot): Postfix
-// delivers a local mail to root's mailbox, the cluster answers a query.
+// delivers a local mail to root's mailbox, the cluster answers a query;
+// and rpcbind, of the NFS packages): rpcbind keeps a registration.
 var wideProbes = []bootProbe{
 	{"postfix delivers a local mail", []string{"sh", "-c", "t=amilint-$$ && printf 'Subject: %s\\n\\n%s\\n' $t $t | sendmail root && for i in $(seq 100); do grep -qs $t /var/mail/root && exit 0; sleep 0.3; done; exit 1"}},
 	// Debian's /etc/rsyslog.d/postfix.conf: rsyslog makes a log socket
 	// in Postfix's chroot.
 	{"rsyslog listens in Postfix's chroot", []string{"test", "-S", "/var/spool/postfix/dev/log"}},
+	// rpcbind: lookups over TCP and UDP, and a registration (the probe's
+	// own, made with rpcinfo as root) kept across a restart through the
+	// warm-start state rpcbind writes to /run/rpcbind as its own user.
+	{"rpcbind answers and keeps a registration across a restart", []string{"sh", "-c", probeRpcbind}},
 	{"postgresql answers a query", []string{"sh", "-c", "for i in $(seq 60); do [ \"$(su postgres -c \"psql -Atc 'select 1'\" 2>/dev/null)\" = 1 ] && exit 0; sleep 0.5; done; exit 1"}},
 }
 
