@@ -124,7 +124,7 @@ trixie-root: ## build the cached Debian 13 root (.cache/trixie-root, systemd 257
 	fixtures/debian/build.sh .cache/trixie-root trixie
 
 # The packages whose systemd generators the boot model runs (pkggen.go).
-WIDE_PACKAGES = postgresql openvpn postfix nfs-common nfs-kernel-server
+WIDE_PACKAGES = postgresql openvpn postfix nfs-common nfs-kernel-server sysstat
 
 wide-root: ## build the cached Debian 12 root with $(WIDE_PACKAGES) too (.cache/wide-root), the generator oracle; needs root, ~2 min
 	fixtures/debian/build.sh .cache/wide-root bookworm $(WIDE_PACKAGES)

@@ -84,6 +84,18 @@ const probeRpcbind = "rpcinfo -p 127.0.0.1 | grep -qw portmapper && rpcinfo -T u
 	"systemctl stop rpcbind.service && [ \"$(stat -c %U /run/rpcbind/rpcbind.xdr)\" = _rpc ] && " +
 	"rpcinfo -s 127.0.0.1 | grep -qw status && [ ! -e /run/rpcbind/rpcbind.xdr ]"
 
+// probeSysstat runs sysstat's collector twice (two samples make an
+// interval sar can show) and its daily summary, and requires the day's
+// data file to hold CPU and network interface samples (lo) and the day's
+// report to be written; the boots' /etc/sysstat/sysstat has YESTERDAY=no
+// (sysstatToday), so sa2 reports on today's file rather than yesterday's.
+const probeSysstat = "d=$(date +%d) && systemctl start sysstat-collect.service && sleep 1 && systemctl start sysstat-collect.service && " +
+	"sar -u -f /var/log/sysstat/sa$d | grep -q ^Average: && sar -n DEV -f /var/log/sysstat/sa$d | grep -qw lo && " +
+	"systemctl start sysstat-summary.service && grep -q ^Average: /var/log/sysstat/sar$d"
+
+// sysstatToday is what the probe adds to a root's /etc/sysstat/sysstat.
+const sysstatToday = "YESTERDAY=no\n"
+
 // bootProbe is one check of what a service does, run inside the booted
 // container; it passes when the command exits 0.
 type bootProbe struct {
@@ -116,7 +128,8 @@ var bootProbes = []bootProbe{
 // wideProbes are the probes of the wide root (Postfix and PostgreSQL,
 // run as instances of templates their generators make at boot): Postfix
 // delivers a local mail to root's mailbox, the cluster answers a query;
-// and rpcbind, of the NFS packages): rpcbind keeps a registration.
+// and rpcbind, of the NFS packages, and sysstat): rpcbind keeps a
+// registration, sysstat collects and reports.
 var wideProbes = []bootProbe{
 	{"postfix delivers a local mail", []string{"sh", "-c", "t=amilint-$$ && printf 'Subject: %s\\n\\n%s\\n' $t $t | sendmail root && for i in $(seq 100); do grep -qs $t /var/mail/root && exit 0; sleep 0.3; done; exit 1"}},
 	// Debian's /etc/rsyslog.d/postfix.conf: rsyslog makes a log socket
@@ -126,6 +139,7 @@ var wideProbes = []bootProbe{
 	// own, made with rpcinfo as root) kept across a restart through the
 	// warm-start state rpcbind writes to /run/rpcbind as its own user.
 	{"rpcbind answers and keeps a registration across a restart", []string{"sh", "-c", probeRpcbind}},
+	{"sysstat collects and reports", []string{"sh", "-c", probeSysstat}},
 	{"postgresql answers a query", []string{"sh", "-c", "for i in $(seq 60); do [ \"$(su postgres -c \"psql -Atc 'select 1'\" 2>/dev/null)\" = 1 ] && exit 0; sleep 0.5; done; exit 1"}},
 }
 
@@ -474,6 +488,9 @@ func hardenPair(ctx context.Context, t *testing.T, root string, probes []bootPro
 		writeFile(t, filepath.Join(upper, "srv/amilint-apt/Release"), release, 0o644)
 		writeFile(t, filepath.Join(upper, "etc/rsyslog.d/49-amilint-probe.conf"), probeRsyslogConf, 0o644)
 		require.NoError(t, os.MkdirAll(filepath.Join(upper, probeRsyslogDir), 0o755))
+		if conf, err := os.ReadFile(filepath.Join(root, "etc/sysstat/sysstat")); err == nil {
+			writeFile(t, filepath.Join(upper, "etc/sysstat/sysstat"), string(conf)+sysstatToday, 0o644)
+		}
 	}
 	plainUpper := t.TempDir()
 	probe(plainUpper)
