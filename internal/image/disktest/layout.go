@@ -275,3 +275,23 @@ func BtrfsFedora(t testing.TB, dir, size string) string {
 	imagetest.BtrfsFedora(t, img, size, dir, "compress=zstd:1")
 	return img
 }
+
+// LUKS makes a LUKS container of version ("luks1", "luks2") in a 20 MiB
+// file with cryptsetup, labelled label when it is not "" (LUKS2 only),
+// with a cheap key derivation (PBKDF2, 1,000 iterations): its header is
+// what the tests read, never its contents.
+func LUKS(t testing.TB, version, label string) string {
+	t.Helper()
+	dir := t.TempDir()
+	p, key := filepath.Join(dir, "luks.img"), filepath.Join(dir, "key")
+	require.NoError(t, os.WriteFile(key, []byte("amilint test key"), 0o600))
+	require.NoError(t, os.WriteFile(p, nil, 0o644))
+	require.NoError(t, os.Truncate(p, 20<<20))
+	args := []string{"luksFormat", "--batch-mode", "--type", version, "--key-file", key,
+		"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--disable-locks"}
+	if label != "" {
+		args = append(args, "--label", label)
+	}
+	Run(t, "cryptsetup", append(args, p)...)
+	return p
+}

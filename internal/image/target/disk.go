@@ -3,6 +3,7 @@
 package target
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,9 @@ type filesystem struct {
 	// open reads the filesystem, check deciding what a checksum mismatch
 	// does; nil while no reader is built in.
 	open func(r io.ReaderAt, size int64, check *integrity.Checker) (rootfs.Source, error)
+	// unreadable says why a volume without a reader cannot be read
+	// ("not supported" when it is "").
+	unreadable string
 }
 
 // filesystems is the registry of filesystem readers, an explicit list in
@@ -41,6 +45,9 @@ type filesystem struct {
 // "not supported" error rather than a silent skip.
 func filesystems() []filesystem {
 	return []filesystem{
+		// A LUKS container's filesystem is encrypted: no reader can
+		// reach it without the key.
+		{name: "crypto_LUKS", probe: magicAt(0, "LUKS\xba\xbe"), unreadable: "encrypted, read only with its key"},
 		{name: "ext4", probe: magicAt(1080, "\x53\xef"), open: openExt4},
 		{name: "xfs", probe: magicAt(0, "XFSB"), open: openXFS},
 		{name: "btrfs", probe: magicAt(65536+64, "_BHRfS_M"), open: openBtrfs},
@@ -424,7 +431,8 @@ func openVolume(v volume, check *integrity.Checker) (rootfs.Source, string, erro
 			continue
 		}
 		if f.open == nil {
-			return nil, f.name + " (not supported)", nil
+			why := cmp.Or(f.unreadable, "not supported")
+			return nil, f.name + " (" + why + ")", nil
 		}
 		src, err := f.open(v.r, v.size, check.Within(v.where()))
 		if err != nil {

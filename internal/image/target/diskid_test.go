@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -63,6 +64,24 @@ func TestDiskIdentities(t *testing.T) {
 		assert.Equal(t, diskUUID, d.Volumes[1].UUID)
 		assert.Regexp(t, `^LV amilint[0-9]+/swap in partition 1$`, d.Volumes[2].Where)
 		assert.Empty(t, d.Other)
+	})
+	// A LUKS container beside the root (partition 3): named by its UUID
+	// and label, as udev names it, so the disk's filesystems are all
+	// known; a disk whose only filesystem is encrypted has no root to read.
+	t.Run("LUKS", func(t *testing.T) {
+		img := disktest.GPTRoot(t, fsImg)
+		luks := disktest.LUKS(t, "luks2", "my data")
+		uuid := strings.TrimSpace(disktest.Run(t, "cryptsetup", "luksUUID", luks))
+		disktest.Place(t, luks, img, (2048+16384+81920)*512)
+		d := diskOf(t, img, Options{})
+		require.Len(t, d.Volumes, 3)
+		assert.Equal(t, rootfs.Volume{Where: "partition 3", Type: "crypto_LUKS", UUID: uuid, Label: `my\x20data`, PartUUID: d.Volumes[2].PartUUID}, d.Volumes[2])
+		assert.Empty(t, d.Other)
+
+		only := disktest.GPTRoot(t, luks)
+		_, err := Open(context.Background(), only, Options{})
+		require.ErrorIs(t, err, ErrNoRoot)
+		assert.Contains(t, err.Error(), "partition 2: crypto_LUKS (encrypted, read only with its key)")
 	})
 	t.Run("unknown contents", func(t *testing.T) {
 		img := disktest.GPTRoot(t, fsImg)

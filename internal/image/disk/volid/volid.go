@@ -7,8 +7,9 @@
 // filesystem it recognises, never a panic.
 //
 // It follows util-linux's libblkid probes (superblocks/ext.c, xfs.c,
-// swap.c, btrfs.c, vfat.c) for the fields udev uses, not for every check
-// they make: a volume volid names is one blkid names the same way.
+// swap.c, btrfs.c, vfat.c, luks.c, squashfs.c) for the fields udev uses,
+// not for every check they make: a volume volid names is one blkid names
+// the same way.
 package volid
 
 import (
@@ -31,11 +32,14 @@ const maxFATDir = 64 << 10
 // ID is a filesystem's identity.
 type ID struct {
 	// Type is blkid's name for the filesystem ("ext4", "xfs", "vfat",
-	// "swap", "btrfs"); "" when volid recognises none.
+	// "swap", "btrfs", "squashfs", "squashfs3", or "crypto_LUKS" for a
+	// LUKS container, whose filesystem is encrypted); "" when volid
+	// recognises none.
 	Type string
 	// UUID is the filesystem's UUID as udev names its by-uuid link
-	// (lower-case 8-4-4-4-12 hex; FAT's volume id as "XXXX-XXXX"); ""
-	// when it has none.
+	// (lower-case 8-4-4-4-12 hex; FAT's volume id as "XXXX-XXXX"; LUKS's
+	// as its header spells it); "" when it has none (squashfs never has
+	// one, nor a label).
 	UUID string
 	// Label is the filesystem's label as blkid reads it (up to its first
 	// NUL, trailing white space cut); "" when it has none. LabelLink is
@@ -62,6 +66,10 @@ func Read(r io.ReaderAt, size int64) (ID, error) {
 		return ID{}, fmt.Errorf("read superblocks: %w", err)
 	}
 	switch {
+	case isLUKS(b, 0, luksMagic):
+		return luks(b), nil
+	case squashfs(b).Type != "":
+		return squashfs(b), nil
 	case isExt(b):
 		return ext(b), nil
 	case isXFS(b):
@@ -73,12 +81,10 @@ func Read(r io.ReaderAt, size int64) (ID, error) {
 	case isFAT(b):
 		return fat(r, size, b)
 	}
-	for _, c := range b {
-		if c != 0 {
-			return ID{}, nil
-		}
+	if allZero(b) {
+		return ID{Blank: true}, nil
 	}
-	return ID{Blank: true}, nil
+	return luksSecondary(b), nil
 }
 
 var le = binary.LittleEndian
@@ -108,6 +114,89 @@ func label(b []byte) string {
 		b = b[:i]
 	}
 	return strings.TrimRight(string(b), " \t\n\r\v\f")
+}
+
+// LUKS: struct luks_phdr (version 1) or luks2_phdr (version 2) at 0, or
+// a LUKS2 secondary header at one of luksSecondaries when the primary is
+// gone (superblocks/luks.c). Both versions keep the UUID as text at 168;
+// LUKS2 adds a label at 24 and the header's own offset at 256, which must
+// be where the header was found.
+const (
+	luksMagic        = "LUKS\xba\xbe"
+	luksMagic2       = "SKUL\xba\xbe" // a LUKS2 secondary header
+	luksHeader       = 512
+	luksUUIDAt       = 168
+	luksUUIDLen      = 40
+	luks2LabelAt     = 24
+	luks2LabelLen    = 48
+	luks2HdrOffsetAt = 256
+)
+
+// luksSecondaries are where cryptsetup puts a LUKS2 secondary header, one
+// per metadata area size it allows (the primary's area comes first).
+var luksSecondaries = []int64{0x4000, 0x8000, 0x10000, 0x20000, 0x40000, 0x80000, 0x100000, 0x200000, 0x400000}
+
+// isLUKS reports a LUKS header with magic at offset at of b (b starts at
+// the header): a LUKS2 header must name at as its own offset.
+func isLUKS(b []byte, at int64, magic string) bool {
+	if len(b) < luksHeader || string(b[:len(magic)]) != magic {
+		return false
+	}
+	return binary.BigEndian.Uint16(b[6:]) != 2 || binary.BigEndian.Uint64(b[luks2HdrOffsetAt:]) == uint64(at)
+}
+
+// luks is luks_attributes: a UUID for versions 1 and 2, a label for 2,
+// neither for another version (still a LUKS container to blkid).
+func luks(b []byte) ID {
+	id := ID{Type: "crypto_LUKS"}
+	switch binary.BigEndian.Uint16(b[6:]) {
+	case 1:
+		id.UUID = label(b[luksUUIDAt : luksUUIDAt+luksUUIDLen])
+	case 2:
+		id.UUID = label(b[luksUUIDAt : luksUUIDAt+luksUUIDLen])
+		id.Label = label(b[luks2LabelAt : luks2LabelAt+luks2LabelLen])
+	}
+	return id
+}
+
+// luksSecondary looks for a LUKS2 secondary header on a volume with no
+// other identity (its primary header wiped or damaged), as blkid does, at
+// the offsets b holds: those of metadata areas up to 64 KiB, cryptsetup's
+// default (16 KiB) among them. A larger area's secondary header lies
+// past what Read reads, and costs a read on every volume volid does not
+// name (an LVM physical volume, for one), so such a volume stays unknown.
+func luksSecondary(b []byte) ID {
+	for _, at := range luksSecondaries {
+		if at+luksHeader > int64(len(b)) {
+			break
+		}
+		if h := b[at : at+luksHeader]; isLUKS(h, at, luksMagic2) {
+			return luks(h)
+		}
+	}
+	return ID{}
+}
+
+// squashfs: struct sqsh_super_block at 0 (superblocks/squashfs.c): the
+// little-endian magic with a major version of 4 or more is "squashfs",
+// with an older one "squashfs3", as is the big-endian magic of a major
+// version up to 3. It has no UUID and no label.
+func squashfs(b []byte) ID {
+	if len(b) < 32 {
+		return ID{}
+	}
+	switch string(b[:4]) {
+	case "hsqs":
+		if le.Uint16(b[28:]) >= 4 {
+			return ID{Type: "squashfs"}
+		}
+		return ID{Type: "squashfs3"}
+	case "sqsh":
+		if binary.BigEndian.Uint16(b[28:]) <= 3 {
+			return ID{Type: "squashfs3"}
+		}
+	}
+	return ID{}
 }
 
 // ext2/3/4: struct ext2_super_block at 1024 (superblocks/ext.c).

@@ -3,7 +3,9 @@ package volid_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,10 +19,19 @@ import (
 
 // blkid is what `blkid -p` (low-level probing, no cache) says of the
 // filesystem in the file img: its TYPE, UUID, LABEL and LABEL_ENC, the
-// values udev's blkid builtin sets and names the links after.
+// values udev's blkid builtin sets and names the links after; nothing
+// when it finds none (its exit status 2).
 func blkid(t *testing.T, img string) map[string]string {
 	t.Helper()
-	out := disktest.Run(t, "blkid", "-p", "-o", "udev", img)
+	cmd := exec.Command("blkid", "-p", "-o", "udev", img)
+	cmd.Env = append(os.Environ(), "PATH="+os.Getenv("PATH")+":/usr/sbin:/sbin")
+	o, err := cmd.Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 2 && len(o) == 0 {
+		return map[string]string{}
+	}
+	require.NoError(t, err, "blkid -p %s", img)
+	out := string(o)
 	kv := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		k, v, ok := strings.Cut(l, "=")
@@ -140,6 +151,28 @@ func TestMatchesBlkid(t *testing.T) {
 			disktest.Run(t, "mkfs.btrfs", "-q", "-f", p)
 			return p
 		}},
+		{"LUKS1", func(t *testing.T) string { return disktest.LUKS(t, "luks1", "") }},
+		{"LUKS2 with a label", func(t *testing.T) string { return disktest.LUKS(t, "luks2", "my secret") }},
+		{"LUKS2 without a label", func(t *testing.T) string { return disktest.LUKS(t, "luks2", "") }},
+		{"LUKS2 read from its secondary header (the primary wiped)", func(t *testing.T) string {
+			p := disktest.LUKS(t, "luks2", "backup")
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			require.NoError(t, err)
+			defer f.Close()
+			_, err = f.WriteAt(make([]byte, 4096), 0)
+			require.NoError(t, err)
+			return p
+		}},
+		{"squashfs", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "fs.squashfs")
+			disktest.Run(t, "mksquashfs", tree, p, "-quiet", "-noappend", "-no-progress")
+			return p
+		}},
+		{"squashfs 3, little-endian", synthetic(squashfsHead("hsqs", binary.LittleEndian, 3))},
+		{"squashfs 3, big-endian", synthetic(squashfsHead("sqsh", binary.BigEndian, 3))},
+		{"big-endian magic of squashfs 4: none", synthetic(squashfsHead("sqsh", binary.BigEndian, 4))},
+		{"LUKS of an unknown version: no UUID", synthetic(luksHead(3, "abc  def", 0))},
+		{"LUKS1 with a UUID of its own spelling", synthetic(luksHead(1, "Weird UUID  ", 0))},
 		{"fat32", func(t *testing.T) string { return fatImage(t, true, 0x1A2B3C4D, "BOOTSECT", "EFI SYS") }},
 		{"fat32 named only in its boot sector", func(t *testing.T) string { return fatImage(t, true, 0xDEADBEEF, "BOOTSECT", "") }},
 		{"fat16", func(t *testing.T) string { return fatImage(t, false, 0x00C0FFEE, "NO NAME", "ESP") }},
@@ -149,11 +182,56 @@ func TestMatchesBlkid(t *testing.T) {
 			want := blkid(t, img)
 			got := read(t, img)
 			assert.Equal(t, want["ID_FS_TYPE"], got.Type)
-			assert.Equal(t, want["ID_FS_UUID_ENC"], got.UUID)
+			assert.Equal(t, want["ID_FS_UUID_ENC"], volid.Encode(got.UUID))
 			assert.Equal(t, want["ID_FS_LABEL_ENC"], volid.Encode(got.Label))
 			assert.False(t, got.LabelUnread)
 		})
 	}
+}
+
+// synthetic writes a 128 KiB volume that starts with head.
+func synthetic(head []byte) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		p := filepath.Join(t.TempDir(), "vol.img")
+		b := make([]byte, 128<<10)
+		copy(b, head)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+}
+
+// squashfsHead is a squashfs superblock's magic and major version.
+func squashfsHead(magic string, order binary.ByteOrder, major uint16) []byte {
+	b := make([]byte, 64)
+	copy(b, magic)
+	order.PutUint16(b[28:], major)
+	return b
+}
+
+// luksHead is a LUKS header of version with uuid and, for LUKS2, the
+// header's own offset.
+func luksHead(version uint16, uuid string, offset uint64) []byte {
+	b := make([]byte, 1024)
+	copy(b, "LUKS\xba\xbe")
+	binary.BigEndian.PutUint16(b[6:], version)
+	copy(b[168:208], uuid)
+	binary.BigEndian.PutUint64(b[256:], offset)
+	return b
+}
+
+// TestLUKS2Offset: a LUKS2 header that does not name its own offset is
+// none, as util-linux has it since 2.40 (Debian 12's blkid, 2.38, names it
+// still): the disk's filesystems are then unknown, never a UUID made up.
+func TestLUKS2Offset(t *testing.T) {
+	b := make([]byte, 128<<10)
+	copy(b, luksHead(2, "4febfcd4-ae79-46d6-82ff-11ad51587fe9", 4096))
+	id, err := volid.Read(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	assert.Equal(t, volid.ID{}, id)
+	copy(b, luksHead(2, "4febfcd4-ae79-46d6-82ff-11ad51587fe9", 0))
+	id, err = volid.Read(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	assert.Equal(t, volid.ID{Type: "crypto_LUKS", UUID: "4febfcd4-ae79-46d6-82ff-11ad51587fe9"}, id)
 }
 
 func TestBlankAndUnknown(t *testing.T) {
@@ -196,6 +274,13 @@ func FuzzRead(f *testing.F) {
 	// what they lead to byte by byte.
 	f.Add(fatBytes(4<<10, 1, true, 0x1A2B3C4D, "BOOTSECT", "EFI SYS"))
 	f.Add(fatBytes(4<<10, 1, false, 0x00C0FFEE, "NO NAME", "ESP"))
+	f.Add(luksHead(2, "4febfcd4-ae79-46d6-82ff-11ad51587fe9", 0))
+	f.Add(squashfsHead("hsqs", binary.LittleEndian, 4))
+	// A LUKS2 secondary header (the primary wiped) at 16 KiB.
+	sec := make([]byte, 0x4000+512)
+	copy(sec[0x4000:], luksHead(2, "4febfcd4-ae79-46d6-82ff-11ad51587fe9", 0x4000))
+	copy(sec[0x4000:], "SKUL\xba\xbe")
+	f.Add(sec)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		id, err := volid.Read(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
