@@ -45,13 +45,13 @@ type filesystem struct {
 // "not supported" error rather than a silent skip.
 func filesystems() []filesystem {
 	return []filesystem{
-		// A LUKS container's filesystem is encrypted: no reader can
-		// reach it without the key.
-		{name: "crypto_LUKS", probe: magicAt(0, "LUKS\xba\xbe"), unreadable: "encrypted, read only with its key"},
 		{name: "ext4", probe: magicAt(1080, "\x53\xef"), open: openExt4},
 		{name: "xfs", probe: magicAt(0, "XFSB"), open: openXFS},
 		{name: "btrfs", probe: magicAt(65536+64, "_BHRfS_M"), open: openBtrfs},
 		{name: "squashfs", probe: magicAt(0, "hsqs")},
+		// A LUKS container's filesystem is encrypted: no reader can
+		// reach it without the key.
+		{name: "crypto_LUKS", probe: magicAt(0, "LUKS\xba\xbe"), unreadable: "encrypted, read only with its key"},
 		{name: "swap", probe: func(r io.ReaderAt, size int64) bool {
 			return size >= 4096 && (magicAt(4086, "SWAPSPACE2")(r, size) || magicAt(4086, "SWAP-SPACE")(r, size))
 		}},

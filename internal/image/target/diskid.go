@@ -31,7 +31,7 @@ type idVolume struct {
 // diskIdentity starts reading the identity of every volume of a disk (the
 // names udev gives them under /dev/disk) and returns the function that
 // waits for it. Each volume's superblocks are one read (FAT's root
-// directory one more), all in flight at once, beside the root's reading:
+// directory a few more), all in flight at once, beside the root's reading:
 // on a remote snapshot they add no round trip the root's reading does not
 // outlast. lvs lists the disk's volumes, logical volumes included (every
 // one of them, whichever --partition chose); others are the volumes the

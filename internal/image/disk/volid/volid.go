@@ -2,7 +2,8 @@
 // partition, a logical volume, a whole disk): its type, UUID and label, as
 // udev's blkid builtin reports them and names the /dev/disk/by-uuid and
 // /dev/disk/by-label links after them. It reads the superblocks only, in
-// one bounded read (and, for FAT, one more of its root directory), and
+// one bounded read (and, for FAT, a few more: its root directory, along
+// the FAT's chain for FAT32, 1 MiB at most), and
 // treats every byte as hostile: a superblock it cannot make sense of is no
 // filesystem it recognises, never a panic.
 //
@@ -26,8 +27,14 @@ import (
 // superblock and the swap signature for pages up to 64 KiB.
 const window = 0x10000 + 0x1000
 
-// maxFATDir bounds the FAT root directory read for the volume label.
-const maxFATDir = 64 << 10
+// maxFATDir bounds the FAT root directory read for the volume label: a
+// FAT12/16 root directory, or a FAT32 root directory's clusters together.
+const maxFATDir = 1 << 20
+
+// maxFATClusters is blkid's bound on the clusters of a FAT32 root
+// directory it follows (its maxloop of 100, decremented before the
+// first).
+const maxFATClusters = 99
 
 // ID is a filesystem's identity.
 type ID struct {
@@ -313,19 +320,11 @@ func fat(r io.ReaderAt, size int64, b []byte) (ID, error) {
 		id.LabelUnread = true
 		return id, nil
 	}
-	var dirAt, dirLen int64
 	if fat32 {
-		cluster := int64(le.Uint32(b[44:]))
-		if cluster < 2 {
-			id.LabelUnread = true
-			return id, nil
-		}
-		dirAt = (reserved+fats*fatSize)*sector + (cluster-2)*perCluster*sector
-		dirLen = perCluster * sector
-	} else {
-		dirAt = (reserved + fats*fatSize) * sector
-		dirLen = rootEntries * 32
+		return fat32Label(r, size, b, id, sector, perCluster, reserved, fats*fatSize)
 	}
+	dirAt := (reserved + fats*fatSize) * sector
+	dirLen := rootEntries * 32
 	complete := dirLen <= maxFATDir
 	dirLen = min(dirLen, maxFATDir)
 	if dirAt <= 0 || dirLen <= 0 || dirAt > size-dirLen {
@@ -333,22 +332,72 @@ func fat(r io.ReaderAt, size int64, b []byte) (ID, error) {
 		return id, nil
 	}
 	dir := make([]byte, dirLen)
-	if n, err := r.ReadAt(dir, dirAt); n < len(dir) {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	if err := readFull(r, dir, dirAt); err != nil {
 		return ID{}, fmt.Errorf("read FAT root directory: %w", err)
 	}
 	lbl, found, ended := fatLabel(dir)
 	switch {
 	case found:
 		id.Label = lbl
-	case !ended && (fat32 || !complete):
-		// The directory goes on past what was read (a FAT32 root spans
-		// clusters the FAT chains): the label may be further.
-		id.LabelUnread = true
+	case !ended && !complete:
+		id.LabelUnread = true // the directory goes on past what was read
 	}
 	return id, nil
+}
+
+// fat32Label reads a FAT32 root directory's label as blkid does: cluster
+// after cluster along the FAT's chain from the root cluster, at most
+// maxFATClusters of them, while the next cluster is one the FAT has an
+// entry for; a cluster past the volume's end holds no label, a FAT entry
+// past it ends the chain. The offsets wrap at 32 bits as blkid's do. Each
+// cluster is searched whole (an end-of-directory entry ends that
+// cluster's search, not the chain's), so a label after a cluster whose
+// search ended is still found, as blkid finds it. Past maxFATDir of
+// clusters read, the label is unread.
+func fat32Label(r io.ReaderAt, size int64, b []byte, id ID, sector, perCluster, reserved, fatSectors int64) (ID, error) {
+	clusterLen := uint32(perCluster) * uint32(sector)
+	dataStart := uint32(reserved) + uint32(fatSectors)
+	fatEntries := le.Uint32(b[36:]) * uint32(sector) / 4
+	next := le.Uint32(b[44:])
+	var read int64
+	for i := 0; next != 0 && next < fatEntries && i < maxFATClusters; i++ {
+		at := int64(dataStart+(next-2)*uint32(perCluster)) * sector
+		if read += int64(clusterLen); read > maxFATDir {
+			id.LabelUnread = true
+			return id, nil
+		}
+		if at+int64(clusterLen) <= size {
+			dir := make([]byte, clusterLen)
+			if err := readFull(r, dir, at); err != nil {
+				return ID{}, fmt.Errorf("read FAT root directory: %w", err)
+			}
+			if lbl, found, _ := fatLabel(dir); found {
+				id.Label = lbl
+				return id, nil
+			}
+		}
+		entryAt := reserved*sector + int64(next)*4
+		if entryAt+int64(clusterLen) > size {
+			break
+		}
+		var e [4]byte
+		if err := readFull(r, e[:], entryAt); err != nil {
+			return ID{}, fmt.Errorf("read FAT: %w", err)
+		}
+		next = le.Uint32(e[:]) & 0x0FFFFFFF
+	}
+	return id, nil
+}
+
+// readFull reads len(p) bytes at off: a short read is an error.
+func readFull(r io.ReaderAt, p []byte, off int64) error {
+	if n, err := r.ReadAt(p, off); n < len(p) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	return nil
 }
 
 // fatLabel finds the volume label entry of a directory (search_fat_label:

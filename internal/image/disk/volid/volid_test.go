@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +177,13 @@ func TestMatchesBlkid(t *testing.T) {
 		{"fat32", func(t *testing.T) string { return fatImage(t, true, 0x1A2B3C4D, "BOOTSECT", "EFI SYS") }},
 		{"fat32 named only in its boot sector", func(t *testing.T) string { return fatImage(t, true, 0xDEADBEEF, "BOOTSECT", "") }},
 		{"fat16", func(t *testing.T) string { return fatImage(t, false, 0x00C0FFEE, "NO NAME", "ESP") }},
+		// FAT32 root directories of more than one cluster (2 KiB here),
+		// their chain in the FAT.
+		{"fat32 labelled in its root directory's second cluster", fat32Chain(fullCluster, map[uint32]uint32{2: 3, 3: fatEnd}, 3)},
+		{"fat32 labelled past an end-of-directory entry, in the next cluster", fat32Chain(nil, map[uint32]uint32{2: 3, 3: fatEnd}, 3)},
+		{"fat32 labelled in a cluster the chain does not reach", fat32Chain(fullCluster, map[uint32]uint32{2: fatEnd}, 3)},
+		{"fat32 root directory chained to itself", fat32Chain(fullCluster, map[uint32]uint32{2: 2}, 0)},
+		{"fat32 root directory chained past the volume's end", fat32Chain(fullCluster, map[uint32]uint32{2: 0x0FFFFF00}, 0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			img := tc.make(t)
@@ -217,6 +225,48 @@ func luksHead(version uint16, uuid string, offset uint64) []byte {
 	copy(b[168:208], uuid)
 	binary.BigEndian.PutUint64(b[256:], offset)
 	return b
+}
+
+// fatEnd ends a FAT32 cluster chain.
+const fatEnd = 0x0FFFFFFF
+
+// fullCluster fills a 2 KiB root directory cluster with file entries.
+func fullCluster(c []byte) {
+	for i := 0; i+32 <= len(c); i += 32 {
+		e := c[i : i+32]
+		copy(e, fmt.Sprintf("FILE%04d   ", i/32))
+		e[11] = 0x20                           // archive: a file
+		le.PutUint16(e[26:], uint16(100+i/32)) // its first cluster
+	}
+}
+
+var le = binary.LittleEndian
+
+// fat32Chain writes a FAT32 volume (fatBytes: 2 KiB clusters, the root
+// directory at cluster 2) whose root directory's first cluster fill
+// writes (nil: left empty, an end-of-directory entry), whose FAT holds
+// chain, and whose volume label entry is at the start of cluster
+// labelAt (0: none).
+func fat32Chain(fill func([]byte), chain map[uint32]uint32, labelAt int) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		const fatSize, cluster = 16, 2048
+		b := fatBytes(4<<20, fatSize, true, 0x1A2B3C4D, "BOOTSECT", "")
+		data := (4 + 2*fatSize) * 512
+		if fill != nil {
+			fill(b[data : data+cluster])
+		}
+		for c, next := range chain {
+			le.PutUint32(b[4*512+4*int(c):], next)
+		}
+		if labelAt != 0 {
+			at := data + (labelAt-2)*cluster
+			copy(b[at:at+11], "FAR LABEL  ")
+			b[at+11] = 0x08
+		}
+		p := filepath.Join(t.TempDir(), "fat.img")
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
 }
 
 // TestLUKS2Offset: a LUKS2 header that does not name its own offset is
