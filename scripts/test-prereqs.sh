@@ -21,6 +21,8 @@ xfs_db xfsprogs
 xfs_repair xfsprogs
 xfs_logprint xfsprogs
 mkfs.btrfs btrfs-progs
+cryptsetup cryptsetup-bin
+mksquashfs squashfs-tools
 btrfs btrfs-progs
 sfdisk fdisk
 sgdisk gdisk

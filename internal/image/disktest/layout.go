@@ -282,6 +282,7 @@ func BtrfsFedora(t testing.TB, dir, size string) string {
 // what the tests read, never its contents.
 func LUKS(t testing.TB, version, label string) string {
 	t.Helper()
+	testenv.Tool(t, "cryptsetup", "cryptsetup-bin")
 	dir := t.TempDir()
 	p, key := filepath.Join(dir, "luks.img"), filepath.Join(dir, "key")
 	require.NoError(t, os.WriteFile(key, []byte("amilint test key"), 0o600))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/disk/volid"
 	"github.com/amilint/amilint/internal/image/disktest"
 )
@@ -165,6 +166,7 @@ func TestMatchesBlkid(t *testing.T) {
 			return p
 		}},
 		{"squashfs", func(t *testing.T) string {
+			testenv.Tool(t, "mksquashfs", "squashfs-tools")
 			p := filepath.Join(t.TempDir(), "fs.squashfs")
 			disktest.Run(t, "mksquashfs", tree, p, "-quiet", "-noappend", "-no-progress")
 			return p
