@@ -349,11 +349,10 @@ func fat(r io.ReaderAt, size int64, b []byte) (ID, error) {
 // after cluster along the FAT's chain from the root cluster, at most
 // maxFATClusters of them, while the next cluster is one the FAT has an
 // entry for; a cluster past the volume's end holds no label, a FAT entry
-// past it ends the chain. The offsets wrap at 32 bits as blkid's do. Each
-// cluster is searched whole (an end-of-directory entry ends that
-// cluster's search, not the chain's), so a label after a cluster whose
-// search ended is still found, as blkid finds it. Past maxFATDir of
-// clusters read, the label is unread.
+// past it ends the chain. The offsets wrap at 32 bits as blkid's do. An
+// end-of-directory entry ends the search of its cluster, not of the
+// chain, so a label in the next cluster is still found, as blkid finds
+// it. Past maxFATDir of clusters read, the label is unread.
 func fat32Label(r io.ReaderAt, size int64, b []byte, id ID, sector, perCluster, reserved, fatSectors int64) (ID, error) {
 	clusterLen := uint32(perCluster) * uint32(sector)
 	dataStart := uint32(reserved) + uint32(fatSectors)
