@@ -137,8 +137,8 @@ e2e-html: ## render the HTML reports in headless Chromium; screenshots kept in d
 	AMILINT_ARTIFACTS=$(CURDIR)/dist/e2e-html $(GO) test -count=1 -run 'Chromium|BlankScreenshot' -v ./internal/report/
 
 .PHONY: e2e-harden
-e2e-harden: ## boot the Debian root and the wide root under systemd-nspawn plain and hardened by fix --harden: every catalog entry keeps its service working; root, ~4 min
-	time $(GO) test -tags e2e -count=1 -timeout 20m -run TestE2EHarden -v ./internal/cli/
+e2e-harden: ## boot the Debian root and the wide root, of Debian 12 and 13, under systemd-nspawn plain and hardened by fix --harden: every catalog entry keeps its service working; root, ~8 min
+	time $(GO) test -tags e2e -count=1 -timeout 40m -run TestE2EHarden -v ./internal/cli/
 
 LIVE_ROOT ?= .cache/live-root
 .PHONY: e2e-live
