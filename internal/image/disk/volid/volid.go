@@ -66,17 +66,15 @@ type ID struct {
 func Read(r io.ReaderAt, size int64) (ID, error) {
 	n := min(max(size, 0), window)
 	b := make([]byte, n)
-	if got, err := r.ReadAt(b, 0); got < len(b) {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+	if err := readFull(r, b, 0); err != nil {
 		return ID{}, fmt.Errorf("read superblocks: %w", err)
 	}
+	sq := squashfs(b)
 	switch {
 	case isLUKS(b, 0, luksMagic):
 		return luks(b), nil
-	case squashfs(b).Type != "":
-		return squashfs(b), nil
+	case sq.Type != "":
+		return sq, nil
 	case isExt(b):
 		return ext(b), nil
 	case isXFS(b):
@@ -156,11 +154,11 @@ func isLUKS(b []byte, at int64, magic string) bool {
 // neither for another version (still a LUKS container to blkid).
 func luks(b []byte) ID {
 	id := ID{Type: "crypto_LUKS"}
-	switch binary.BigEndian.Uint16(b[6:]) {
-	case 1:
+	version := binary.BigEndian.Uint16(b[6:])
+	if version == 1 || version == 2 {
 		id.UUID = label(b[luksUUIDAt : luksUUIDAt+luksUUIDLen])
-	case 2:
-		id.UUID = label(b[luksUUIDAt : luksUUIDAt+luksUUIDLen])
+	}
+	if version == 2 {
 		id.Label = label(b[luks2LabelAt : luks2LabelAt+luks2LabelLen])
 	}
 	return id
