@@ -94,6 +94,13 @@ const probeSysstat = "d=$(date +%d) && systemctl start sysstat-collect.service &
 	"sar -u -f /var/log/sysstat/sa$d | grep -q ^Average: && sar -n DEV -f /var/log/sysstat/sa$d | grep -qw lo && " +
 	"systemctl start sysstat-summary.service && grep -q ^Average: /var/log/sysstat/sar$d"
 
+// probeSysstatRotate runs sysstat-rotate (sysstat 12.7 and later) twice
+// with the previous day's data file removed, and requires the file it
+// closes to be made anew with the CPU samples of both runs.
+const probeSysstatRotate = "y=/var/log/sysstat/sa$(date --date=yesterday +%d) && rm -f $y && " +
+	"systemctl start sysstat-rotate.service && sleep 1 && systemctl start sysstat-rotate.service && " +
+	"sar -u -f $y | grep -q ^Average:"
+
 // sysstatToday is what the probe adds to a root's /etc/sysstat/sysstat.
 const sysstatToday = "YESTERDAY=no\n"
 
@@ -143,6 +150,11 @@ var wideProbes = []bootProbe{
 	{"sysstat collects and reports", []string{"sh", "-c", probeSysstat}},
 	{"postgresql answers a query", []string{"sh", "-c", "for i in $(seq 60); do [ \"$(su postgres -c \"psql -Atc 'select 1'\" 2>/dev/null)\" = 1 ] && exit 0; sleep 0.5; done; exit 1"}},
 }
+
+// wideTrixieProbes are wideProbes with sysstat-rotate, which Debian 13's
+// sysstat (12.7) adds.
+var wideTrixieProbes = append(append([]bootProbe(nil), wideProbes...),
+	bootProbe{"sysstat-rotate closes the previous day's data file", []string{"sh", "-c", probeSysstatRotate}})
 
 // wideInstances are the instances of the wide root's template services
 // the boot runs: systemd-analyze scores these, not the templates.
@@ -483,7 +495,7 @@ func TestE2EHarden(t *testing.T) {
 		hardenPair(ctx, t, systemdtest.Trixie, testenv.Trixie.Path(t), bootProbes, nil, 5)
 	})
 	t.Run("wide-trixie", func(t *testing.T) {
-		hardenPair(ctx, t, systemdtest.Trixie, testenv.WideTrixie.Path(t), wideProbes, wideTrixieInstances, 2)
+		hardenPair(ctx, t, systemdtest.Trixie, testenv.WideTrixie.Path(t), wideTrixieProbes, wideTrixieInstances, 2)
 	})
 }
 
