@@ -14,8 +14,8 @@ import (
 // a drop-in that sandboxes a service as far as the service still works,
 // with why that is safe for it and what would break it. `amilint fix
 // --harden` writes it as /etc/systemd/system/UNIT.d/DropInName for each
-// of its units the image has and enables, or runs from a timer, socket or
-// path unit its boot starts. Every shipped entry is proven by a real boot
+// of its units the image has and enables, or its boot starts, or runs
+// from a timer, socket or path unit its boot starts. Every shipped entry is proven by a real boot
 // of a Debian root with it (the boot test of the catalog).
 type Hardening struct {
 	// ID is the entry's slug, also its file name (ID.yaml).
@@ -198,8 +198,8 @@ func HardeningIndex(hs []Hardening) string {
 	var b strings.Builder
 	b.WriteString("# amilint hardening catalog\n\n")
 	b.WriteString("One YAML file per entry in `rules/hardening/`; `amilint fix DIR --harden` writes each entry's\n")
-	b.WriteString("drop-in for the services of the image that are present and enabled, or run by a timer, socket\n")
-	b.WriteString("or path unit the boot starts.\n\n")
+	b.WriteString("drop-in for the services of the image that are present and enabled, or started at boot, or run\n")
+	b.WriteString("by a timer, socket or path unit the boot starts.\n\n")
 	b.WriteString("| entry | units | title |\n|---|---|---|\n")
 	for _, h := range hs {
 		fmt.Fprintf(&b, "| [%s](%s.md) | %s | %s |\n", h.ID, h.ID, codeList(h.Units), h.Title)

@@ -19,7 +19,7 @@ func TestHardeningCatalogLoads(t *testing.T) {
 		ids = append(ids, h.ID)
 		assert.Equal(t, "embedded:hardening/"+h.ID+".yaml", h.Source)
 	}
-	assert.Equal(t, []string{"apt-daily", "chrony", "containerd", "cron", "docker", "dpkg-db-backup", "e2scrub-all", "exim4-base", "logrotate", "postfix", "postgresql", "rpcbind", "rsyslog", "ssh", "sysstat", "sysstat-collect", "sysstat-rotate", "sysstat-summary", "unattended-upgrades"}, ids)
+	assert.Equal(t, []string{"apt-daily", "chrony", "containerd", "cron", "docker", "dpkg-db-backup", "e2scrub-all", "exim4-base", "logrotate", "postfix", "postgresql", "rpc-statd", "rpc-statd-notify", "rpcbind", "rsyslog", "ssh", "sysstat", "sysstat-collect", "sysstat-rotate", "sysstat-summary", "unattended-upgrades"}, ids)
 }
 
 func TestHardeningUserCatalog(t *testing.T) {

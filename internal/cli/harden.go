@@ -19,7 +19,7 @@ type hardenFlags struct {
 }
 
 func (h *hardenFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&h.harden, "harden", false, "also write the hardening catalog's drop-ins (/etc/systemd/system/UNIT.d/"+rules.DropInName+") for the services the image has and enables or runs from a timer, socket or path its boot starts, with each one's exposure before and after")
+	fs.BoolVar(&h.harden, "harden", false, "also write the hardening catalog's drop-ins (/etc/systemd/system/UNIT.d/"+rules.DropInName+") for the services the image has and enables, or its boot starts or runs from a timer, socket or path it starts, with each one's exposure before and after")
 	fs.Var(&h.dirs, "harden-catalog", "directory of hardening catalog entries (YAML) over the shipped ones, by id (disabled: true turns one off); repeatable; implies --harden")
 }
 
@@ -38,7 +38,7 @@ func (h *hardenFlags) catalog() ([]rules.Hardening, error) {
 // image as the plan leaves it), and, in a dry run, their text.
 func printHardening(e *env, res *audit.Result, plan *fix.Plan, planned *rootfs.FS, dryRun bool) error {
 	if len(plan.DropIns) == 0 {
-		fmt.Fprintln(e.stdout, "hardening: no service of the hardening catalog is present and enabled or run by a started timer, socket or path")
+		fmt.Fprintln(e.stdout, "hardening: no service of the hardening catalog is present and enabled, started at boot, or run by a started timer, socket or path")
 		return nil
 	}
 	var names []string

@@ -85,6 +85,20 @@ const probeRpcbind = "rpcinfo -p 127.0.0.1 | grep -qw portmapper && rpcinfo -T u
 	"systemctl stop rpcbind.service && [ \"$(stat -c %U /run/rpcbind/rpcbind.xdr)\" = _rpc ] && " +
 	"rpcinfo -s 127.0.0.1 | grep -qw status && [ ! -e /run/rpcbind/rpcbind.xdr ]"
 
+// probeStatd has rpc.statd (started at boot: nfs-server.service wants it)
+// answer over UDP and TCP as the user that owns its state directory, then
+// leaves a monitored host in /var/lib/nfs/sm, as a reboot finds it, and
+// runs sm-notify again (its pid file gone, as after a reboot): sm-notify
+// must move the host to sm.bak, raise the state number, notify the host
+// (localhost, whose rpc.statd answers) and forget it.
+const probeStatd = "systemctl start rpc-statd.service && [ \"$(ps -o user= -C rpc.statd)\" = \"$(stat -c %U /var/lib/nfs/sm)\" ] && " +
+	"rpcinfo -T udp 127.0.0.1 status 1 && rpcinfo -T tcp 127.0.0.1 status 1 && " +
+	"h=/var/lib/nfs/sm/localhost && printf '0100007f 000186b5 00000004 00000010 %032d localhost amilint-probe\\n' 0 > $h && " +
+	"chown --reference=/var/lib/nfs/sm $h && s=$(od -An -td4 /var/lib/nfs/state) && " +
+	"rm -f /run/sm-notify.pid && systemctl restart rpc-statd-notify.service && " +
+	"for i in $(seq 60); do [ ! -e $h ] && [ ! -e /var/lib/nfs/sm.bak/localhost ] && [ $(od -An -td4 /var/lib/nfs/state) -gt $s ] && exit 0; sleep 0.5; done; " +
+	"ls -l /var/lib/nfs/sm /var/lib/nfs/sm.bak; exit 1"
+
 // probeSysstat runs sysstat's collector twice (two samples make an
 // interval sar can show) and its daily summary, and requires the day's
 // data file to hold CPU and network interface samples (lo) and the day's
@@ -147,6 +161,7 @@ var wideProbes = []bootProbe{
 	// own, made with rpcinfo as root) kept across a restart through the
 	// warm-start state rpcbind writes to /run/rpcbind as its own user.
 	{"rpcbind answers and keeps a registration across a restart", []string{"sh", "-c", probeRpcbind}},
+	{"rpc.statd answers as its own user and sm-notify notifies a monitored host", []string{"sh", "-c", probeStatd}},
 	{"sysstat collects and reports", []string{"sh", "-c", probeSysstat}},
 	{"postgresql answers a query", []string{"sh", "-c", "for i in $(seq 60); do [ \"$(su postgres -c \"psql -Atc 'select 1'\" 2>/dev/null)\" = 1 ] && exit 0; sleep 0.5; done; exit 1"}},
 }

@@ -37,8 +37,10 @@ type DropIn struct {
 var enabledForHarden = []install.State{install.Enabled, install.EnabledRuntime}
 
 // HardeningFor picks the catalog entries that apply to the image: for each
-// entry, the first of its units the image has and either enables or has
-// activated by a trigger unit the boot starts (the boot's ActivatedBy: a static dpkg-db-backup.service its enabled timer runs
+// entry, the first of its units the image has and either enables, or the
+// boot starts (a static rpc-statd.service the enabled nfs-server.service
+// wants), or has activated by a trigger unit the boot starts (the boot's
+// ActivatedBy: a static dpkg-db-backup.service its enabled timer runs
 // daily) — a unit and its alias are one service — unless skip names it (a
 // unit the same fix disables or masks), or names every trigger that
 // activates it. A template of the catalog (postfix@.service) applies when
@@ -71,7 +73,7 @@ func HardeningFor(files []install.UnitFile, b *boot.Boot, catalog []rules.Harden
 		if _, ok := state[u]; !ok {
 			return false
 		}
-		return byTrigger(u)
+		return slices.Contains(started, u) || byTrigger(u)
 	}
 	// instances are the template's instances the boot runs and the fix
 	// leaves alone.

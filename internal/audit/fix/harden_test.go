@@ -39,12 +39,18 @@ func TestHardeningFor(t *testing.T) {
 		{Name: "e.service", State: install.Static},
 		{Name: "f.service", State: install.Static},
 		{Name: "g.service", State: install.Static},
+		{Name: "i.service", State: install.Static},
+		{Name: "j.service", State: install.Static},
+		{Name: "k.service", State: install.Static},
 	}
 	catalog := append(slices.Clone(testCatalog),
 		rules.Hardening{ID: "e", Title: "E", Units: []string{"e.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
 		rules.Hardening{ID: "f", Title: "F", Units: []string{"f.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
 		rules.Hardening{ID: "g", Title: "G", Units: []string{"g.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
 		rules.Hardening{ID: "h", Title: "H", Units: []string{"h.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+		rules.Hardening{ID: "i", Title: "I", Units: []string{"i.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+		rules.Hardening{ID: "j", Title: "J", Units: []string{"j.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
+		rules.Hardening{ID: "k", Title: "K", Units: []string{"k.service"}, DropIn: "[Service]\nPrivateTmp=yes\n"},
 	)
 	activatedBy := map[string][]string{
 		"e.service": {"e.timer"},            // a static service its started timer runs
@@ -53,7 +59,10 @@ func TestHardeningFor(t *testing.T) {
 		"h.service": {"h.timer"},            // no unit file of that name
 		"b.service": {"b.socket"},           // disabled, but socket-activated
 	}
-	got := HardeningFor(files, &boot.Boot{ActivatedBy: activatedBy}, catalog, []string{"c.service", "f.timer", "g.socket"})
+	// i is static and the boot starts it (an enabled unit wants it); the
+	// same fix disables j; k is static and nothing starts it.
+	b := &boot.Boot{ActivatedBy: activatedBy, Start: []string{"a.service", "i.service", "j.service", "multi-user.target"}}
+	got := HardeningFor(files, b, catalog, []string{"c.service", "f.timer", "g.socket", "j.service"})
 	var units []string
 	for _, d := range got {
 		units = append(units, d.Unit+"@"+d.Entry)
@@ -62,7 +71,7 @@ func TestHardeningFor(t *testing.T) {
 	}
 	// c is disabled by the same fix, the alias is the same service as a,
 	// f's only timer is disabled by the same fix.
-	assert.Equal(t, []string{"a.service@a", "b.service@b", "d.service@d", "e.service@e", "g.service@g"}, units)
+	assert.Equal(t, []string{"a.service@a", "b.service@b", "d.service@d", "e.service@e", "g.service@g", "i.service@i"}, units)
 }
 
 // TestHardeningForTemplate: a template entry applies when an instance of
