@@ -23,6 +23,7 @@ xfs_logprint xfsprogs
 mkfs.btrfs btrfs-progs
 cryptsetup cryptsetup-bin
 mksquashfs squashfs-tools
+mkntfs ntfs-3g
 btrfs btrfs-progs
 sfdisk fdisk
 sgdisk gdisk

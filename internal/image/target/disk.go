@@ -55,6 +55,7 @@ func filesystems() []filesystem {
 		{name: "swap", probe: func(r io.ReaderAt, size int64) bool {
 			return size >= 4096 && (magicAt(4086, "SWAPSPACE2")(r, size) || magicAt(4086, "SWAP-SPACE")(r, size))
 		}},
+		{name: "ntfs", probe: magicAt(3, "NTFS    ")},
 		{name: "vfat", probe: magicAt(82, "FAT32   ")},
 		{name: "vfat", probe: magicAt(54, "FAT16   ")},
 		{name: "vfat", probe: magicAt(54, "FAT12   ")},

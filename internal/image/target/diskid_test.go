@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amilint/amilint/fixtures/testenv"
 	"github.com/amilint/amilint/internal/image/disktest"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
@@ -82,6 +83,28 @@ func TestDiskIdentities(t *testing.T) {
 		_, err := Open(context.Background(), only, Options{})
 		require.ErrorIs(t, err, ErrNoRoot)
 		assert.Contains(t, err.Error(), "partition 2: crypto_LUKS (encrypted, read only with its key)")
+	})
+	// An NTFS volume beside the root (partition 3, a Windows data disk):
+	// named by its serial number and label, as udev names it; a disk whose
+	// only filesystem is NTFS has no root amilint reads.
+	t.Run("NTFS", func(t *testing.T) {
+		testenv.Tool(t, "mkntfs", "ntfs-3g")
+		img := disktest.GPTRoot(t, fsImg)
+		ntfs := t.TempDir() + "/fs.ntfs"
+		disktest.Run(t, "truncate", "-s", "40M", ntfs)
+		disktest.Run(t, "mkntfs", "-q", "-F", "-Q", "-L", "Data Disk", ntfs)
+		serial := strings.TrimSpace(disktest.Run(t, "blkid", "-p", "-s", "UUID", "-o", "value", ntfs))
+		require.Regexp(t, `^[0-9A-F]{16}$`, serial)
+		disktest.Place(t, ntfs, img, (2048+16384+81920)*512)
+		d := diskOf(t, img, Options{})
+		require.Len(t, d.Volumes, 3)
+		assert.Equal(t, rootfs.Volume{Where: "partition 3", Type: "ntfs", UUID: serial, Label: `Data\x20Disk`, PartUUID: d.Volumes[2].PartUUID}, d.Volumes[2])
+		assert.Empty(t, d.Other)
+
+		only := disktest.GPTRoot(t, ntfs)
+		_, err := Open(context.Background(), only, Options{})
+		require.ErrorIs(t, err, ErrNoRoot)
+		assert.Contains(t, err.Error(), "partition 2: ntfs (not supported)")
 	})
 	t.Run("unknown contents", func(t *testing.T) {
 		img := disktest.GPTRoot(t, fsImg)

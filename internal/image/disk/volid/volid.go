@@ -3,12 +3,13 @@
 // udev's blkid builtin reports them and names the /dev/disk/by-uuid and
 // /dev/disk/by-label links after them. It reads the superblocks only, in
 // one bounded read (and, for FAT, a few more: its root directory, along
-// the FAT's chain for FAT32, 1 MiB at most), and
+// the FAT's chain for FAT32, 1 MiB at most; for NTFS, one more of the
+// MFT's first records), and
 // treats every byte as hostile: a superblock it cannot make sense of is no
 // filesystem it recognises, never a panic.
 //
 // It follows util-linux's libblkid probes (superblocks/ext.c, xfs.c,
-// swap.c, btrfs.c, vfat.c, luks.c, squashfs.c) for the fields udev uses,
+// swap.c, btrfs.c, vfat.c, ntfs.c, luks.c, squashfs.c) for the fields udev uses,
 // not for every check they make: a volume volid names is one blkid names
 // the same way.
 package volid
@@ -39,13 +40,14 @@ const maxFATClusters = 99
 // ID is a filesystem's identity.
 type ID struct {
 	// Type is blkid's name for the filesystem ("ext4", "xfs", "vfat",
-	// "swap", "btrfs", "squashfs", "squashfs3", or "crypto_LUKS" for a
+	// "swap", "btrfs", "ntfs", "squashfs", "squashfs3", or "crypto_LUKS" for a
 	// LUKS container, whose filesystem is encrypted); "" when volid
 	// recognises none.
 	Type string
 	// UUID is the filesystem's UUID as udev names its by-uuid link
-	// (lower-case 8-4-4-4-12 hex; FAT's volume id as "XXXX-XXXX"; LUKS's
-	// as its header spells it); "" when it has none (squashfs never has
+	// (lower-case 8-4-4-4-12 hex; FAT's volume id as "XXXX-XXXX"; NTFS's
+	// volume serial number as 16 upper-case hex digits; LUKS's as its
+	// header spells it); "" when it has none (squashfs never has
 	// one, nor a label).
 	UUID string
 	// Label is the filesystem's label as blkid reads it (up to its first
@@ -83,6 +85,8 @@ func Read(r io.ReaderAt, size int64) (ID, error) {
 		return btrfs(b), nil
 	case swapPage(b) > 0:
 		return swap(b), nil
+	case isNTFS(b):
+		return ntfs(r, size, b)
 	case isFAT(b):
 		return fat(r, size, b)
 	}
@@ -455,4 +459,170 @@ func Encode(s string) string {
 // unicharValid is unichar_is_valid: not a surrogate, not a non-character.
 func unicharValid(r rune) bool {
 	return r < 0x110000 && (r < 0xD800 || r > 0xDFFF) && (r < 0xFDD0 || r > 0xFDEF) && r&0xFFFE != 0xFFFE
+}
+
+// NTFS: the boot sector's parameter block (struct ntfs_super_block) and
+// the $Volume file's record in the MFT (superblocks/ntfs.c). The UUID is
+// the volume serial number, the label the $VOLUME_NAME attribute.
+const (
+	ntfsMaxCluster  = 2 << 20 // NTFS_MAX_CLUSTER_SIZE
+	ntfsVolumeRec   = 3       // MFT_RECORD_VOLUME
+	ntfsVolumeName  = 0x60    // MFT_RECORD_ATTR_VOLUME_NAME
+	ntfsAttrEnd     = 0xFFFFFFFF
+	ntfsAttrHeader  = 22 // sizeof(struct file_attribute)
+	ntfsMaxMFTRead  = 1 << 20
+	ntfsRecordMagic = "FILE"
+)
+
+// ntfsGeometry is what the boot sector says of where the MFT is.
+type ntfsGeometry struct {
+	mft        int64 // the MFT's offset in the volume
+	recordSize int64 // one MFT record's size
+}
+
+// ntfsParams checks the boot sector as blkid does and says where the MFT
+// is; ok is false for a volume blkid does not take for NTFS by its boot
+// sector alone.
+func ntfsParams(b []byte) (g ntfsGeometry, ok bool) {
+	if len(b) < 0x54 || string(b[3:11]) != "NTFS    " {
+		return g, false
+	}
+	sector := uint64(le.Uint16(b[0x0B:]))
+	if sector < 256 || sector > 4096 {
+		return g, false
+	}
+	var perCluster uint64
+	switch spc := b[0x0D]; spc {
+	case 1, 2, 4, 8, 16, 32, 64, 128:
+		perCluster = uint64(spc)
+	default:
+		if spc < 240 || spc > 249 {
+			return g, false
+		}
+		perCluster = 1 << (256 - uint(spc))
+	}
+	if sector*perCluster > ntfsMaxCluster {
+		return g, false
+	}
+	// reserved_sectors, fats, root_entries, sectors, sectors_per_fat
+	// and large_sectors are zero on NTFS.
+	if le.Uint16(b[0x0E:]) != 0 || b[0x10] != 0 || le.Uint16(b[0x11:]) != 0 || le.Uint16(b[0x13:]) != 0 ||
+		le.Uint16(b[0x16:]) != 0 || le.Uint32(b[0x20:]) != 0 {
+		return g, false
+	}
+	cpmr := int8(b[0x40])
+	if u := uint8(cpmr); u < 0xE1 || u > 0xF7 {
+		switch cpmr {
+		case 1, 2, 4, 8, 16, 32, 64:
+		default:
+			return g, false
+		}
+	}
+	var record uint64
+	if cpmr > 0 {
+		record = uint64(cpmr) * perCluster * sector
+	} else {
+		record = 1 << uint(-int(cpmr))
+	}
+	clusters := le.Uint64(b[0x28:]) / perCluster
+	mftCluster, mirror := le.Uint64(b[0x30:]), le.Uint64(b[0x38:])
+	if mftCluster > clusters || mirror > clusters || record < 4 {
+		return g, false
+	}
+	// The MFT's offset, computed in 64 bits as blkid does; one past what
+	// a volume can hold is no NTFS volid reads.
+	off := mftCluster * sector * perCluster
+	if off/(sector*perCluster) != mftCluster || off > 1<<62 {
+		return g, false
+	}
+	return ntfsGeometry{mft: int64(off), recordSize: int64(record)}, true
+}
+
+func isNTFS(b []byte) bool {
+	_, ok := ntfsParams(b)
+	return ok
+}
+
+// ntfs reads the MFT's first records: the first ($MFT) and the fourth
+// ($Volume) must be file records, as blkid requires, and $Volume's
+// $VOLUME_NAME attribute is the label, taken as blkid takes it (the
+// record as stored, without its update sequence applied). Records blkid
+// would read past the volume's end, or larger together than volid reads
+// (real ones are 1 or 4 KiB each), make the volume no NTFS volid names.
+func ntfs(r io.ReaderAt, size int64, b []byte) (ID, error) {
+	g, _ := ntfsParams(b)
+	span := (ntfsVolumeRec + 1) * g.recordSize
+	if g.recordSize > ntfsMaxMFTRead/(ntfsVolumeRec+1) || g.mft > size || span > size-g.mft {
+		return ID{}, nil
+	}
+	recs := make([]byte, span)
+	if err := readFull(r, recs, g.mft); err != nil {
+		return ID{}, fmt.Errorf("read the NTFS MFT: %w", err)
+	}
+	vol := recs[ntfsVolumeRec*g.recordSize:]
+	if string(recs[:4]) != ntfsRecordMagic || string(vol[:4]) != ntfsRecordMagic {
+		return ID{}, nil
+	}
+	id := ID{Type: "ntfs"}
+	if serial := le.Uint64(b[0x48:]); serial != 0 {
+		id.UUID = fmt.Sprintf("%016X", serial)
+	}
+	id.Label = ntfsLabel(vol)
+	return id, nil
+}
+
+// ntfsLabel walks the attributes of the $Volume record rec as blkid does,
+// to the first $VOLUME_NAME attribute.
+func ntfsLabel(rec []byte) string {
+	size := uint64(len(rec))
+	if size < 0x20 {
+		return ""
+	}
+	allocated := uint64(le.Uint32(rec[0x1C:]))
+	for at := uint64(le.Uint16(rec[0x14:])); at+ntfsAttrHeader <= size && at <= allocated; {
+		attr := rec[at:]
+		typ, n := le.Uint32(attr), le.Uint32(attr[4:])
+		if n == 0 || typ == ntfsAttrEnd {
+			return ""
+		}
+		if typ == ntfsVolumeName {
+			valLen, valOff := uint64(le.Uint32(attr[0x10:])), uint64(le.Uint16(attr[0x14:]))
+			if at+valOff+valLen > size {
+				return ""
+			}
+			return utf16Label(attr[valOff : valOff+valLen])
+		}
+		at += uint64(n)
+	}
+	return ""
+}
+
+// utf16Label is blkid_probe_set_utf8label of UTF-16LE: ul_encode_to_utf8
+// (a surrogate pair joined, a lone surrogate encoded as it stands, up to
+// the first NUL), trailing white space cut.
+func utf16Label(b []byte) string {
+	var out []byte
+	for i := 0; i+2 <= len(b); i += 2 {
+		c := uint32(le.Uint16(b[i:]))
+		if c >= 0xD800 && c <= 0xDBFF && i+4 <= len(b) {
+			if c2 := uint32(le.Uint16(b[i+2:])); c2 >= 0xDC00 && c2 <= 0xDFFF {
+				c = 0x10000 + (c-0xD800)<<10 + (c2 - 0xDC00)
+				i += 2
+			}
+		}
+		if c == 0 {
+			break
+		}
+		switch {
+		case c < 0x80:
+			out = append(out, byte(c))
+		case c < 0x800:
+			out = append(out, byte(0xC0|c>>6), byte(0x80|c&0x3F))
+		case c < 0x10000:
+			out = append(out, byte(0xE0|c>>12), byte(0x80|(c>>6)&0x3F), byte(0x80|c&0x3F))
+		default:
+			out = append(out, byte(0xF0|c>>18), byte(0x80|(c>>12)&0x3F), byte(0x80|(c>>6)&0x3F), byte(0x80|c&0x3F))
+		}
+	}
+	return strings.TrimRight(string(out), " \t\n\r\v\f")
 }

@@ -176,6 +176,26 @@ func TestMatchesBlkid(t *testing.T) {
 		{"big-endian magic of squashfs 4: none", synthetic(squashfsHead("sqsh", binary.BigEndian, 4))},
 		{"LUKS of an unknown version: no UUID", synthetic(luksHead(3, "abc  def", 0))},
 		{"LUKS1 with a UUID of its own spelling", synthetic(luksHead(1, "Weird UUID  ", 0))},
+		{"ntfs with a label", mkNTFS("-L", "Windows")},
+		{"ntfs with a label beyond ASCII, a surrogate pair among it", mkNTFS("-L", "données 日本 \U0001F600")},
+		{"ntfs with trailing spaces in its label", mkNTFS("-L", "data  ")},
+		{"ntfs without a label", mkNTFS()},
+		{"ntfs of 4 KiB sectors and 64 KiB clusters", mkNTFS("-s", "4096", "-c", "65536", "-L", "big")},
+		{"ntfs with a lone surrogate in its label", patchNTFS(mkNTFS("-L", "QQQQ"), func(b []byte) {
+			replaceAll(b, utf16le("QQQQ"), []byte{0x00, 0xD8, 'A', 0, 'B', 0, 'C', 0})
+		})},
+		{"ntfs with a serial number of zero: no UUID", patchNTFS(mkNTFS("-L", "noserial"), func(b []byte) { clear(b[0x48:0x50]) })},
+		{"ntfs whose $Volume record is not a file record: none", patchNTFS(mkNTFS("-L", "QQQQ"), func(b []byte) {
+			// The label's record, in the MFT and in its mirror.
+			for _, i := range indexAll(b, utf16le("QQQQ")) {
+				rec := i &^ 1023
+				copy(b[rec:], "BAAD")
+			}
+		})},
+		{"ntfs, synthetic, a record of two clusters", synthetic(ntfsHead(2, "two"))},
+		{"ntfs, synthetic, a record of 1 KiB (2^10)", synthetic(ntfsHead(-10, "kib"))},
+		{"ntfs, synthetic, its MFT past the volume's end: none", synthetic(func() []byte { b := ntfsHead(2, "far"); le.PutUint64(b[0x30:], 1000); return b }())},
+		{"ntfs, synthetic, a FAT count: none", synthetic(func() []byte { b := ntfsHead(2, "fat"); b[0x10] = 2; return b }())},
 		{"fat32", func(t *testing.T) string { return fatImage(t, true, 0x1A2B3C4D, "BOOTSECT", "EFI SYS") }},
 		{"fat32 named only in its boot sector", func(t *testing.T) string { return fatImage(t, true, 0xDEADBEEF, "BOOTSECT", "") }},
 		{"fat16", func(t *testing.T) string { return fatImage(t, false, 0x00C0FFEE, "NO NAME", "ESP") }},
@@ -190,6 +210,9 @@ func TestMatchesBlkid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			img := tc.make(t)
 			want := blkid(t, img)
+			// Every case names a filesystem to blkid but those that say
+			// otherwise, so no case passes by both seeing nothing.
+			assert.Equal(t, !strings.HasSuffix(tc.name, ": none"), want["ID_FS_TYPE"] != "", "blkid's type: %q", want["ID_FS_TYPE"])
 			got := read(t, img)
 			assert.Equal(t, want["ID_FS_TYPE"], got.Type)
 			assert.Equal(t, want["ID_FS_UUID_ENC"], volid.Encode(got.UUID))
@@ -197,6 +220,106 @@ func TestMatchesBlkid(t *testing.T) {
 			assert.False(t, got.LabelUnread)
 		})
 	}
+}
+
+// mkNTFS makes a 64 MiB NTFS volume with mkntfs (quick format, so it
+// writes only its metadata).
+func mkNTFS(args ...string) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		testenv.Tool(t, "mkntfs", "ntfs-3g")
+		p := filepath.Join(t.TempDir(), "fs.img")
+		disktest.Run(t, "truncate", "-s", "64M", p)
+		disktest.Run(t, "mkntfs", append(append([]string{"-q", "-F", "-Q"}, args...), p)...)
+		return p
+	}
+}
+
+// patchNTFS changes the first 16 MiB of a volume make made (where mkntfs
+// puts the boot sector and the MFT of a 64 MiB volume) with patch.
+func patchNTFS(mk func(t *testing.T) string, patch func(b []byte)) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		p := mk(t)
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		b := make([]byte, 16<<20)
+		_, err = f.ReadAt(b, 0)
+		require.NoError(t, err)
+		patch(b)
+		_, err = f.WriteAt(b, 0)
+		require.NoError(t, err)
+		return p
+	}
+}
+
+func utf16le(s string) []byte {
+	var b []byte
+	for _, r := range s {
+		b = append(b, byte(r), 0)
+	}
+	return b
+}
+
+func indexAll(b, sub []byte) []int {
+	var at []int
+	for i := 0; ; {
+		j := bytes.Index(b[i:], sub)
+		if j < 0 {
+			return at
+		}
+		at = append(at, i+j)
+		i += j + len(sub)
+	}
+}
+
+func replaceAll(b, old, new []byte) {
+	for _, i := range indexAll(b, old) {
+		copy(b[i:], new)
+	}
+}
+
+// ntfsHead is a minimal NTFS volume of 512-byte sectors and clusters, its
+// MFT at 16 KiB with records of clustersPerRecord (a power of two as an
+// exponent when negative): $MFT and $Volume file records, $Volume with a
+// $VOLUME_NAME attribute of label.
+func ntfsHead(clustersPerRecord int8, label string) []byte {
+	b := make([]byte, 64<<10)
+	b[0], b[1], b[2] = 0xEB, 0x52, 0x90
+	copy(b[3:], "NTFS    ")
+	le.PutUint16(b[0x0B:], 512)
+	b[0x0D] = 1
+	b[0x15] = 0xF8
+	le.PutUint64(b[0x28:], 256) // 128 KiB of sectors
+	le.PutUint64(b[0x30:], 32)  // the MFT at 16 KiB
+	le.PutUint64(b[0x38:], 64)
+	b[0x40] = byte(clustersPerRecord)
+	le.PutUint64(b[0x48:], 0x0123456789ABCDEF)
+	b[510], b[511] = 0x55, 0xAA
+	record := 512 * int(clustersPerRecord)
+	if clustersPerRecord < 0 {
+		record = 1 << -int(clustersPerRecord)
+	}
+	for i := range 4 {
+		rec := b[16<<10+i*record:]
+		copy(rec, "FILE")
+		le.PutUint16(rec[0x14:], 0x38)
+		le.PutUint32(rec[0x1C:], uint32(record))
+		le.PutUint32(rec[0x38:], 0xFFFFFFFF)
+	}
+	vol := b[16<<10+3*record:]
+	name := utf16le(label)
+	attr := vol[0x38:]
+	// A $STANDARD_INFORMATION-like attribute first, then $VOLUME_NAME.
+	le.PutUint32(attr, 0x10)
+	le.PutUint32(attr[4:], 0x30)
+	attr = attr[0x30:]
+	le.PutUint32(attr, 0x60)
+	le.PutUint32(attr[4:], uint32(0x18+len(name)+7)&^7)
+	le.PutUint32(attr[0x10:], uint32(len(name)))
+	le.PutUint16(attr[0x14:], 0x18)
+	copy(attr[0x18:], name)
+	le.PutUint32(attr[(0x18+len(name)+7)&^7:], 0xFFFFFFFF)
+	return b
 }
 
 // synthetic writes a 128 KiB volume that starts with head.
@@ -328,6 +451,8 @@ func FuzzRead(f *testing.F) {
 	f.Add(fatBytes(4<<10, 1, false, 0x00C0FFEE, "NO NAME", "ESP"))
 	f.Add(luksHead(2, "4febfcd4-ae79-46d6-82ff-11ad51587fe9", 0))
 	f.Add(squashfsHead("hsqs", binary.LittleEndian, 4))
+	// NTFS: the boot sector and the MFT's first four records, at 16 KiB.
+	f.Add(ntfsHead(2, "seed")[:20<<10])
 	// A LUKS2 secondary header (the primary wiped) at 16 KiB.
 	sec := make([]byte, 0x4000+512)
 	copy(sec[0x4000:], luksHead(2, "4febfcd4-ae79-46d6-82ff-11ad51587fe9", 0x4000))
