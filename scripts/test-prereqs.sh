@@ -24,6 +24,7 @@ mkfs.btrfs btrfs-progs
 cryptsetup cryptsetup-bin
 mksquashfs squashfs-tools
 mkntfs ntfs-3g
+mdadm mdadm
 btrfs btrfs-progs
 sfdisk fdisk
 sgdisk gdisk

@@ -16,6 +16,7 @@ import (
 
 	"github.com/amilint/amilint/internal/image/disk/archive"
 	"github.com/amilint/amilint/internal/image/disk/lvm"
+	"github.com/amilint/amilint/internal/image/disk/md"
 	"github.com/amilint/amilint/internal/image/disk/partition"
 	"github.com/amilint/amilint/internal/image/disk/vdisk"
 	"github.com/amilint/amilint/internal/image/fs/tarfs"
@@ -245,6 +246,7 @@ func openDisk(name string, r io.ReaderAt, size int64, opt Options, dopt vdisk.Op
 	ids := diskIdentity(disk, disk.Size(), tab, lvs, opt.otherVolumes)
 	for _, v := range vols {
 		if v.err != nil {
+			notes = append(notes, fmt.Sprintf("%s: %v", v.desc, v.err))
 			continue
 		}
 		src, fsName, err := openVolume(v, check)
@@ -349,6 +351,11 @@ func volumes(disk vdisk.Disk, tab *partition.Table, want int, check *integrity.C
 			return nil, fmt.Errorf("partition %d not found (the %s table has %s)", want, tab.Scheme, strings.Join(nums, ", "))
 		}
 	}
+	// md arrays first: an LVM physical volume may be one.
+	vols, err := mdArrays(vols, want, check)
+	if err != nil {
+		return nil, err
+	}
 	// LVM physical volumes: those of one volume group are assembled
 	// together (a striped LV spans them), its LVs listed where its first
 	// PV is.
@@ -409,6 +416,84 @@ func volumes(disk vdisk.Disk, tab *partition.Table, want int, check *integrity.C
 			// A thin or RAID LV, or one on a PV missing from the image, is
 			// not a root we read; it is listed for the disk's identities.
 			out = append(out, volume{desc: desc, number: number, r: lv, size: lv.Size(), err: lv.Err()})
+		}
+	}
+	return out, nil
+}
+
+// mdArrays replaces the members of md arrays (metadata 1.1 and 1.2) among
+// vols by their arrays, each listed where its first member is: a RAID1
+// or multipath array by a volume that reads the data of its freshest
+// active member (the one with the most events), which holds it whole;
+// any other level by a volume that says why amilint cannot read it. A
+// member of metadata 0.90 or 1.0 keeps its data from its start and reads
+// as the filesystem it holds.
+func mdArrays(vols []volume, want int, check *integrity.Checker) ([]volume, error) {
+	type array struct {
+		members []*md.Member
+		vols    []volume
+	}
+	arrays := map[string]*array{}
+	memberOf := make([]*md.Member, len(vols))
+	for i, v := range vols {
+		if !md.Probe(v.r, v.size) {
+			continue
+		}
+		m, err := md.Read(v.r, v.size, check.Within(v.where()))
+		if err != nil && (want == 0 || v.number == want) {
+			return nil, fmt.Errorf("%s: %w", v.desc, err)
+		}
+		if err != nil || m == nil {
+			continue // a damaged member on a partition not chosen
+		}
+		memberOf[i] = m
+		a := arrays[m.ArrayUUID]
+		if a == nil {
+			a = &array{}
+			arrays[m.ArrayUUID] = a
+		}
+		a.members = append(a.members, m)
+		a.vols = append(a.vols, v)
+	}
+	var out []volume
+	for i, v := range vols {
+		m := memberOf[i]
+		if m == nil {
+			out = append(out, v)
+			continue
+		}
+		a := arrays[m.ArrayUUID]
+		if a.members[0] != m {
+			continue // listed with the array's first member
+		}
+		number := v.number
+		var descs []string
+		for _, mv := range a.vols {
+			descs = append(descs, mv.desc)
+			if mv.number == want {
+				number = want
+			}
+		}
+		if want != 0 && number != want {
+			continue
+		}
+		desc := fmt.Sprintf("md %s (%s) in %s", cmp.Or(m.Name, m.ArrayUUID), m.Level, strings.Join(descs, " and "))
+		best := -1
+		for j, am := range a.members {
+			if am.Active() && (best < 0 || am.Events > a.members[best].Events) {
+				best = j
+			}
+		}
+		switch {
+		case !m.Level.Whole():
+			out = append(out, volume{desc: desc, number: number, r: v.r, size: 0,
+				err: fmt.Errorf("a %s array stripes its data over its members: read only once assembled", m.Level)})
+		case best < 0:
+			out = append(out, volume{desc: desc, number: number, r: v.r, size: 0,
+				err: errors.New("no member holds the array's data (each is a spare or faulty)")})
+		default:
+			bm, bv := a.members[best], a.vols[best]
+			out = append(out, volume{desc: desc, number: number, r: io.NewSectionReader(bv.r, bm.DataOffset, bm.DataSize), size: bm.DataSize})
 		}
 	}
 	return out, nil

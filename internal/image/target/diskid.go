@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/amilint/amilint/internal/image/disk/lvm"
+	"github.com/amilint/amilint/internal/image/disk/md"
 	"github.com/amilint/amilint/internal/image/disk/partition"
 	"github.com/amilint/amilint/internal/image/disk/volid"
 	"github.com/amilint/amilint/internal/image/rootfs"
@@ -72,8 +73,12 @@ func identifyAll(disk io.ReaderAt, size int64, tab *partition.Table, lvs func() 
 		d.Other = append(d.Other, fmt.Sprintf("LVM: %v", err))
 	}
 	for _, lv := range all {
-		if strings.HasPrefix(lv.desc, "LV ") {
+		switch {
+		case strings.HasPrefix(lv.desc, "LV "):
 			vs = append(vs, idVolume{vol: rootfs.Volume{Where: lv.desc}, r: lv.r, size: lv.size, isLV: true, lvErr: lv.err})
+		case strings.HasPrefix(lv.desc, "md "):
+			// An array: its filesystem, or the PV whose LVs are listed.
+			vs = append(vs, idVolume{vol: rootfs.Volume{Where: lv.desc}, r: lv.r, size: lv.size, lvErr: lv.err})
 		}
 	}
 	notes := make([]string, len(vs))
@@ -110,6 +115,8 @@ func identify(v *idVolume) string {
 			return ""
 		case !v.isLV && lvm.Probe(v.r, v.size):
 			return "" // an LVM physical volume: its LVs are listed
+		case !v.isLV && md.Probe(v.r, v.size):
+			return "" // an md array's member: its array is listed
 		}
 		return v.vol.Where + ": no filesystem amilint recognises"
 	}

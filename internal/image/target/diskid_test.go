@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amilint/amilint/fixtures/testenv"
+	"github.com/amilint/amilint/internal/image/disk/md"
 	"github.com/amilint/amilint/internal/image/disktest"
+	"github.com/amilint/amilint/internal/image/integrity"
 	"github.com/amilint/amilint/internal/image/rootfs"
 )
 
@@ -105,6 +107,74 @@ func TestDiskIdentities(t *testing.T) {
 		_, err := Open(context.Background(), only, Options{})
 		require.ErrorIs(t, err, ErrNoRoot)
 		assert.Contains(t, err.Error(), "partition 2: ntfs (not supported)")
+	})
+	// md arrays of metadata 1.2 over partitions 1 and 2. A RAID1 mirror
+	// of the root is read through its freshest member (the most events;
+	// the stale one holds another filesystem here) and named by its
+	// filesystem, as udev names the array's device; its members get no
+	// name of their own. A RAID5 array cannot be read without assembling
+	// it: its filesystems are unknown.
+	mdDisk := func(t *testing.T, level int32, data0, data1, part3 string) string {
+		img := disktest.Blank(t, 96<<20)
+		disktest.Run(t, "sgdisk", "-n", "1:2048:+28M", "-t", "1:fd00", "-n", "2:0:+28M", "-t", "2:fd00", "-n", "3:0:0", img)
+		m := disktest.MDMember{ArrayUUID: [16]byte{0x3b, 0x6c, 0x2c, 0x37, 0xd2, 0xa1, 0xf1, 0xc3, 0x9e, 0x11, 0x0a, 0x4f, 0x5d, 0x2e, 0x77, 0x01},
+			Name: "build:root", Level: level, RaidDisks: 2, Roles: []uint16{0, 1}, Events: 10}
+		disktest.Place(t, disktest.MDMemberFile(t, m, data0, 28<<20), img, 2048*512)
+		m.DevNumber, m.Events, m.DeviceUUID[0] = 1, 11, 1
+		disktest.Place(t, disktest.MDMemberFile(t, m, data1, 28<<20), img, (2048+57344)*512)
+		if part3 != "" {
+			disktest.Place(t, part3, img, (2048+2*57344)*512)
+		}
+		return img
+	}
+	const mdWhere = "md build:root (RAID1) in partition 1 and partition 2"
+	t.Run("md RAID1 root", func(t *testing.T) {
+		img := mdDisk(t, 1, fsImg, labelled, "")
+		for _, part := range []int{0, 2} {
+			im, err := Open(context.Background(), img, Options{Partition: part})
+			require.NoError(t, err)
+			assert.Contains(t, im.Detail, mdWhere)
+			d := im.FS.Memo().Disk()
+			require.Len(t, d.Volumes, 4)
+			assert.Equal(t, rootfs.Volume{Where: "partition 1", PartUUID: d.Volumes[0].PartUUID}, d.Volumes[0], "a member: no name of its own")
+			assert.Equal(t, rootfs.Volume{Where: "partition 2", PartUUID: d.Volumes[1].PartUUID}, d.Volumes[1])
+			assert.Equal(t, rootfs.Volume{Where: mdWhere, Type: "ext4", UUID: diskUUID, Label: `my\x20root`}, d.Volumes[3], "the freshest member's filesystem")
+			assert.Empty(t, d.Other)
+			im.Close()
+		}
+	})
+	t.Run("md RAID1 whose freshest member is faulty", func(t *testing.T) {
+		img := mdDisk(t, 1, labelled, fsImg, "")
+		// Partition 2's superblock: its own role faulty.
+		b, err := os.ReadFile(img)
+		require.NoError(t, err)
+		sb := b[(2048+57344)*512+4096:]
+		sb[256+2], sb[256+3] = 0xFE, 0xFF
+		c := md.Checksum(sb[:260])
+		sb[216], sb[217], sb[218], sb[219] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
+		require.NoError(t, os.WriteFile(img, b, 0o644))
+		d := diskOf(t, img, Options{})
+		assert.Equal(t, diskUUID, d.Volumes[3].UUID, "read from the active member")
+	})
+	t.Run("md RAID5", func(t *testing.T) {
+		img := mdDisk(t, 5, "", "", labelled)
+		d := diskOf(t, img, Options{})
+		assert.Equal(t, []string{"md build:root (RAID5) in partition 1 and partition 2: a RAID5 array stripes its data over its members: read only once assembled"}, d.Other)
+		assert.Equal(t, diskUUID, d.Volumes[2].UUID, "the root beside it")
+
+		_, err := Open(context.Background(), mdDisk(t, 5, "", "", ""), Options{})
+		require.ErrorIs(t, err, ErrNoRoot)
+		assert.Contains(t, err.Error(), "md build:root (RAID5) in partition 1 and partition 2: a RAID5 array stripes its data")
+	})
+	t.Run("md superblock failing its checksum", func(t *testing.T) {
+		img := mdDisk(t, 1, fsImg, labelled, "")
+		b, err := os.ReadFile(img)
+		require.NoError(t, err)
+		b[2048*512+4096+200]++ // partition 1's events
+		require.NoError(t, os.WriteFile(img, b, 0o644))
+		_, err = Open(context.Background(), img, Options{})
+		require.ErrorIs(t, err, integrity.ErrChecksum)
+		assert.Contains(t, err.Error(), "partition 1: md: version 1.2 superblock at 4096 fails its checksum")
 	})
 	t.Run("unknown contents", func(t *testing.T) {
 		img := disktest.GPTRoot(t, fsImg)
