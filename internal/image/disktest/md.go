@@ -24,6 +24,9 @@ type MDMember struct {
 	Events                uint64
 	// V11 puts the superblock at the member's start (metadata 1.1).
 	V11 bool
+	// ReshapeTo, when not zero, marks a reshape to that level in progress,
+	// half done.
+	ReshapeTo int32
 }
 
 // MDDataOffset is where MDMemberFile puts a member's data: 2,048 sectors,
@@ -66,6 +69,14 @@ func MDMemberFile(t testing.TB, m MDMember, data string, size int64) string {
 	le.PutUint64(sb[192:], 1700000100)
 	le.PutUint64(sb[200:], m.Events)
 	le.PutUint64(sb[208:], ^uint64(0))
+	if m.ReshapeTo != 0 {
+		le.PutUint32(sb[8:], 4) // MD_FEATURE_RESHAPE_ACTIVE
+		le.PutUint32(sb[100:], uint32(m.ReshapeTo))
+		le.PutUint64(sb[104:], uint64(size-MDDataOffset)/1024) // reshape_position
+		le.PutUint32(sb[112:], 1)                              // delta_disks
+		le.PutUint32(sb[116:], 2)                              // new_layout (left-symmetric)
+		le.PutUint32(sb[120:], 1024)                           // new_chunk
+	}
 	le.PutUint32(sb[220:], uint32(len(m.Roles)))
 	for i, r := range m.Roles {
 		le.PutUint16(sb[256+2*i:], r)

@@ -488,6 +488,9 @@ func mdArrays(vols []volume, want int, check *integrity.Checker) ([]volume, erro
 		case !m.Level.Whole():
 			out = append(out, volume{desc: desc, number: number, r: v.r, size: 0,
 				err: fmt.Errorf("a %s array stripes its data over its members: read only once assembled", m.Level)})
+		case !m.Mirror():
+			out = append(out, volume{desc: desc, number: number, r: v.r, size: 0,
+				err: fmt.Errorf("a reshape to %s is in progress: its data is read only once assembled", m.NewLevel)})
 		case best < 0:
 			out = append(out, volume{desc: desc, number: number, r: v.r, size: 0,
 				err: errors.New("no member holds the array's data (each is a spare or faulty)")})

@@ -166,6 +166,15 @@ func TestDiskIdentities(t *testing.T) {
 		require.ErrorIs(t, err, ErrNoRoot)
 		assert.Contains(t, err.Error(), "md build:root (RAID5) in partition 1 and partition 2: a RAID5 array stripes its data")
 	})
+	t.Run("md RAID1 under reshape to RAID5", func(t *testing.T) {
+		img := disktest.Blank(t, 96<<20)
+		disktest.Run(t, "sgdisk", "-n", "1:2048:+28M", "-n", "2:0:0", img)
+		m := disktest.MDMember{Name: "build:grow", Level: 1, RaidDisks: 2, Roles: []uint16{0, 1}, Events: 3, ReshapeTo: 5}
+		disktest.Place(t, disktest.MDMemberFile(t, m, fsImg, 28<<20), img, 2048*512)
+		disktest.Place(t, labelled, img, (2048+57344)*512)
+		d := diskOf(t, img, Options{})
+		assert.Equal(t, []string{"md build:grow (RAID1) in partition 1: a reshape to RAID5 is in progress: its data is read only once assembled"}, d.Other)
+	})
 	t.Run("md superblock failing its checksum", func(t *testing.T) {
 		img := mdDisk(t, 1, fsImg, labelled, "")
 		b, err := os.ReadFile(img)

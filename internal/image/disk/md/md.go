@@ -36,6 +36,9 @@ const (
 	// maxDev bounds max_dev: the kernel refuses more than 1,920 roles (a
 	// superblock of 4 KiB at most).
 	maxDev = (4096 - sbSize) / 2
+	// featureReshape is MD_FEATURE_RESHAPE_ACTIVE: new_level and the
+	// reshape fields are valid.
+	featureReshape = 4
 )
 
 // Level is an array's RAID level as the superblock spells it.
@@ -68,6 +71,12 @@ func (l Level) String() string {
 // Whole reports a level whose every member holds the array's data whole.
 func (l Level) Whole() bool { return l == RAID1 || l == Multipath }
 
+// Mirror reports an array whose every member holds its data whole, and
+// stays so: its level is RAID1 or multipath and no reshape to another
+// level is in progress (a reshape that only adds or removes mirrors
+// moves no data).
+func (m *Member) Mirror() bool { return m.Level.Whole() && m.NewLevel == m.Level }
+
 // Member is one member's superblock.
 type Member struct {
 	// Version is "1.1" or "1.2".
@@ -80,6 +89,9 @@ type Member struct {
 	// Level is the array's RAID level; RaidDisks its number of members.
 	Level     Level
 	RaidDisks uint32
+	// NewLevel is the level a reshape in progress turns the array into
+	// (the superblock's reshape feature set); Level when none is.
+	NewLevel Level
 	// DataOffset and DataSize locate the member's data, in bytes.
 	DataOffset, DataSize int64
 	// Events counts the superblock's updates: of a mirror's members, the
@@ -177,8 +189,12 @@ func parse(r io.ReaderAt, size, off int64, version string, sb []byte, check *int
 		Name:       name(full[32:64]),
 		Level:      Level(int32(le.Uint32(full[72:]))),
 		RaidDisks:  le.Uint32(full[92:]),
+		NewLevel:   Level(int32(le.Uint32(full[72:]))),
 		Events:     le.Uint64(full[200:]),
 		Role:       Spare,
+	}
+	if le.Uint32(full[8:])&featureReshape != 0 {
+		m.NewLevel = Level(int32(le.Uint32(full[100:])))
 	}
 	dataOff, dataSize := le.Uint64(full[128:]), le.Uint64(full[136:])
 	sectors := uint64(size) / 512

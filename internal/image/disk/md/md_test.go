@@ -69,6 +69,7 @@ func TestMatchesMdadmAndBlkid(t *testing.T) {
 		{"RAID1 of three roles (an odd count: the checksum's last word is half one)", disktest.MDMember{ArrayUUID: uuidA, DeviceUUID: [16]byte{2}, Name: "h:r", Level: 1, RaidDisks: 3, DevNumber: 2, Roles: []uint16{0, 1, 2}, Events: 7}, "Active device 2"},
 		{"RAID1 spare", disktest.MDMember{ArrayUUID: uuidA, DeviceUUID: [16]byte{3}, Name: "h:r", Level: 1, RaidDisks: 2, DevNumber: 2, Roles: []uint16{0, 1, 0xFFFF}, Events: 7}, "spare"},
 		{"RAID5", disktest.MDMember{ArrayUUID: uuidA, DeviceUUID: [16]byte{4}, Name: "store", Level: 5, RaidDisks: 3, DevNumber: 0, Roles: []uint16{0, 1, 2}, Events: 1 << 40}, "Active device 0"},
+		{"RAID1 under reshape to RAID5", disktest.MDMember{ArrayUUID: uuidA, DeviceUUID: [16]byte{6}, Name: "h:grow", Level: 1, RaidDisks: 2, Roles: []uint16{0, 1}, Events: 5, ReshapeTo: 5}, "Active device 0"},
 		{"metadata 1.1, at the start", disktest.MDMember{ArrayUUID: uuidA, DeviceUUID: [16]byte{5}, Name: "old:one", Level: 1, RaidDisks: 2, Roles: []uint16{0, 1}, Events: 3, V11: true}, "Active device 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,6 +84,13 @@ func TestMatchesMdadmAndBlkid(t *testing.T) {
 			assert.Equal(t, ex["Device UUID"], strings.ReplaceAll(colons(m.DeviceUUID), "-", ""))
 			assert.Equal(t, ex["Name"], m.Name)
 			assert.Equal(t, ex["Raid Level"], strings.ToLower(m.Level.String()))
+			if tc.m.ReshapeTo != 0 {
+				assert.Equal(t, ex["New Level"], strings.ToLower(m.NewLevel.String()))
+				assert.False(t, m.Mirror())
+			} else {
+				assert.Equal(t, m.Level, m.NewLevel)
+				assert.Equal(t, tc.m.Level == 1, m.Mirror())
+			}
 			assert.Equal(t, ex["Events"], fmtUint(m.Events))
 			assert.Equal(t, ex["Data Offset"], fmtUint(uint64(m.DataOffset/512))+" sectors")
 			assert.Equal(t, tc.role, ex["Device Role"])
