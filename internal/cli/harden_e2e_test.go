@@ -181,6 +181,13 @@ var wideInstances = map[string]string{"postfix@.service": "postfix@-.service", "
 // require it to deliver).
 var wideTrixieInstances = map[string]string{"postgresql@.service": "postgresql@17-main.service"}
 
+// onDemand are services a client's D-Bus call starts and that exit after
+// some idle seconds: whether a boot's snapshot finds one running is a
+// matter of timing (on Debian 13, snapd asks systemd-timedated while it
+// runs its first seconds), so the comparison of the two boots leaves them
+// out unless the catalog hardens them.
+var onDemand = []string{"systemd-timedated.service", "systemd-hostnamed.service", "systemd-localed.service"}
+
 // booted is what one boot showed.
 type booted struct {
 	state    string            // is-system-running
@@ -615,6 +622,9 @@ func hardenPair(ctx context.Context, t *testing.T, sd systemdtest.Systemd, root 
 	}
 	var lost []string
 	for u, s := range p.units {
+		if slices.Contains(onDemand, u) && !slices.Contains(services, u) {
+			continue
+		}
 		if strings.HasPrefix(s, "active/") && !strings.HasPrefix(h.units[u], "active/") {
 			lost = append(lost, fmt.Sprintf("%s: %s → %s", u, s, h.units[u]))
 		}
