@@ -7,12 +7,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -153,4 +155,27 @@ func FileSHA256(t testing.TB, path string) (string, int64) {
 	fi, err := f.Stat()
 	require.NoError(t, err)
 	return SHA256(t, f, fi.Size()), fi.Size()
+}
+
+// Blkid is what `blkid -p -o udev` (low-level probing, no cache) says of
+// img: the values udev's blkid builtin sets and names the /dev/disk links
+// after. A volume blkid finds nothing on (its exit 2, no output) is an
+// empty map.
+func Blkid(t testing.TB, img string) map[string]string {
+	t.Helper()
+	cmd := exec.Command("blkid", "-p", "-o", "udev", img)
+	cmd.Env = append(os.Environ(), "PATH="+os.Getenv("PATH")+":/usr/sbin:/sbin")
+	o, err := cmd.Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 2 && len(o) == 0 {
+		return map[string]string{}
+	}
+	require.NoError(t, err, "blkid -p %s", img)
+	kv := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(o)), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
 }

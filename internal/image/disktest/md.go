@@ -34,9 +34,7 @@ type MDMember struct {
 const MDDataOffset = 1 << 20
 
 // MDMemberFile writes a member of m holding data (a filesystem image, or
-// nothing) at MDDataOffset, size bytes in all, with its superblock's
-// checksum as the kernel computes it (md.Checksum, which
-// TestChecksumMatchesMdadm holds to mdadm's own).
+// nothing) at MDDataOffset, size bytes in all, its superblock MDSuperblock.
 func MDMemberFile(t testing.TB, m MDMember, data string, size int64) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "member.img")
@@ -45,20 +43,34 @@ func MDMemberFile(t testing.TB, m MDMember, data string, size int64) string {
 	if data != "" {
 		Place(t, data, p, MDDataOffset)
 	}
+	sb, at := MDSuperblock(m, size, MDDataOffset)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteAt(sb, at)
+	require.NoError(t, err)
+	return p
+}
+
+// MDSuperblock is the superblock of a member of m, size bytes long with
+// its data from dataOffset to its end, and the offset it goes at; its
+// checksum as the kernel computes it (md.Checksum, which
+// TestMatchesMdadmAndBlkid holds to mdadm's own).
+func MDSuperblock(m MDMember, size, dataOffset int64) (sb []byte, at int64) {
 	le := binary.LittleEndian
-	sb := make([]byte, 256+2*len(m.Roles))
+	sb = make([]byte, 256+2*len(m.Roles))
 	le.PutUint32(sb, 0xa92b4efc)
 	le.PutUint32(sb[4:], 1)
 	copy(sb[16:32], m.ArrayUUID[:])
 	copy(sb[32:64], m.Name)
 	le.PutUint64(sb[64:], 1700000000)
 	le.PutUint32(sb[72:], uint32(m.Level))
-	le.PutUint64(sb[80:], uint64(size-MDDataOffset)/512)
+	le.PutUint64(sb[80:], uint64(size-dataOffset)/512)
 	le.PutUint32(sb[88:], 1024) // chunk, 512 KiB
 	le.PutUint32(sb[92:], m.RaidDisks)
-	le.PutUint64(sb[128:], MDDataOffset/512)
-	le.PutUint64(sb[136:], uint64(size-MDDataOffset)/512)
-	at := int64(4096)
+	le.PutUint64(sb[128:], uint64(dataOffset)/512)
+	le.PutUint64(sb[136:], uint64(size-dataOffset)/512)
+	at = 4096
 	if m.V11 {
 		at = 0
 	}
@@ -72,20 +84,15 @@ func MDMemberFile(t testing.TB, m MDMember, data string, size int64) string {
 	if m.ReshapeTo != 0 {
 		le.PutUint32(sb[8:], 4) // MD_FEATURE_RESHAPE_ACTIVE
 		le.PutUint32(sb[100:], uint32(m.ReshapeTo))
-		le.PutUint64(sb[104:], uint64(size-MDDataOffset)/1024) // reshape_position
-		le.PutUint32(sb[112:], 1)                              // delta_disks
-		le.PutUint32(sb[116:], 2)                              // new_layout (left-symmetric)
-		le.PutUint32(sb[120:], 1024)                           // new_chunk
+		le.PutUint64(sb[104:], uint64(size-dataOffset)/1024) // reshape_position
+		le.PutUint32(sb[112:], 1)                            // delta_disks
+		le.PutUint32(sb[116:], 2)                            // new_layout (left-symmetric)
+		le.PutUint32(sb[120:], 1024)                         // new_chunk
 	}
 	le.PutUint32(sb[220:], uint32(len(m.Roles)))
 	for i, r := range m.Roles {
 		le.PutUint16(sb[256+2*i:], r)
 	}
 	le.PutUint32(sb[216:], md.Checksum(sb))
-	f, err := os.OpenFile(p, os.O_WRONLY, 0)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.WriteAt(sb, at)
-	require.NoError(t, err)
-	return p
+	return sb, at
 }

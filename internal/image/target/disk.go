@@ -400,12 +400,9 @@ func volumes(disk vdisk.Disk, tab *partition.Table, want int, check *integrity.C
 		if g.pvs[0] != pv {
 			continue // listed with the group's first PV
 		}
-		number := v.number
-		if want != 0 {
-			if !slices.Contains(g.numbers, want) {
-				continue
-			}
-			number = want
+		number, ok := listedAs(v.number, g.numbers, want)
+		if !ok {
+			continue
 		}
 		vg, err := lvm.Assemble(g.pvs)
 		if err != nil {
@@ -436,15 +433,12 @@ func mdArrays(vols []volume, want int, check *integrity.Checker) ([]volume, erro
 	arrays := map[string]*array{}
 	memberOf := make([]*md.Member, len(vols))
 	for i, v := range vols {
-		if !md.Probe(v.r, v.size) {
-			continue
-		}
 		m, err := md.Read(v.r, v.size, check.Within(v.where()))
 		if err != nil && (want == 0 || v.number == want) {
 			return nil, fmt.Errorf("%s: %w", v.desc, err)
 		}
 		if err != nil || m == nil {
-			continue // a damaged member on a partition not chosen
+			continue // no member, or a damaged one on a partition not chosen
 		}
 		memberOf[i] = m
 		a := arrays[m.ArrayUUID]
@@ -466,15 +460,13 @@ func mdArrays(vols []volume, want int, check *integrity.Checker) ([]volume, erro
 		if a.members[0] != m {
 			continue // listed with the array's first member
 		}
-		number := v.number
 		var descs []string
+		var numbers []int
 		for _, mv := range a.vols {
-			descs = append(descs, mv.desc)
-			if mv.number == want {
-				number = want
-			}
+			descs, numbers = append(descs, mv.desc), append(numbers, mv.number)
 		}
-		if want != 0 && number != want {
+		number, ok := listedAs(v.number, numbers, want)
+		if !ok {
 			continue
 		}
 		desc := fmt.Sprintf("md %s (%s) in %s", cmp.Or(m.Name, m.ArrayUUID), m.Level, strings.Join(descs, " and "))
@@ -500,6 +492,17 @@ func mdArrays(vols []volume, want int, check *integrity.Checker) ([]volume, erro
 		}
 	}
 	return out, nil
+}
+
+// listedAs is the partition number a volume assembled from the partitions
+// numbers (an LV of a volume group, an md array) is listed under, first
+// the number of the first of them; with --partition want, want when it is
+// one of them, else the volume is not listed (ok false).
+func listedAs(first int, numbers []int, want int) (number int, ok bool) {
+	if want == 0 {
+		return first, true
+	}
+	return want, slices.Contains(numbers, want)
 }
 
 // where locates v for the lines of checksum mismatches: "" for the whole

@@ -31,6 +31,15 @@ func diskOf(t *testing.T, img string, opt Options) *rootfs.Disk {
 	return d
 }
 
+// noRootOn puts the volume vol alone on a GPT disk (its partition 2):
+// the disk has no root amilint reads, and the error says why of vol.
+func noRootOn(t *testing.T, vol, why string) {
+	t.Helper()
+	_, err := Open(context.Background(), disktest.GPTRoot(t, vol), Options{})
+	require.ErrorIs(t, err, ErrNoRoot)
+	assert.Contains(t, err.Error(), "partition 2: "+why)
+}
+
 // TestDiskIdentities: every volume of a disk image is listed with the
 // names udev gives it, whichever volume holds the root and whichever
 // --partition chose; what amilint cannot name makes the disk's filesystems
@@ -81,10 +90,7 @@ func TestDiskIdentities(t *testing.T) {
 		assert.Equal(t, rootfs.Volume{Where: "partition 3", Type: "crypto_LUKS", UUID: uuid, Label: `my\x20data`, PartUUID: d.Volumes[2].PartUUID}, d.Volumes[2])
 		assert.Empty(t, d.Other)
 
-		only := disktest.GPTRoot(t, luks)
-		_, err := Open(context.Background(), only, Options{})
-		require.ErrorIs(t, err, ErrNoRoot)
-		assert.Contains(t, err.Error(), "partition 2: crypto_LUKS (encrypted, read only with its key)")
+		noRootOn(t, luks, "crypto_LUKS (encrypted, read only with its key)")
 	})
 	// An NTFS volume beside the root (partition 3, a Windows data disk):
 	// named by its serial number and label, as udev names it; a disk whose
@@ -103,10 +109,7 @@ func TestDiskIdentities(t *testing.T) {
 		assert.Equal(t, rootfs.Volume{Where: "partition 3", Type: "ntfs", UUID: serial, Label: `Data\x20Disk`, PartUUID: d.Volumes[2].PartUUID}, d.Volumes[2])
 		assert.Empty(t, d.Other)
 
-		only := disktest.GPTRoot(t, ntfs)
-		_, err := Open(context.Background(), only, Options{})
-		require.ErrorIs(t, err, ErrNoRoot)
-		assert.Contains(t, err.Error(), "partition 2: ntfs (not supported)")
+		noRootOn(t, ntfs, "ntfs (not supported)")
 	})
 	// md arrays of metadata 1.2 over partitions 1 and 2. A RAID1 mirror
 	// of the root is read through its freshest member (the most events;

@@ -118,27 +118,14 @@ var le = binary.LittleEndian
 // superblock of version 1.1 or 1.2: its magic, major version 1 and its own
 // offset, as blkid takes it.
 func Probe(r io.ReaderAt, size int64) bool {
-	sb := make([]byte, sbSize)
-	for _, off := range []int64{0, 4096} {
-		if size < off+sbSize {
-			break
-		}
-		if n, _ := r.ReadAt(sb, off); n == sbSize && isSuper(sb, off) {
-			return true
-		}
-	}
-	return false
+	sb, _, _ := find(r, size)
+	return sb != nil
 }
 
-func isSuper(sb []byte, off int64) bool {
-	return le.Uint32(sb) == magic && le.Uint32(sb[4:]) == 1 && le.Uint64(sb[144:]) == uint64(off)/512
-}
-
-// Read reads the member superblock of the volume r of size bytes; nil
-// and no error when Probe finds none. check decides what a checksum
-// mismatch does. A superblock whose data lies outside the volume, or whose
-// roles or checksum do not hold together, is ErrCorrupt.
-func Read(r io.ReaderAt, size int64, check *integrity.Checker) (*Member, error) {
+// find returns the fixed part of the volume's superblock, its offset and
+// its version, looking where versions 1.1 and 1.2 keep it; nil when
+// neither place holds one (a place it cannot read holds none).
+func find(r io.ReaderAt, size int64) (sb []byte, off int64, version string) {
 	for _, c := range []struct {
 		off     int64
 		version string
@@ -146,26 +133,23 @@ func Read(r io.ReaderAt, size int64, check *integrity.Checker) (*Member, error) 
 		if size < c.off+sbSize {
 			break
 		}
-		sb := make([]byte, sbSize)
-		if n, err := r.ReadAt(sb, c.off); n != sbSize {
-			return nil, fmt.Errorf("md: read the superblock at %d: %w", c.off, cmpErr(err))
+		b := make([]byte, sbSize)
+		if n, _ := r.ReadAt(b, c.off); n == sbSize && le.Uint32(b) == magic && le.Uint32(b[4:]) == 1 && le.Uint64(b[144:]) == uint64(c.off)/512 {
+			return b, c.off, c.version
 		}
-		if !isSuper(sb, c.off) {
-			continue
-		}
-		return parse(r, size, c.off, c.version, sb, check)
 	}
-	return nil, nil
+	return nil, 0, ""
 }
 
-func cmpErr(err error) error {
-	if err == nil {
-		return io.ErrUnexpectedEOF
+// Read reads the member superblock of the volume r of size bytes; nil
+// and no error when Probe finds none. check decides what a checksum
+// mismatch does. A superblock whose data lies outside the volume, or whose
+// roles or checksum do not hold together, is ErrCorrupt.
+func Read(r io.ReaderAt, size int64, check *integrity.Checker) (*Member, error) {
+	sb, off, version := find(r, size)
+	if sb == nil {
+		return nil, nil
 	}
-	return err
-}
-
-func parse(r io.ReaderAt, size, off int64, version string, sb []byte, check *integrity.Checker) (*Member, error) {
 	corrupt := func(format string, a ...any) error {
 		return fmt.Errorf("%w: version %s superblock at %d: %s", ErrCorrupt, version, off, fmt.Sprintf(format, a...))
 	}
@@ -173,9 +157,13 @@ func parse(r io.ReaderAt, size, off int64, version string, sb []byte, check *int
 	if devs > maxDev {
 		return nil, corrupt("%d device roles (at most %d)", devs, maxDev)
 	}
-	full := make([]byte, sbSize+2*int(devs))
-	if n, err := r.ReadAt(full, off); n != len(full) {
-		return nil, fmt.Errorf("md: read the superblock's device roles: %w", cmpErr(err))
+	// The device roles follow the fixed part.
+	full := append(sb, make([]byte, 2*int(devs))...)
+	if n, err := r.ReadAt(full[sbSize:], off+sbSize); n != len(full)-sbSize {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("md: read the superblock's device roles: %w", err)
 	}
 	if got, want := Checksum(full), le.Uint32(full[216:]); got != want {
 		if err := check.Fail(&integrity.Mismatch{Format: "md", Structure: fmt.Sprintf("version %s superblock at %d", version, off), Corrupt: ErrCorrupt}); err != nil {
@@ -189,10 +177,10 @@ func parse(r io.ReaderAt, size, off int64, version string, sb []byte, check *int
 		Name:       name(full[32:64]),
 		Level:      Level(int32(le.Uint32(full[72:]))),
 		RaidDisks:  le.Uint32(full[92:]),
-		NewLevel:   Level(int32(le.Uint32(full[72:]))),
 		Events:     le.Uint64(full[200:]),
 		Role:       Spare,
 	}
+	m.NewLevel = m.Level
 	if le.Uint32(full[8:])&featureReshape != 0 {
 		m.NewLevel = Level(int32(le.Uint32(full[100:])))
 	}

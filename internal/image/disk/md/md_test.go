@@ -2,6 +2,7 @@ package md_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"regexp"
@@ -41,19 +42,6 @@ func examine(t *testing.T, p string) map[string]string {
 	return kv
 }
 
-func blkid(t *testing.T, p string) map[string]string {
-	t.Helper()
-	out, err := exec.Command("blkid", "-p", "-o", "udev", p).Output()
-	require.NoError(t, err)
-	kv := map[string]string{}
-	for _, l := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			kv[k] = v
-		}
-	}
-	return kv
-}
-
 var uuidA = [16]byte{0x3b, 0x6c, 0x2c, 0x37, 0xd2, 0xa1, 0xf1, 0xc3, 0x9e, 0x11, 0x0a, 0x4f, 0x5d, 0x2e, 0x77, 0x01}
 
 // TestMatchesMdadmAndBlkid reads member superblocks and checks each field
@@ -77,7 +65,7 @@ func TestMatchesMdadmAndBlkid(t *testing.T) {
 			m, err := read(t, p, nil)
 			require.NoError(t, err)
 			require.NotNil(t, m)
-			ex, bl := examine(t, p), blkid(t, p)
+			ex, bl := examine(t, p), disktest.Blkid(t, p)
 			assert.Regexp(t, regexp.MustCompile(`^[0-9a-f]{8} - correct$`), ex["Checksum"])
 			assert.Equal(t, ex["Version"], m.Version)
 			assert.Equal(t, ex["Array UUID"], strings.ReplaceAll(colons(m.ArrayUUID), "-", ""))
@@ -91,8 +79,8 @@ func TestMatchesMdadmAndBlkid(t *testing.T) {
 				assert.Equal(t, m.Level, m.NewLevel)
 				assert.Equal(t, tc.m.Level == 1, m.Mirror())
 			}
-			assert.Equal(t, ex["Events"], fmtUint(m.Events))
-			assert.Equal(t, ex["Data Offset"], fmtUint(uint64(m.DataOffset/512))+" sectors")
+			assert.Equal(t, ex["Events"], strconv.FormatUint(m.Events, 10))
+			assert.Equal(t, ex["Data Offset"], strconv.FormatInt(m.DataOffset/512, 10)+" sectors")
 			assert.Equal(t, tc.role, ex["Device Role"])
 			assert.Equal(t, tc.role != "spare", m.Active())
 			assert.Equal(t, "linux_raid_member", bl["ID_FS_TYPE"])
@@ -110,8 +98,6 @@ func colons(u string) string {
 	h := strings.ReplaceAll(u, "-", "")
 	return h[0:8] + ":" + h[8:16] + ":" + h[16:24] + ":" + h[24:32]
 }
-
-func fmtUint(n uint64) string { return strconv.FormatUint(n, 10) }
 
 func mustRead(t *testing.T, p string) []byte {
 	b, err := os.ReadFile(p)
@@ -143,30 +129,24 @@ func TestChecksumMismatch(t *testing.T) {
 // TestCorrupt: superblocks that cannot hold together are ErrCorrupt, and
 // a volume with none is nil.
 func TestCorrupt(t *testing.T) {
-	le := func(b []byte, at int, v uint64, n int) {
-		for i := range n {
-			b[at+i] = byte(v >> (8 * i))
-		}
-	}
+	le := binary.LittleEndian
 	base := disktest.MDMember{ArrayUUID: uuidA, Name: "h:r", Level: 1, RaidDisks: 2, Roles: []uint16{0, 1}}
 	for _, tc := range []struct {
 		name  string
 		patch func(sb []byte)
 		want  string
 	}{
-		{"data past the member's end", func(sb []byte) { le(sb, 136, 1<<20, 8) }, "past the member's"},
-		{"data over the superblock", func(sb []byte) { le(sb, 128, 8, 8) }, "overlaps the superblock"},
-		{"too many roles", func(sb []byte) { le(sb, 220, 5000, 4) }, "device roles"},
+		{"data past the member's end", func(sb []byte) { le.PutUint64(sb[136:], 1<<20) }, "past the member's"},
+		{"data over the superblock", func(sb []byte) { le.PutUint64(sb[128:], 8) }, "overlaps the superblock"},
+		{"too many roles", func(sb []byte) { le.PutUint32(sb[220:], 5000) }, "device roles"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := mustRead(t, disktest.MDMemberFile(t, base, "", 8<<20))
-			sb := b[4096:]
+			sb := b[4096 : 4096+256+2*len(base.Roles)]
 			tc.patch(sb)
-			n := 256 + 2*int(uint32(sb[220])|uint32(sb[221])<<8)
-			if n > 4096 {
-				n = 256
-			}
-			le(sb, 216, uint64(md.Checksum(sb[:n])), 4)
+			// A valid checksum, so that only the patched field is wrong
+			// (the role count is checked before the checksum).
+			le.PutUint32(sb[216:], md.Checksum(sb))
 			_, err := md.Read(bytes.NewReader(b), int64(len(b)), nil)
 			require.ErrorIs(t, err, md.ErrCorrupt)
 			assert.Contains(t, err.Error(), tc.want)
@@ -179,7 +159,12 @@ func TestCorrupt(t *testing.T) {
 }
 
 func FuzzRead(f *testing.F) {
-	f.Add(superblock(disktest.MDMember{ArrayUUID: uuidA, Name: "h:r", Level: 1, RaidDisks: 2, Roles: []uint16{0, 1}, Events: 1}))
+	// A member of 8 KiB, its data at 4.5 KiB, so that the fuzzer's inputs
+	// stay small.
+	seed := make([]byte, 8192)
+	sb, at := disktest.MDSuperblock(disktest.MDMember{ArrayUUID: uuidA, Name: "h:r", Level: 1, RaidDisks: 2, Roles: []uint16{0, 1}, Events: 1}, 8192, 4608)
+	copy(seed[at:], sb)
+	f.Add(seed)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := md.Read(bytes.NewReader(b), int64(len(b)), nil)
 		if err != nil || m == nil {
@@ -189,26 +174,4 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("data outside the member: %+v of %d bytes", m, len(b))
 		}
 	})
-}
-
-// superblock is the first 8 KiB of a member of m, its data starting at
-// 4 KiB + 512 (so that the fuzzer's inputs stay small).
-func superblock(m disktest.MDMember) []byte {
-	b := make([]byte, 8192)
-	sb := b[4096:]
-	copy(sb, []byte{0xfc, 0x4e, 0x2b, 0xa9, 1, 0, 0, 0})
-	copy(sb[16:], m.ArrayUUID[:])
-	copy(sb[32:], m.Name)
-	sb[72] = byte(m.Level)
-	sb[92] = byte(m.RaidDisks)
-	sb[128] = 9 // data at sector 9
-	sb[136] = 6 // 6 sectors long
-	sb[144] = 8 // the superblock at sector 8
-	sb[220] = byte(len(m.Roles))
-	for i, r := range m.Roles {
-		sb[256+2*i], sb[257+2*i] = byte(r), byte(r>>8)
-	}
-	c := md.Checksum(sb[:256+2*len(m.Roles)])
-	sb[216], sb[217], sb[218], sb[219] = byte(c), byte(c>>8), byte(c>>16), byte(c>>24)
-	return b
 }

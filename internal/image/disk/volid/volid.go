@@ -72,6 +72,7 @@ func Read(r io.ReaderAt, size int64) (ID, error) {
 		return ID{}, fmt.Errorf("read superblocks: %w", err)
 	}
 	sq := squashfs(b)
+	nt, isNT := ntfsParams(b)
 	switch {
 	case isLUKS(b, 0, luksMagic):
 		return luks(b), nil
@@ -85,8 +86,8 @@ func Read(r io.ReaderAt, size int64) (ID, error) {
 		return btrfs(b), nil
 	case swapPage(b) > 0:
 		return swap(b), nil
-	case isNTFS(b):
-		return ntfs(r, size, b)
+	case isNT:
+		return ntfs(r, size, b, nt)
 	case isFAT(b):
 		return fat(r, size, b)
 	}
@@ -538,19 +539,14 @@ func ntfsParams(b []byte) (g ntfsGeometry, ok bool) {
 	return ntfsGeometry{mft: int64(off), recordSize: int64(record)}, true
 }
 
-func isNTFS(b []byte) bool {
-	_, ok := ntfsParams(b)
-	return ok
-}
-
-// ntfs reads the MFT's first records: the first ($MFT) and the fourth
+// ntfs reads the MFT's first records, where g (read from the boot sector
+// b) puts them: the first ($MFT) and the fourth
 // ($Volume) must be file records, as blkid requires, and $Volume's
 // $VOLUME_NAME attribute is the label, taken as blkid takes it (the
 // record as stored, without its update sequence applied). Records blkid
 // would read past the volume's end, or larger together than volid reads
 // (real ones are 1 or 4 KiB each), make the volume no NTFS volid names.
-func ntfs(r io.ReaderAt, size int64, b []byte) (ID, error) {
-	g, _ := ntfsParams(b)
+func ntfs(r io.ReaderAt, size int64, b []byte, g ntfsGeometry) (ID, error) {
 	span := (ntfsVolumeRec + 1) * g.recordSize
 	if g.recordSize > ntfsMaxMFTRead/(ntfsVolumeRec+1) || g.mft > size || span > size-g.mft {
 		return ID{}, nil
@@ -599,7 +595,7 @@ func ntfsLabel(rec []byte) string {
 
 // utf16Label is blkid_probe_set_utf8label of UTF-16LE: ul_encode_to_utf8
 // (a surrogate pair joined, a lone surrogate encoded as it stands, up to
-// the first NUL), trailing white space cut.
+// the first NUL), trailing white space cut as label cuts it.
 func utf16Label(b []byte) string {
 	var out []byte
 	for i := 0; i+2 <= len(b); i += 2 {
@@ -624,5 +620,5 @@ func utf16Label(b []byte) string {
 			out = append(out, byte(0xF0|c>>18), byte(0x80|(c>>12)&0x3F), byte(0x80|(c>>6)&0x3F), byte(0x80|c&0x3F))
 		}
 	}
-	return strings.TrimRight(string(out), " \t\n\r\v\f")
+	return label(out)
 }

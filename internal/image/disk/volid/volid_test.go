@@ -3,10 +3,8 @@ package volid_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,31 +16,6 @@ import (
 	"github.com/amilint/amilint/internal/image/disk/volid"
 	"github.com/amilint/amilint/internal/image/disktest"
 )
-
-// blkid is what `blkid -p` (low-level probing, no cache) says of the
-// filesystem in the file img: its TYPE, UUID, LABEL and LABEL_ENC, the
-// values udev's blkid builtin sets and names the links after; nothing
-// when it finds none (its exit status 2).
-func blkid(t *testing.T, img string) map[string]string {
-	t.Helper()
-	cmd := exec.Command("blkid", "-p", "-o", "udev", img)
-	cmd.Env = append(os.Environ(), "PATH="+os.Getenv("PATH")+":/usr/sbin:/sbin")
-	o, err := cmd.Output()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) && exit.ExitCode() == 2 && len(o) == 0 {
-		return map[string]string{}
-	}
-	require.NoError(t, err, "blkid -p %s", img)
-	out := string(o)
-	kv := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		k, v, ok := strings.Cut(l, "=")
-		if ok {
-			kv[k] = v
-		}
-	}
-	return kv
-}
 
 func read(t *testing.T, img string) volid.ID {
 	t.Helper()
@@ -182,7 +155,7 @@ func TestMatchesBlkid(t *testing.T) {
 		{"ntfs without a label", mkNTFS()},
 		{"ntfs of 4 KiB sectors and 64 KiB clusters", mkNTFS("-s", "4096", "-c", "65536", "-L", "big")},
 		{"ntfs with a lone surrogate in its label", patchNTFS(mkNTFS("-L", "QQQQ"), func(b []byte) {
-			replaceAll(b, utf16le("QQQQ"), []byte{0x00, 0xD8, 'A', 0, 'B', 0, 'C', 0})
+			copy(b, bytes.ReplaceAll(b, utf16le("QQQQ"), []byte{0x00, 0xD8, 'A', 0, 'B', 0, 'C', 0}))
 		})},
 		{"ntfs with a serial number of zero: no UUID", patchNTFS(mkNTFS("-L", "noserial"), func(b []byte) { clear(b[0x48:0x50]) })},
 		{"ntfs whose $Volume record is not a file record: none", patchNTFS(mkNTFS("-L", "QQQQ"), func(b []byte) {
@@ -209,7 +182,7 @@ func TestMatchesBlkid(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			img := tc.make(t)
-			want := blkid(t, img)
+			want := disktest.Blkid(t, img)
 			// Every case names a filesystem to blkid but those that say
 			// otherwise, so no case passes by both seeing nothing.
 			assert.Equal(t, !strings.HasSuffix(tc.name, ": none"), want["ID_FS_TYPE"] != "", "blkid's type: %q", want["ID_FS_TYPE"])
@@ -269,12 +242,6 @@ func indexAll(b, sub []byte) []int {
 		}
 		at = append(at, i+j)
 		i += j + len(sub)
-	}
-}
-
-func replaceAll(b, old, new []byte) {
-	for _, i := range indexAll(b, old) {
-		copy(b[i:], new)
 	}
 }
 
